@@ -1,0 +1,50 @@
+# Shared build settings, applied per target (never as global flags).
+
+# baton_options: warnings, -Werror and sanitizers for every baton target.
+add_library(baton_options INTERFACE)
+target_compile_options(baton_options INTERFACE -Wall -Wextra -Wpedantic
+  -Wshadow=local -Wnon-virtual-dtor)
+if(BATON_WERROR)
+  target_compile_options(baton_options INTERFACE -Werror)
+endif()
+if(BATON_SANITIZE)
+  target_compile_options(baton_options INTERFACE -fsanitize=${BATON_SANITIZE}
+    -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(baton_options INTERFACE -fsanitize=${BATON_SANITIZE})
+endif()
+
+# baton_add_library(NAME SOURCES ... [DEPS ...])
+function(baton_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+    $<INSTALL_INTERFACE:include>)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS}
+    PRIVATE $<BUILD_INTERFACE:baton_options>)
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set_property(GLOBAL APPEND PROPERTY BATON_EXPORTED_TARGETS ${name})
+endfunction()
+
+# baton_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [TIMEOUT s]
+#                [NO_MAIN])
+# One executable, registered with ctest under NAME, run from the build dir.
+function(baton_add_test name)
+  cmake_parse_arguments(ARG "NO_MAIN" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock
+    baton_options)
+  if(NOT ARG_NO_MAIN)
+    target_link_libraries(${name} PRIVATE GTest::gtest_main)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}"
+    TIMEOUT ${ARG_TIMEOUT})
+endfunction()

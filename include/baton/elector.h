@@ -1,0 +1,70 @@
+// baton/elector.h — leader election on top of a lock (CONTRACT "Leader
+// election"; the active-standby design of the PostgreSQL source document).
+//
+//   baton::Elector e(client, "billing-leader", {.ttl = 15s});
+//   if (e.campaign().ok()) run_as_leader(e.cancelled());   // blocks until won
+//   // destructor resigns
+//
+// The election is the lock named `group` (capacity 1). campaign() waits in
+// the lock's FIFO queue; once elected, the elector renews every
+// retry_interval (default TTL/3) and calls on_lost (and sets cancelled())
+// if renewal fails or the local safe deadline passes. A standby that calls
+// observe() or runs watch() sees the current leader's label and fencing
+// token; on_new_leader fires when the observed leader changes.
+//
+// Thread safety: all methods may be called from any thread. Callbacks run
+// on the elector's background thread and must not call campaign/resign.
+// The destructor resigns, never throws.
+#ifndef BATON_ELECTOR_H_
+#define BATON_ELECTOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "baton/client.h"
+#include "baton/error.h"
+#include "baton/lease.h"
+#include "baton/options.h"
+
+namespace baton {
+
+struct LeaderInfo {
+  std::string label;               // the leader's owner label
+  std::uint64_t fencing_token = 0; // its term: strictly increasing
+  std::chrono::milliseconds time_left{0};
+};
+
+class Elector {
+ public:
+  Elector(Client client, std::string group, ElectorOptions options = {});
+  Elector(const Elector&) = delete;
+  Elector& operator=(const Elector&) = delete;
+  ~Elector();
+
+  // Blocks until this candidate is leader or `wait` passes (timeout).
+  // While it waits, on_new_leader reports leader changes it observes.
+  Status campaign(std::chrono::milliseconds wait =
+                      std::chrono::milliseconds::max());
+  // Gives up leadership (or stops campaigning). Idempotent.
+  Status resign();
+  // The current leader, or not_acquired if there is none.
+  Result<LeaderInfo> observe() const;
+
+  bool is_leader() const noexcept;
+  // Set when leadership is lost or resigned; cleared by a new campaign.
+  const std::atomic<bool>& cancelled() const noexcept;
+  // The lease of the current term, if leader.
+  std::optional<Lease> lease() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace baton
+
+#endif  // BATON_ELECTOR_H_
