@@ -32,8 +32,9 @@ Status validate_label(std::string_view label);
 Status validate_reentrancy_key(std::string_view key);
 // 1..1024 names, each valid, no duplicates.
 Status validate_names(const std::vector<std::string_view>& names);
-// Wait durations: >= 0 (and not absurd: <= 7 days, or "forever" = max()).
-Status validate_wait(std::chrono::nanoseconds wait);
+// Wait durations: 0 .. 7 days, or milliseconds::max() = forever (the
+// client splits forever into store calls of at most 7 days).
+Status validate_wait(std::chrono::milliseconds wait);
 
 // A printable, truncated rendering of a possibly hostile name for messages.
 std::string quote_name(std::string_view name);

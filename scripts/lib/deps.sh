@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/lib/deps.sh — installs the Debian packages baton needs that are
+# missing (and only those). Sourced by scripts/test and scripts/run.
+#
+#   baton_install_deps build     # compilers, libraries, test tools
+#   baton_install_deps servers   # + real servers the store tests start
+set -euo pipefail
+
+BATON_BUILD_PACKAGES=(
+  cmake g++ make pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libasio-dev libhiredis-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
+  redis-tools python3-redis           # interop tests: redis-cli, redis-py
+)
+BATON_SERVER_PACKAGES=(
+  redis-server postgresql postgresql-contrib
+)
+
+baton_missing_packages() {
+  local p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      echo "$p"
+    fi
+  done
+}
+
+baton_install_deps() {
+  local want=("${BATON_BUILD_PACKAGES[@]}")
+  if [[ "${1:-build}" == servers ]]; then
+    want+=("${BATON_SERVER_PACKAGES[@]}")
+  fi
+  local missing
+  missing=$(baton_missing_packages "${want[@]}")
+  if [[ -z "$missing" ]]; then
+    echo "deps: all ${#want[@]} packages present"
+    return 0
+  fi
+  echo "deps: installing missing packages:" $missing
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then
+      sudo=(sudo)
+    else
+      echo "deps: not root and no sudo; install these packages: $missing" >&2
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q -o Acquire::Retries=3 </dev/null
+  # shellcheck disable=SC2086
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    $missing </dev/null
+}

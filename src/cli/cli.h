@@ -1,0 +1,99 @@
+// cli/cli.h — shared pieces of the `baton` command-line tool: global flags,
+// documented exit codes, error reporting and small formatting helpers.
+//
+// The CLI is a thin shell around baton::Client: it parses flags, calls the
+// client and prints. It never decides lock rules itself.
+//
+// Each subcommand lives in its own cmd_<name>.cc and registers itself with
+// add_<name>_command(); main.cc runs the one that was parsed. New commands
+// (e.g. `baton bench`) add one file and one line in main.cc.
+//
+// Thread safety: the helpers are pure except print_* (stdout/stderr).
+#ifndef BATON_CLI_CLI_H_
+#define BATON_CLI_CLI_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/client.h"
+#include "baton/error.h"
+#include "baton/lease.h"
+#include "baton/options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace baton::cli {
+
+// Documented exit codes (docs/cli.md). Commands run by `baton run` /
+// `baton elect` pass their own status through (128+N when killed by N).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;       // e.g. release: no longer held
+inline constexpr int kExitUsage = 64;        // EX_USAGE: bad flag/argument
+inline constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: store down
+inline constexpr int kExitInternal = 70;     // EX_SOFTWARE: internal error
+inline constexpr int kExitNotAcquired = 75;  // EX_TEMPFAIL: busy / timeout
+inline constexpr int kExitLeaseLost = 76;    // lease or leadership lost
+inline constexpr int kExitPermission = 77;   // EX_NOPERM
+inline constexpr int kExitCannotExec = 126;  // command found, not runnable
+inline constexpr int kExitNotFound = 127;    // command not found
+
+// Flags shared by every subcommand.
+struct Globals {
+  std::string store = "baton://127.0.0.1:7420";  // --store / BATON_STORE
+  std::string label;                             // --label (owner label)
+};
+
+// One subcommand: its CLI11 node and the action to run once parsed.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_run_command(CLI::App& app, const Globals& globals,
+                        const std::vector<std::string>& trailing);
+Command add_elect_command(CLI::App& app, const Globals& globals,
+                          const std::vector<std::string>& trailing);
+Command add_acquire_command(CLI::App& app, const Globals& globals);
+Command add_extend_command(CLI::App& app, const Globals& globals);
+Command add_release_command(CLI::App& app, const Globals& globals);
+Command add_status_command(CLI::App& app, const Globals& globals);
+Command add_counter_command(CLI::App& app, const Globals& globals);
+
+// The exit code documented for an error code.
+int exit_code_for(Errc code) noexcept;
+
+// Prints "baton: <errc>: <message>" (and who holds the lock, for
+// not_acquired) to stderr; returns exit_code_for(error.code()).
+int report(const Error& error);
+// Prints "baton: <errc>: <message>" for a CLI-level problem; returns the
+// exit code for `code`.
+int report(Errc code, std::string_view message);
+
+// Parses a duration flag ("500ms", "30s", "2m"). `allow_forever` accepts
+// "forever" (and "inf") as milliseconds::max(). The error names the flag.
+Result<std::chrono::milliseconds> parse_duration_flag(std::string_view flag,
+                                                      std::string_view text,
+                                                      bool allow_forever);
+
+// Opens the store named by --store with --label.
+Result<Client> open_client(const Globals& globals);
+
+// "30s", "1500ms", "forever".
+std::string format_wait(std::chrono::milliseconds d);
+// Human rendering rounded for people: "12s", "3m04s", "1h02m", "850ms".
+std::string format_human(std::chrono::milliseconds d);
+// 1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd".
+std::string ordinal(std::size_t n);
+// A JSON string literal (with quotes) for arbitrary bytes: escapes quotes,
+// backslashes and control characters; invalid UTF-8 bytes become U+FFFD.
+std::string json_string(std::string_view s);
+
+}  // namespace baton::cli
+
+#endif  // BATON_CLI_CLI_H_

@@ -1,0 +1,337 @@
+// client/client.cc — baton::Client: validation, retries, safe deadlines.
+#include "baton/client.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "baton/counter.h"
+#include "client/client_impl.h"
+#include "core/validate.h"
+#include "stores/registry.h"
+
+namespace baton {
+namespace {
+
+using client_internal::with_retry;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// Waits at least this long count as "forever".
+constexpr milliseconds kForeverWait = std::chrono::hours(24 * 365 * 100);
+
+std::string default_label() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string label = std::string(host[0] ? host : "unknown") + ":" +
+                      std::to_string(getpid()) + ":" +
+                      program_invocation_short_name;
+  for (char& c : label) {
+    if (c == '\0') c = '?';
+  }
+  if (label.size() > kMaxLabelBytes) label.resize(kMaxLabelBytes);
+  return label;
+}
+
+Status validate_options(const ClientOptions& o) {
+  if (Status st = core::validate_label(o.label); !st.ok()) return st;
+  if (o.request_timeout <= milliseconds::zero()) {
+    return Error(Errc::invalid_argument,
+                 "request_timeout " +
+                     std::to_string(o.request_timeout.count()) +
+                     "ms must be positive");
+  }
+  if (o.retry_interval < milliseconds::zero()) {
+    return Error(Errc::invalid_argument,
+                 "retry_interval " + std::to_string(o.retry_interval.count()) +
+                     "ms must not be negative");
+  }
+  if (o.max_retries < 0) {
+    return Error(Errc::invalid_argument, "max_retries " +
+                                             std::to_string(o.max_retries) +
+                                             " must not be negative");
+  }
+  if (!(o.drift_factor >= 0.0 && o.drift_factor < 0.5)) {
+    return Error(Errc::invalid_argument, "drift_factor " +
+                                             std::to_string(o.drift_factor) +
+                                             " is out of range [0, 0.5)");
+  }
+  if (o.drift_floor < milliseconds::zero()) {
+    return Error(Errc::invalid_argument,
+                 "drift_floor " + std::to_string(o.drift_floor.count()) +
+                     "ms must not be negative");
+  }
+  return {};
+}
+
+Status validate_acquire(const AcquireOptions& o) {
+  if (Status st = core::validate_ttl(o.ttl); !st.ok()) return st;
+  if (Status st = core::validate_capacity(o.capacity); !st.ok()) return st;
+  if (Status st = core::validate_label(o.label); !st.ok()) return st;
+  if (Status st = core::validate_reentrancy_key(o.reentrancy_key); !st.ok()) {
+    return st;
+  }
+  if (o.token && o.token->is_zero()) {
+    return Error(Errc::invalid_argument, "owner token is zero");
+  }
+  return {};
+}
+
+// The instant a wait of `wait` from `start` ends (max() = never).
+steady_clock::time_point wait_end(steady_clock::time_point start,
+                                  milliseconds wait) {
+  if (wait >= kForeverWait) return steady_clock::time_point::max();
+  return start + wait;
+}
+
+// What is left of a wait ending at `end`, as one store call may wait it:
+// stores accept waits of at most kMaxTtl (7 days); longer waits ("forever")
+// are made of several store calls with the same owner token.
+milliseconds remaining(steady_clock::time_point end) {
+  const auto now = steady_clock::now();
+  if (now >= end) return milliseconds::zero();
+  if (end - now >= kMaxTtl) return kMaxTtl;
+  return std::chrono::ceil<milliseconds>(end - now);
+}
+
+// Calls `attempt(wait, sent)` with what is left of a wait ending at `end`
+// (or 0 for a try), again after a `timeout` while the wait is not over.
+// `sent` is the local time just before each store call (rule 14).
+template <typename F>
+auto wait_until(steady_clock::time_point end, bool is_try, F attempt) {
+  for (;;) {
+    const auto sent = steady_clock::now();
+    auto r = attempt(is_try ? milliseconds::zero() : remaining(end), sent);
+    if (is_try || r.ok() || r.error().code() != Errc::timeout ||
+        steady_clock::now() >= end) {
+      return r;
+    }
+  }
+}
+
+constexpr auto kNoDeadline = steady_clock::time_point::max();
+
+}  // namespace
+
+std::chrono::nanoseconds Client::Impl::drift(milliseconds ttl) const {
+  const auto scaled = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double, std::nano>(
+          static_cast<double>(std::chrono::nanoseconds(ttl).count()) *
+          options.drift_factor));
+  return scaled + options.drift_floor;
+}
+
+Lease Client::Impl::make_lease(const store::Grant& g,
+                               steady_clock::time_point sent) const {
+  Lease l;
+  l.name = g.name;
+  l.token = g.token;
+  l.fencing_token = g.fencing_token;
+  l.ttl = g.ttl;
+  l.holds = g.holds;
+  l.capacity = g.capacity;
+  l.local_deadline =
+      sent + std::chrono::duration_cast<steady_clock::duration>(g.valid_for) -
+      std::chrono::duration_cast<steady_clock::duration>(drift(g.ttl));
+  l.store_expires_at_ms = g.store_expires_at_ms;
+  return l;
+}
+
+milliseconds Client::Impl::backoff(int attempt) const {
+  const milliseconds cap{2000};
+  milliseconds base = std::max(options.retry_interval, milliseconds{1});
+  for (int i = 1; i < attempt && base < cap; ++i) base *= 2;
+  base = std::min(base, cap);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<long long> dist(base.count() / 2, base.count());
+  return milliseconds{dist(rng)};
+}
+
+Result<Client> Client::open(std::string_view url, ClientOptions options) {
+  if (Status st = validate_options(options); !st.ok()) return st.error();
+  auto store = store::open_store(url);
+  if (!store.ok()) return std::move(store).error();
+  return wrap(std::shared_ptr<store::Store>(std::move(*store)),
+              std::move(options));
+}
+
+Client Client::wrap(std::shared_ptr<store::Store> store,
+                    ClientOptions options) {
+  auto impl = std::make_shared<Impl>();
+  impl->options_status = validate_options(options);
+  if (impl->options_status.ok() && !store) {
+    impl->options_status = Error(Errc::invalid_argument, "store is null");
+  }
+  impl->label = options.label.empty() ? default_label() : options.label;
+  impl->store = std::move(store);
+  impl->options = std::move(options);
+  return Client(std::move(impl));
+}
+
+Result<Lease> Client::try_acquire(std::string_view name,
+                                  const AcquireOptions& options) const {
+  return acquire(name, milliseconds::zero(), options);
+}
+
+Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
+                              const AcquireOptions& options) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_name(name); !st.ok()) return st.error();
+  if (Status st = validate_acquire(options); !st.ok()) return st.error();
+  if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
+  store::AcquireSpec spec;
+  spec.name = std::string(name);
+  spec.token = options.token ? *options.token : OwnerToken::random();
+  spec.ttl = options.ttl;
+  spec.capacity = options.capacity;
+  spec.label = options.label.empty() ? impl.label : options.label;
+  spec.reentrancy_key = options.reentrancy_key;
+  const auto end = wait_end(steady_clock::now(), wait);
+  const bool is_try = wait == milliseconds::zero();
+  return with_retry(
+      impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
+        return wait_until(end, is_try,
+                          [&](milliseconds w,
+                              steady_clock::time_point sent) -> Result<Lease> {
+                            auto g = impl.store->acquire(spec, w);
+                            if (!g.ok()) return std::move(g).error();
+                            return impl.make_lease(*g, sent);
+                          });
+      });
+}
+
+Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_name(lease.name); !st.ok()) return st.error();
+  if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
+  if (lease.token.is_zero()) {
+    return Error(Errc::invalid_argument, "lease has a zero owner token");
+  }
+  return with_retry(impl, kNoDeadline,
+                    [&](steady_clock::time_point sent) -> Result<Lease> {
+                      auto g = impl.store->extend(lease.name, lease.token, ttl);
+                      if (!g.ok()) return std::move(g).error();
+                      return impl.make_lease(*g, sent);
+                    });
+}
+
+Result<bool> Client::release(const Lease& lease) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_name(lease.name); !st.ok()) return st.error();
+  if (lease.token.is_zero()) {
+    return Error(Errc::invalid_argument, "lease has a zero owner token");
+  }
+  return with_retry(impl, kNoDeadline,
+                    [&](steady_clock::time_point) -> Result<bool> {
+                      auto r = impl.store->release(lease.name, lease.token);
+                      if (!r.ok()) return std::move(r).error();
+                      return r->was_held;
+                    });
+}
+
+Result<LockInfo> Client::describe(std::string_view name) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_name(name); !st.ok()) return st.error();
+  return with_retry(impl, kNoDeadline, [&](steady_clock::time_point) {
+    return impl.store->describe(name);
+  });
+}
+
+Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
+                                           std::size_t limit) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (!prefix.empty()) {
+    if (Status st = core::validate_name(prefix, "name prefix"); !st.ok()) {
+      return st.error();
+    }
+  }
+  if (limit == 0) {
+    return Error(Errc::invalid_argument, "list limit must be at least 1");
+  }
+  return with_retry(impl, kNoDeadline, [&](steady_clock::time_point) {
+    return impl.store->list(prefix, limit);
+  });
+}
+
+namespace {
+
+Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
+                                         const std::vector<std::string>& names,
+                                         const OwnerToken& reservation,
+                                         milliseconds wait,
+                                         const AcquireOptions& options,
+                                         bool all_or_nothing) {
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  std::vector<std::string_view> views(names.begin(), names.end());
+  if (Status st = core::validate_names(views); !st.ok()) return st.error();
+  if (Status st = validate_acquire(options); !st.ok()) return st.error();
+  if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
+  if (!options.reentrancy_key.empty()) {
+    return Error(Errc::invalid_argument,
+                 "reentrancy is not supported for multi-lock requests");
+  }
+  if (reservation.is_zero()) {
+    return Error(Errc::invalid_argument, "reservation token is zero");
+  }
+  store::MultiSpec spec;
+  spec.names = names;
+  spec.reservation = reservation;
+  spec.ttl = options.ttl;
+  spec.capacity = options.capacity;
+  spec.label = options.label.empty() ? impl.label : options.label;
+  spec.all_or_nothing = all_or_nothing;
+  const auto end = wait_end(steady_clock::now(), wait);
+  const bool is_try = wait == milliseconds::zero();
+  return with_retry(
+      impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
+        return wait_until(
+            end, is_try,
+            [&](milliseconds w,
+                steady_clock::time_point sent) -> Result<std::vector<Lease>> {
+              auto gs = impl.store->acquire_multi(spec, w);
+              if (!gs.ok()) return std::move(gs).error();
+              std::vector<Lease> out;
+              out.reserve(gs->size());
+              for (const auto& g : *gs) out.push_back(impl.make_lease(g, sent));
+              return out;
+            });
+      });
+}
+
+}  // namespace
+
+Result<std::vector<Lease>> Client::acquire_some(
+    const std::vector<std::string>& names, const OwnerToken& reservation,
+    milliseconds wait, const AcquireOptions& options) const {
+  return acquire_multi(*impl_, names, reservation, wait, options, false);
+}
+
+Result<std::vector<Lease>> Client::acquire_all(
+    const std::vector<std::string>& names, milliseconds wait,
+    const AcquireOptions& options) const {
+  const OwnerToken reservation =
+      options.token ? *options.token : OwnerToken::random();
+  return acquire_multi(*impl_, names, reservation, wait, options, true);
+}
+
+Counter Client::counter(std::string_view name) const {
+  return Counter(*this, std::string(name));
+}
+
+const ClientOptions& Client::options() const { return impl_->options; }
+const std::string& Client::label() const { return impl_->label; }
+std::string Client::url() const {
+  return impl_->store ? impl_->store->safe_url() : std::string();
+}
+
+}  // namespace baton

@@ -1,0 +1,291 @@
+// client/elector.cc — leader election on the lock `group` (capacity 1).
+//
+// One background thread per Elector. Modes: idle; observing (while a
+// campaign waits: describe() every retry_interval, on_new_leader on change);
+// leading (on_elected once, then extend-to every retry_interval, on_lost on
+// failure). campaign() itself waits in the lock's FIFO queue with one owner
+// token, so the candidate keeps its place for the whole campaign.
+#include "baton/elector.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "core/validate.h"
+
+namespace baton {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+namespace {
+enum class Mode { idle, observing, leading };
+constexpr milliseconds kFastRetry{20};
+}  // namespace
+
+struct Elector::State {
+  explicit State(Client c) : client(std::move(c)) {}
+
+  Client client;
+  std::string group;
+  ElectorOptions options;
+  milliseconds interval{0};
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  Mode mode = Mode::idle;         // guarded by mu
+  bool stopping = false;          // guarded by mu
+  bool campaigning = false;       // guarded by mu
+  bool withdraw = false;          // guarded by mu: resign() mid-campaign
+  bool elected_notified = false;  // guarded by mu
+  std::uint64_t term = 0;         // guarded by mu: bumps on changes
+  std::optional<Lease> lease;     // guarded by mu
+  OwnerToken campaign_token;      // guarded by mu
+  std::string last_leader;        // guarded by mu
+  std::atomic<bool> leader{false};
+  std::atomic<bool> cancelled{false};
+  std::thread thread;
+
+  void run();
+  void observe_once(std::unique_lock<std::mutex>& lk);
+  void lead_step(std::unique_lock<std::mutex>& lk,
+                 steady_clock::time_point* next);
+};
+
+void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
+  const std::uint64_t t = term;
+  lk.unlock();
+  auto info = client.describe(group);
+  std::string label;
+  if (info.ok() && !info->holders.empty()) label = info->holders[0].label;
+  lk.lock();
+  if (term != t || mode != Mode::observing || label.empty() ||
+      label == last_leader) {
+    return;
+  }
+  last_leader = label;
+  lk.unlock();
+  if (options.on_new_leader) options.on_new_leader(label);
+  lk.lock();
+}
+
+void Elector::State::lead_step(std::unique_lock<std::mutex>& lk,
+                               steady_clock::time_point* next) {
+  if (!elected_notified) {
+    const Lease l = *lease;
+    lk.unlock();
+    if (options.on_elected) options.on_elected(l);
+    lk.lock();
+    elected_notified = true;
+    cv.notify_all();
+    *next = steady_clock::now() + interval;
+    return;
+  }
+  const std::uint64_t t = term;
+  const auto deadline = lease->local_deadline;
+  cv.wait_until(lk, std::min(*next, deadline),
+                [&] { return stopping || term != t; });
+  if (stopping || term != t) return;
+  auto now = steady_clock::now();
+  Error lost;
+  bool is_lost = false;
+  if (now >= deadline) {
+    lost = Error(Errc::lock_lost,
+                 "leadership of " + core::quote_name(group) +
+                     ": the local safe deadline passed before a renewal");
+    is_lost = true;
+  } else if (now >= *next) {
+    const Lease current = *lease;
+    lk.unlock();
+    auto renewed = client.extend(current, options.ttl);
+    now = steady_clock::now();
+    lk.lock();
+    if (term != t || stopping) return;
+    if (renewed.ok() && now < deadline) {
+      lease = *renewed;
+      *next = now + interval;
+      return;
+    }
+    if (renewed.ok()) {
+      lost = Error(Errc::lock_lost, "leadership of " + core::quote_name(group) +
+                                        ": renewed only after the local safe "
+                                        "deadline had passed");
+      is_lost = true;
+    } else if (!renewed.error().retryable()) {
+      lost = renewed.error();
+      is_lost = true;
+    } else {
+      *next = now + std::min(interval, kFastRetry);
+    }
+  }
+  if (!is_lost) return;
+  const Lease dead = *lease;
+  ++term;
+  mode = Mode::idle;
+  lease.reset();
+  leader.store(false);
+  cancelled.store(true);
+  lk.unlock();
+  if (options.on_lost) options.on_lost(lost);
+  (void)client.release(dead);  // frees it early if the store still has it
+  lk.lock();
+}
+
+void Elector::State::run() {
+  std::unique_lock<std::mutex> lk(mu);
+  auto next_observe = steady_clock::now();
+  auto next_renew = steady_clock::now();
+  while (!stopping) {
+    switch (mode) {
+      case Mode::idle:
+        cv.wait(lk, [&] { return stopping || mode != Mode::idle; });
+        next_observe = steady_clock::now();
+        break;
+      case Mode::observing: {
+        const std::uint64_t t = term;
+        if (cv.wait_until(lk, next_observe,
+                          [&] { return stopping || term != t; })) {
+          break;
+        }
+        observe_once(lk);
+        next_observe = steady_clock::now() + interval;
+        break;
+      }
+      case Mode::leading:
+        lead_step(lk, &next_renew);
+        break;
+    }
+  }
+}
+
+Elector::Elector(Client client, std::string group, ElectorOptions options)
+    : state_(std::make_unique<State>(std::move(client))) {
+  State& s = *state_;
+  s.group = std::move(group);
+  s.options = std::move(options);
+  s.interval = s.options.retry_interval > milliseconds::zero()
+                   ? s.options.retry_interval
+                   : std::max(milliseconds{1}, s.options.ttl / 3);
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+Elector::~Elector() {
+  try {
+    (void)resign();
+  } catch (...) {
+  }
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+Status Elector::campaign(milliseconds wait) {
+  State& s = *state_;
+  if (Status st = core::validate_name(s.group, "election group"); !st.ok()) {
+    return st;
+  }
+  if (Status st = core::validate_ttl(s.options.ttl); !st.ok()) return st;
+  if (Status st = core::validate_wait(wait); !st.ok()) return st;
+  AcquireOptions ao;
+  ao.ttl = s.options.ttl;
+  ao.capacity = 1;
+  ao.label = s.options.label;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.mode == Mode::leading) return {};
+    if (s.campaigning) {
+      return Error(Errc::invalid_argument, "a campaign for " +
+                                               core::quote_name(s.group) +
+                                               " is already running");
+    }
+    s.campaigning = true;
+    s.withdraw = false;
+    s.campaign_token = OwnerToken::random();
+    ao.token = s.campaign_token;
+    s.cancelled.store(false);
+    ++s.term;
+    s.mode = Mode::observing;
+  }
+  s.cv.notify_all();
+  auto lease = s.client.acquire(s.group, wait, ao);
+  std::unique_lock<std::mutex> lk(s.mu);
+  s.campaigning = false;
+  if (lease.ok() && (s.withdraw || s.stopping)) {
+    lk.unlock();
+    (void)s.client.release(*lease);
+    lk.lock();
+    lease = Error(Errc::not_acquired, "the campaign was resigned");
+  }
+  ++s.term;
+  if (!lease.ok()) {
+    s.mode = Mode::idle;
+    return lease.error();
+  }
+  s.lease = *lease;
+  s.last_leader = s.client.label();
+  if (!s.options.label.empty()) s.last_leader = s.options.label;
+  s.elected_notified = false;
+  s.mode = Mode::leading;
+  s.leader.store(true);
+  s.cv.notify_all();
+  const std::uint64_t t = s.term;
+  s.cv.wait(lk,
+            [&] { return s.elected_notified || s.term != t || s.stopping; });
+  return {};
+}
+
+Status Elector::resign() {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lk(s.mu);
+  if (s.campaigning) {
+    s.withdraw = true;
+    Lease pending;
+    pending.name = s.group;
+    pending.token = s.campaign_token;
+    lk.unlock();
+    (void)s.client.release(pending);  // withdraws the queued request
+    return {};
+  }
+  if (!s.lease) return {};
+  const Lease held = *s.lease;
+  s.lease.reset();
+  ++s.term;
+  s.mode = Mode::idle;
+  s.leader.store(false);
+  s.cancelled.store(true);
+  lk.unlock();
+  s.cv.notify_all();
+  auto r = s.client.release(held);
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Result<LeaderInfo> Elector::observe() const {
+  const State& s = *state_;
+  auto info = s.client.describe(s.group);
+  if (!info.ok()) return std::move(info).error();
+  if (info->holders.empty()) {
+    return Error(Errc::not_acquired,
+                 "election " + core::quote_name(s.group) + " has no leader");
+  }
+  const HolderInfo& h = info->holders.front();
+  return LeaderInfo{h.label, h.fencing_token, h.time_left};
+}
+
+bool Elector::is_leader() const noexcept { return state_->leader.load(); }
+
+const std::atomic<bool>& Elector::cancelled() const noexcept {
+  return state_->cancelled;
+}
+
+std::optional<Lease> Elector::lease() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->lease;
+}
+
+}  // namespace baton

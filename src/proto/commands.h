@@ -1,0 +1,53 @@
+// proto/commands.h — the batond command set: reply shapes shared by the
+// server (encode) and the baton:// store (decode). docs/protocol.md is the
+// user-facing description of the same formats.
+//
+// Reply shapes (RESP2):
+//   grant         *17 "granted" "name" $ "token" $ "fencing" : "ttl_ms" :
+//                     "holds" : "capacity" : "valid_for_us" : "expires_at_ms" :
+//   not acquired  *3  "not_acquired" $message *[holder...]
+//   holder        *8  "label" $ "fencing" : "time_left_ms" : "holds" :
+//   waiter        *6  "label" $ "waited_ms" : "all_or_nothing" :
+//   lock info     *10 "name" $ "capacity" : "last_fencing" : "holders" *[..]
+//                     "waiters" *[..]
+//   release       *4  "was_held" : "holds_left" :
+//   errors        -<errc_name> <message>   e.g. -lock_lost lock "a" ...
+//
+// Thread safety: pure functions.
+#ifndef BATON_PROTO_COMMANDS_H_
+#define BATON_PROTO_COMMANDS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/error.h"
+#include "baton/lease.h"
+#include "proto/resp.h"
+#include "stores/store.h"
+
+namespace baton::proto {
+
+inline constexpr std::uint16_t kDefaultPort = 7420;
+
+void write_grant(RespWriter& w, const store::Grant& g);
+void write_not_acquired(RespWriter& w, const Error& e);
+void write_error(RespWriter& w, const Error& e);  // -code message
+void write_holder(RespWriter& w, const HolderInfo& h);
+void write_lock_info(RespWriter& w, const LockInfo& info);
+void write_release(RespWriter& w, const store::ReleaseResult& r);
+
+// Client side. Every decoder maps an error reply (or a not_acquired array)
+// to the matching Error, and anything unexpected to `internal`.
+Error error_from_reply(const Reply& r);
+bool is_failure(const Reply& r);  // error reply or not_acquired array
+Result<store::Grant> read_grant(const Reply& r);
+Result<std::vector<store::Grant>> read_grants(const Reply& r);
+Result<LockInfo> read_lock_info(const Reply& r);
+Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);
+Result<store::ReleaseResult> read_release(const Reply& r);
+Result<std::int64_t> read_integer(const Reply& r);
+
+}  // namespace baton::proto
+
+#endif  // BATON_PROTO_COMMANDS_H_

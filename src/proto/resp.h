@@ -1,0 +1,94 @@
+// proto/resp.h — RESP2 framing shared by batond and the baton:// store.
+//
+// RespWriter appends RESP2 values to a std::string. RequestParser splits a
+// byte stream into requests (arrays of bulk strings, what redis-cli and every
+// Redis client send) and enforces limits *before* anything is allocated for a
+// frame: at most `max_request_bytes` per request and `max_args` arguments.
+// The frame is then decoded by hiredis' redisReader. ReplyParser decodes
+// server replies (any RESP2 value) with hiredis on the client side.
+//
+// A parser error is final: the caller replies with the error and closes the
+// connection (the stream position is lost).
+//
+// Thread safety: none; one object per connection.
+#ifndef BATON_PROTO_RESP_H_
+#define BATON_PROTO_RESP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/error.h"
+
+namespace baton::proto {
+
+struct ProtoLimits {
+  // Largest request frame (headers + payload) accepted; default 1 MiB.
+  std::size_t max_request_bytes = 1 << 20;
+  // Most arguments in one request (command name included).
+  std::size_t max_args = 2048;
+};
+
+class RespWriter {
+ public:
+  explicit RespWriter(std::string& out) : out_(out) {}
+  void simple(std::string_view s);  // +OK
+  void error(std::string_view s);   // -code message (CR/LF replaced)
+  void integer(std::int64_t v);     // :42
+  void bulk(std::string_view s);    // $3 abc
+  void nil();                       // $-1
+  void array(std::size_t n);        // *n (then n values)
+
+ private:
+  std::string& out_;
+};
+
+// One command as a RESP array of bulk strings.
+std::string encode_command(const std::vector<std::string>& args);
+
+using Request = std::vector<std::string>;
+
+class RequestParser {
+ public:
+  enum class State { need_more, request, error };
+  explicit RequestParser(ProtoLimits limits = {});
+  void feed(const char* data, std::size_t size);
+  // request: *out holds the next request. error: *message says why (starts
+  // with "invalid_argument "), and the connection must be closed.
+  State next(Request* out, std::string* message);
+  std::size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  ProtoLimits limits_;
+  std::string buf_;
+  std::size_t pos_ = 0;
+};
+
+struct Reply {
+  enum class Type { string, array, integer, nil, status, error };
+  Type type = Type::nil;
+  std::string str;  // string, status, error
+  std::int64_t integer = 0;
+  std::vector<Reply> elements;  // array
+};
+
+class ReplyParser {
+ public:
+  ReplyParser();
+  ~ReplyParser();
+  ReplyParser(const ReplyParser&) = delete;
+  ReplyParser& operator=(const ReplyParser&) = delete;
+  // invalid_argument on a malformed stream.
+  Status feed(const char* data, std::size_t size);
+  // true and *out set when a complete reply is available.
+  Result<bool> next(Reply* out);
+
+ private:
+  void* reader_;  // redisReader
+};
+
+}  // namespace baton::proto
+
+#endif  // BATON_PROTO_RESP_H_

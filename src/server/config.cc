@@ -1,0 +1,195 @@
+#include "server/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/duration.h"
+
+namespace baton::server {
+
+Result<FsyncPolicy> parse_fsync(std::string_view text) {
+  if (text == "always") return FsyncPolicy::always;
+  if (text == "batch") return FsyncPolicy::batch;
+  if (text == "never") return FsyncPolicy::never;
+  return Error(Errc::invalid_argument,
+               "fsync must be always, batch or never, not \"" +
+                   std::string(text) + "\"");
+}
+
+namespace {
+
+Status bad(const std::string& m) { return Error(Errc::invalid_argument, m); }
+
+Result<std::chrono::milliseconds> duration_of(const YAML::Node& n) {
+  return core::parse_duration(n.as<std::string>());
+}
+
+Result<std::string> read_secret(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error(Errc::invalid_argument, "cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+bool is_loopback(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  std::string host = listen.substr(0, colon);
+  if (!host.empty() && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+Status load_config_file(const std::string& path, ServerConfig* c) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const std::exception& e) {
+    return bad("cannot read config " + path + ": " + e.what());
+  }
+  if (!root.IsMap()) return bad("config " + path + " is not a YAML map");
+  try {
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      if (key == "listen") {
+        c->listen = v.as<std::string>();
+      } else if (key == "metrics_listen") {
+        c->metrics_listen = v.as<std::string>();
+      } else if (key == "data_dir") {
+        c->data_dir = v.as<std::string>();
+      } else if (key == "fsync") {
+        auto f = parse_fsync(v.as<std::string>());
+        if (!f) return f.error();
+        c->fsync = *f;
+      } else if (key == "fsync_interval") {
+        auto d = duration_of(v);
+        if (!d) return d.error();
+        c->fsync_interval = *d;
+      } else if (key == "compact_factor") {
+        c->compact_factor = v.as<double>();
+      } else if (key == "compact_min_bytes") {
+        c->compact_min_bytes = v.as<std::size_t>();
+      } else if (key == "max_request_bytes") {
+        c->max_request_bytes = v.as<std::size_t>();
+      } else if (key == "max_args") {
+        c->max_args = v.as<std::size_t>();
+      } else if (key == "max_connections") {
+        c->max_connections = v.as<std::size_t>();
+      } else if (key == "max_waiters_per_lock") {
+        c->max_waiters_per_lock = v.as<std::size_t>();
+      } else if (key == "session_timeout") {
+        auto d = duration_of(v);
+        if (!d) return d.error();
+        c->session_timeout = *d;
+      } else if (key == "requirepass") {
+        c->requirepass = v.as<std::string>();
+      } else if (key == "password_file") {
+        auto s = read_secret(v.as<std::string>());
+        if (!s) return s.error();
+        c->requirepass = *s;
+      } else if (key == "allow_insecure_bind") {
+        c->allow_insecure_bind = v.as<bool>();
+      } else if (key == "log_level") {
+        c->log_level = v.as<std::string>();
+      } else {
+        return bad("config " + path + ": unknown key \"" + key + "\"");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return bad("config " + path + ": " + e.what());
+  }
+  return {};
+}
+
+bool parse_command_line(int argc, char** argv, ServerConfig* c,
+                        int* exit_code) {
+  // --config is applied first, then every other flag overrides it.
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) == "--config") {
+      Status s = load_config_file(argv[i + 1], c);
+      if (!s) {
+        std::cerr << "batond: " << s.error().to_string() << "\n";
+        *exit_code = 2;
+        return false;
+      }
+    }
+  }
+  CLI::App app{"batond — the baton lock server (RESP2)"};
+  std::string config_file, password_file, fsync, fsync_interval,
+      session_timeout;
+  app.add_option("--config", config_file, "YAML config file");
+  app.add_option("--listen", c->listen, "host:port to serve RESP on");
+  app.add_option("--metrics-listen", c->metrics_listen,
+                 "host:port for Prometheus /metrics (off if empty)");
+  app.add_option("--data-dir", c->data_dir,
+                 "journal directory ('' = no persistence)");
+  app.add_option("--fsync", fsync, "always | batch | never");
+  app.add_option("--fsync-interval", fsync_interval,
+                 "group commit interval for fsync: batch (e.g. 10ms)");
+  app.add_option("--session-timeout", session_timeout,
+                 "EPHEMERAL leases live this long after disconnect");
+  app.add_option("--max-connections", c->max_connections);
+  app.add_option("--max-waiters-per-lock", c->max_waiters_per_lock);
+  app.add_option("--max-request-bytes", c->max_request_bytes);
+  app.add_option("--password-file", password_file,
+                 "file holding the AUTH password");
+  app.add_flag("--allow-insecure-bind", c->allow_insecure_bind,
+               "allow a non-loopback listen address without a password");
+  app.add_option("--log-level", c->log_level);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return false;
+  }
+  auto fail = [&](const Error& e) {
+    std::cerr << "batond: " << e.to_string() << "\n";
+    *exit_code = 2;
+    return false;
+  };
+  if (!fsync.empty()) {
+    auto f = parse_fsync(fsync);
+    if (!f) return fail(f.error());
+    c->fsync = *f;
+  }
+  if (!fsync_interval.empty()) {
+    auto d = core::parse_duration(fsync_interval);
+    if (!d) return fail(d.error());
+    c->fsync_interval = *d;
+  }
+  if (!session_timeout.empty()) {
+    auto d = core::parse_duration(session_timeout);
+    if (!d) return fail(d.error());
+    c->session_timeout = *d;
+  }
+  if (!password_file.empty()) {
+    auto s = read_secret(password_file);
+    if (!s) return fail(s.error());
+    c->requirepass = *s;
+  }
+  return true;
+}
+
+Status check_config(const ServerConfig& c) {
+  if (!is_loopback(c.listen) && c.requirepass.empty() &&
+      !c.allow_insecure_bind) {
+    return bad("refusing to listen on non-loopback address " + c.listen +
+               " without a password (set requirepass / --password-file, or "
+               "--allow-insecure-bind)");
+  }
+  if (c.max_request_bytes < 1024) return bad("max_request_bytes < 1024");
+  if (c.max_args < 16) return bad("max_args < 16");
+  if (c.fsync_interval.count() < 1) return bad("fsync_interval < 1ms");
+  return {};
+}
+
+}  // namespace baton::server

@@ -1,0 +1,56 @@
+// server/config.h — batond configuration: YAML file + command-line flags
+// (flags override the file). Every key is documented in docs/server.md.
+//
+// Thread safety: plain values and pure functions.
+#ifndef BATON_SERVER_CONFIG_H_
+#define BATON_SERVER_CONFIG_H_
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "baton/error.h"
+#include "server/journal.h"
+
+namespace baton::server {
+
+struct ServerConfig {
+  // host:port of the RESP listener; loopback by default.
+  std::string listen = "127.0.0.1:7420";
+  // host:port of the Prometheus /metrics HTTP listener; empty = off.
+  std::string metrics_listen;
+  // Directory for the journal and snapshot; empty = no persistence.
+  std::string data_dir = "batond-data";
+  FsyncPolicy fsync = FsyncPolicy::batch;
+  // Group-commit interval of fsync: batch.
+  std::chrono::milliseconds fsync_interval{10};
+  double compact_factor = 4.0;
+  std::size_t compact_min_bytes = 1 << 20;
+  // Largest request frame and most arguments per request.
+  std::size_t max_request_bytes = 1 << 20;
+  std::size_t max_args = 2048;
+  std::size_t max_connections = 10'000;
+  std::size_t max_waiters_per_lock = 100'000;
+  // EPHEMERAL leases are freed this long after their connection closes.
+  std::chrono::milliseconds session_timeout{10'000};
+  // Password required by AUTH; empty = none. Never logged.
+  std::string requirepass;
+  // Allow a non-loopback listen address without a password.
+  bool allow_insecure_bind = false;
+  // trace, debug, info, warn, error, off.
+  std::string log_level = "info";
+};
+
+// Applies a YAML file's keys to *config (unknown keys are an error).
+Status load_config_file(const std::string& path, ServerConfig* config);
+// Parses argv (including --config, applied first). Returns false with *exit
+// set when the program should exit (help, or an error already printed).
+bool parse_command_line(int argc, char** argv, ServerConfig* config,
+                        int* exit_code);
+// Checks the combination (bind address vs password, ranges).
+Status check_config(const ServerConfig& config);
+Result<FsyncPolicy> parse_fsync(std::string_view text);
+
+}  // namespace baton::server
+
+#endif  // BATON_SERVER_CONFIG_H_

@@ -1,0 +1,119 @@
+// server/journal.h — batond's durable state: a checksummed append-only
+// journal plus a snapshot, fed by core::ChangeSink (see docs/server.md,
+// "Durability").
+//
+// Files in the data directory:
+//   snapshot  every live lease, every counter and the fencing high water,
+//             written to snapshot.tmp, fsynced and renamed over `snapshot`.
+//   journal   records appended after the snapshot.
+// Record framing (both files): u32 payload length, u32 CRC32C of the
+// payload, payload (u8 type + fields, little endian). Replay stops at the
+// first short or corrupt record: a torn tail is ignored.
+// Lease expiries are stored as Unix wall-clock milliseconds and converted
+// to/from the table's steady clock, so leases come back with their remaining
+// time after a restart.
+//
+// Thread safety: none; used on the server's io thread only.
+#ifndef BATON_SERVER_JOURNAL_H_
+#define BATON_SERVER_JOURNAL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "baton/error.h"
+#include "core/lock_table.h"
+
+namespace baton::server {
+
+enum class FsyncPolicy { always, batch, never };
+
+struct JournalOptions {
+  std::string dir;
+  FsyncPolicy fsync = FsyncPolicy::batch;
+  // Rewrite the snapshot when the journal exceeds compact_factor x the
+  // snapshot size and compact_min_bytes.
+  double compact_factor = 4.0;
+  std::size_t compact_min_bytes = 1 << 20;
+};
+
+// The durable facts read back from disk (wall-clock expiries).
+struct DurableState {
+  std::map<std::pair<std::string, OwnerToken>, core::LeaseRecord> leases;
+  std::map<std::string, std::int64_t> counters;
+  std::uint64_t fencing_high_water = 0;
+  std::size_t records = 0;  // valid records read
+  bool torn_tail = false;   // a short or corrupt record was skipped
+};
+
+// CRC32C (Castagnoli).
+std::uint32_t crc32c(const void* data, std::size_t size);
+
+// Record codec (exposed for tests). `expiry` of a LeaseRecord is Unix ms in
+// records.
+std::string encode_lease_put(const core::LeaseRecord& lease_wall_ms);
+std::string encode_lease_del(std::string_view name, const OwnerToken& token);
+std::string encode_counter(std::string_view name, std::int64_t value);
+std::string encode_fence(std::uint64_t high_water);
+// Applies every valid record of `bytes` to `state`; returns bytes consumed.
+std::size_t replay_records(std::string_view bytes, DurableState* state);
+
+class Journal final : public core::ChangeSink {
+ public:
+  // Reads the directory (creating it), restores `table` from it, and writes
+  // a fresh snapshot so the journal starts empty.
+  static Result<std::unique_ptr<Journal>> open(JournalOptions options,
+                                               core::LockTable& table,
+                                               const core::Clock& clock);
+  ~Journal() override;
+
+  void lease_put(const core::LeaseRecord& lease) override;
+  void lease_removed(std::string_view name, const OwnerToken& token) override;
+  void counter_put(std::string_view name, std::int64_t value) override;
+
+  FsyncPolicy policy() const { return options_.fsync; }
+  std::uint64_t appended_seq() const { return appended_; }
+  std::uint64_t durable_seq() const { return durable_; }
+  bool failed() const { return failed_; }
+  const std::string& failure() const { return failure_; }
+
+  // Writes buffered records and fsyncs them (unless policy never). On
+  // failure the journal is failed for good (restart to recover).
+  Status sync();
+  // Rewrites the snapshot if the journal grew too big.
+  Status maybe_compact(const core::LockTable& table);
+
+  struct Stats {
+    std::uint64_t syncs = 0, records = 0, compactions = 0;
+    std::uint64_t bytes = 0;  // current journal size
+    std::uint64_t snapshot_bytes = 0;
+    std::chrono::microseconds last_sync{0}, max_sync{0}, total_sync{0};
+    std::size_t restored_leases = 0, restored_counters = 0;
+    bool torn_tail = false;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  Journal(JournalOptions options, const core::Clock& clock);
+  Status compact(const core::LockTable& table);
+  void append(std::string record);
+  void fail(std::string why);
+  std::int64_t to_wall_ms(core::Instant expiry) const;
+
+  JournalOptions options_;
+  const core::Clock& clock_;
+  int fd_ = -1;
+  std::string buffer_;
+  std::uint64_t appended_ = 0, durable_ = 0;
+  bool failed_ = false;
+  std::string failure_;
+  Stats stats_;
+};
+
+}  // namespace baton::server
+
+#endif  // BATON_SERVER_JOURNAL_H_

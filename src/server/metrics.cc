@@ -1,0 +1,161 @@
+// INFO text and the Prometheus /metrics endpoint of batond.
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "server/connection.h"
+#include "server/server.h"
+
+namespace baton::server {
+
+namespace {
+struct Metric {
+  const char* name;
+  const char* type;
+  const char* help;
+  double value;
+};
+
+std::vector<Metric> collect(const Server& s, const core::TableStats& t,
+                            const ServerStats& st, const Journal* j,
+                            std::size_t connections) {
+  std::vector<Metric> m = {
+      {"batond_connections", "gauge", "Open client connections",
+       double(connections)},
+      {"batond_connections_total", "counter", "Accepted connections",
+       double(st.connections_total)},
+      {"batond_connections_refused_total", "counter",
+       "Connections refused (max_connections)", double(st.connections_refused)},
+      {"batond_commands_total", "counter", "Commands executed",
+       double(st.commands)},
+      {"batond_errors_total", "counter", "Error replies", double(st.errors)},
+      {"batond_protocol_errors_total", "counter", "Malformed requests",
+       double(st.protocol_errors)},
+      {"batond_locks", "gauge", "Locks with holders or waiters",
+       double(t.locks)},
+      {"batond_leases", "gauge", "Live leases", double(t.leases)},
+      {"batond_waiters", "gauge", "Queued requests (all queues)",
+       double(t.waiters)},
+      {"batond_counters", "gauge", "Counters", double(t.counters)},
+      {"batond_grants_total", "counter", "Grants", double(t.grants)},
+      {"batond_expirations_total", "counter", "Leases that expired",
+       double(t.expirations)},
+      {"batond_wait_timeouts_total", "counter", "Waits that timed out",
+       double(t.wait_timeouts)},
+      {"batond_waits_total", "counter", "Requests that parked",
+       double(st.waits)},
+      {"batond_wait_grants_total", "counter", "Parked requests granted",
+       double(st.wait_grants)},
+      {"batond_refused_unavailable_total", "counter",
+       "Commands refused after a persistence failure",
+       double(st.refused_unavailable)},
+      {"batond_undone_grants_total", "counter",
+       "Grants undone because they could not be persisted",
+       double(st.undone_grants)},
+  };
+  if (j != nullptr) {
+    const auto& js = j->stats();
+    double avg = js.syncs ? double(js.total_sync.count()) / js.syncs : 0;
+    m.push_back({"batond_persistence_failed", "gauge",
+                 "1 if the journal failed", j->failed() ? 1.0 : 0.0});
+    m.push_back({"batond_journal_syncs_total", "counter", "Journal syncs",
+                 double(js.syncs)});
+    m.push_back({"batond_journal_records_total", "counter", "Journal records",
+                 double(js.records)});
+    m.push_back(
+        {"batond_journal_bytes", "gauge", "Journal size", double(js.bytes)});
+    m.push_back({"batond_snapshot_bytes", "gauge", "Snapshot size",
+                 double(js.snapshot_bytes)});
+    m.push_back({"batond_compactions_total", "counter", "Compactions",
+                 double(js.compactions)});
+    m.push_back({"batond_sync_last_seconds", "gauge", "Last sync latency",
+                 double(js.last_sync.count()) / 1e6});
+    m.push_back(
+        {"batond_sync_avg_seconds", "gauge", "Mean sync latency", avg / 1e6});
+    m.push_back({"batond_sync_max_seconds", "gauge", "Max sync latency",
+                 double(js.max_sync.count()) / 1e6});
+  }
+  m.push_back({"batond_fencing_high_water", "gauge",
+               "Last fencing token handed out",
+               double(const_cast<Server&>(s).table().fencing_high_water())});
+  return m;
+}
+}  // namespace
+
+std::string Server::info_text() const {
+  auto& self = const_cast<Server&>(*this);
+  auto metrics = collect(*this, self.table().stats(), stats_, journal_.get(),
+                         connections_.size());
+  std::ostringstream o;
+  o << "# Server\r\nserver:batond\r\nversion:0.1.0\r\ntcp_port:" << port_
+    << "\r\nfsync:"
+    << (config_.fsync == FsyncPolicy::always  ? "always"
+        : config_.fsync == FsyncPolicy::batch ? "batch"
+                                              : "never")
+    << "\r\npersistence:" << (journal_ ? "on" : "off") << "\r\n# Stats\r\n";
+  for (const auto& m : metrics) {
+    std::string key = m.name + 7;  // drop "batond_"
+    o << key << ':' << std::fixed;
+    if (m.value == static_cast<double>(static_cast<long long>(m.value))) {
+      o << static_cast<long long>(m.value);
+    } else {
+      o << m.value;
+    }
+    o << "\r\n";
+  }
+  return o.str();
+}
+
+std::string Server::metrics_text() const {
+  auto& self = const_cast<Server&>(*this);
+  auto metrics = collect(*this, self.table().stats(), stats_, journal_.get(),
+                         connections_.size());
+  std::ostringstream o;
+  for (const auto& m : metrics) {
+    o << "# HELP " << m.name << ' ' << m.help << "\n# TYPE " << m.name << ' '
+      << m.type << '\n'
+      << m.name << ' ' << m.value << '\n';
+  }
+  return o.str();
+}
+
+asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
+  for (;;) {
+    std::error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor.async_accept(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      continue;
+    }
+    // One short request per connection; the answer is built on this thread.
+    std::string req;
+    char buf[1024];
+    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
+      std::error_code rec;
+      std::size_t n = co_await socket.async_read_some(
+          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, rec));
+      if (rec) break;
+      req.append(buf, n);
+    }
+    std::string body, status = "200 OK";
+    if (req.rfind("GET /metrics", 0) == 0) {
+      body = metrics_text();
+    } else {
+      status = "404 Not Found";
+      body = "try /metrics\n";
+    }
+    std::string resp = "HTTP/1.1 " + status +
+                       "\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                       "Content-Length: " +
+                       std::to_string(body.size()) +
+                       "\r\nConnection: close\r\n\r\n" + body;
+    std::error_code wec;
+    co_await asio::async_write(socket, asio::buffer(resp),
+                               asio::redirect_error(asio::use_awaitable, wec));
+    std::error_code sec;
+    socket.shutdown(asio::ip::tcp::socket::shutdown_both, sec);
+  }
+}
+
+}  // namespace baton::server

@@ -1,0 +1,458 @@
+#include "server/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/validate.h"
+#include "proto/commands.h"
+#include "server/connection.h"
+
+namespace baton::server {
+
+namespace {
+
+Result<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) {
+    return Error(Errc::invalid_argument,
+                 "listen address \"" + text + "\" is not host:port");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
+  int port = 0;
+  try {
+    port = std::stoi(text.substr(colon + 1));
+  } catch (...) {
+    port = -1;
+  }
+  std::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec || port < 0 || port > 65535) {
+    return Error(Errc::invalid_argument,
+                 "listen address \"" + text + "\" is not host:port");
+  }
+  return asio::ip::tcp::endpoint(addr, static_cast<std::uint16_t>(port));
+}
+
+Status bind_listener(asio::ip::tcp::acceptor& a, const std::string& text,
+                     std::uint16_t* port) {
+  auto ep = parse_endpoint(text);
+  if (!ep) return ep.error();
+  std::error_code ec;
+  a.open(ep->protocol(), ec);
+  if (!ec) a.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.bind(*ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error(Errc::unavailable,
+                 "cannot listen on " + text + ": " + ec.message());
+  }
+  *port = a.local_endpoint().port();
+  return {};
+}
+
+}  // namespace
+
+Server::Server(ServerConfig config)
+    : config_(std::move(config)),
+      table_(clock_, core::Limits{config_.max_waiters_per_lock,
+                                  core::Limits{}.max_locks}),
+      acceptor_(io_),
+      metrics_acceptor_(io_),
+      signals_(io_),
+      deadline_timer_(io_),
+      batch_timer_(io_) {}
+
+Server::~Server() { table_.set_change_sink(nullptr); }
+
+Status Server::start() {
+  if (!config_.data_dir.empty()) {
+    JournalOptions jo;
+    jo.dir = config_.data_dir;
+    jo.fsync = config_.fsync;
+    jo.compact_factor = config_.compact_factor;
+    jo.compact_min_bytes = config_.compact_min_bytes;
+    auto j = Journal::open(jo, table_, clock_);
+    if (!j) return j.error();
+    journal_ = std::move(*j);
+    table_.set_change_sink(journal_.get());
+    const auto& st = journal_->stats();
+    spdlog::info(
+        "restored {} leases, {} counters from {} (fencing high "
+        "water {}{})",
+        st.restored_leases, st.restored_counters, config_.data_dir,
+        table_.fencing_high_water(), st.torn_tail ? ", torn tail ignored" : "");
+  } else {
+    spdlog::warn("no data_dir: leases are not persisted");
+  }
+  Status s = bind_listener(acceptor_, config_.listen, &port_);
+  if (!s) return s;
+  asio::co_spawn(io_, accept_loop(acceptor_), asio::detached);
+  if (!config_.metrics_listen.empty()) {
+    s = bind_listener(metrics_acceptor_, config_.metrics_listen,
+                      &metrics_port_);
+    if (!s) return s;
+    asio::co_spawn(io_, metrics_loop(metrics_acceptor_), asio::detached);
+  }
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](std::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", sig);
+    stop();
+  });
+  arm_deadline_timer();
+  spdlog::info("batond listening on {} (port {}), fsync {}, auth {}",
+               config_.listen, port_,
+               config_.fsync == FsyncPolicy::always  ? "always"
+               : config_.fsync == FsyncPolicy::batch ? "batch"
+                                                     : "never",
+               config_.requirepass.empty() ? "off" : "on");
+  return {};
+}
+
+void Server::run() { io_.run(); }
+
+void Server::stop() {
+  asio::post(io_, [this] {
+    std::error_code ec;
+    acceptor_.close(ec);
+    metrics_acceptor_.close(ec);
+    for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
+      c->close();
+    }
+    if (journal_) (void)journal_->sync();
+    signals_.cancel();
+    io_.stop();
+  });
+}
+
+asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor) {
+  for (;;) {
+    std::error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor.async_accept(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;
+    }
+    if (connections_.size() >= config_.max_connections) {
+      ++stats_.connections_refused;
+      std::string err = "-unavailable too many connections\r\n";
+      std::error_code wec;
+      asio::write(socket, asio::buffer(err), wec);
+      continue;
+    }
+    std::error_code oec;
+    socket.set_option(asio::ip::tcp::no_delay(true), oec);
+    auto c =
+        std::make_shared<Connection>(*this, std::move(socket), next_session_++);
+    connections_.insert(c);
+    ++stats_.connections_total;
+    c->start();
+  }
+}
+
+std::uint64_t Server::reply_seq() const {
+  return journal_ ? journal_->appended_seq() : 0;
+}
+
+bool Server::persistence_failed() const {
+  return journal_ && journal_->failed();
+}
+
+std::int64_t Server::wall_ms(core::Instant expiry) const {
+  auto left = expiry - clock_.now();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch() + left)
+      .count();
+}
+
+store::Grant Server::to_grant(const core::CoreGrant& g) const {
+  store::Grant out;
+  out.name = g.name;
+  out.token = g.token;
+  out.fencing_token = g.fencing_token;
+  out.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(g.ttl);
+  out.holds = g.holds;
+  out.capacity = g.capacity;
+  out.valid_for =
+      std::chrono::duration_cast<std::chrono::microseconds>(g.valid_for);
+  out.store_expires_at_ms = wall_ms(g.expiry);
+  return out;
+}
+
+void Server::after_table_call() {
+  drain_events();
+  arm_deadline_timer();
+  persist();
+}
+
+void Server::drain_events() {
+  if (draining_) return;
+  draining_ = true;
+  for (;;) {
+    auto events = table_.take_events();
+    if (events.empty()) break;
+    for (const auto& e : events) handle_event(e);
+  }
+  draining_ = false;
+}
+
+void Server::handle_event(const core::Event& e) {
+  using K = core::Event::Kind;
+  if (e.kind == K::lease_expired) {
+    ++stats_.expirations;
+    return;
+  }
+  auto it = parked_.find({e.name, e.token});
+  if (it != parked_.end()) {
+    std::vector<Parked> who = std::move(it->second);
+    parked_.erase(it);
+    std::string bytes;
+    proto::RespWriter w(bytes);
+    std::vector<std::pair<std::string, OwnerToken>> grants;
+    if (e.kind == K::granted) {
+      ++stats_.wait_grants;
+      proto::write_grant(w, to_grant(e.grant));
+      grants.emplace_back(e.grant.name, e.grant.token);
+    } else if (e.kind == K::wait_timed_out) {
+      ++stats_.wait_timeouts;
+      w.error("timeout lock " + core::quote_name(e.name) +
+              " was not granted within the wait time");
+    } else {
+      w.error("unavailable the waiting session ended");
+    }
+    for (const auto& p : who) {
+      if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, grants);
+    }
+    return;
+  }
+  auto mit = parked_multi_.find(e.token);
+  if (mit == parked_multi_.end()) return;
+  if (e.kind == K::granted) {
+    answer_multi(mit, false);
+  } else {
+    for (auto& pm : mit->second) {
+      if (pm.timer) pm.timer->cancel();
+      std::string bytes;
+      if (e.kind == K::wait_timed_out) {
+        ++stats_.wait_timeouts;
+        proto::RespWriter(bytes).error(
+            "timeout not every lock was granted within the wait time");
+      } else {
+        proto::RespWriter(bytes).error("unavailable the waiting session ended");
+      }
+      if (auto c = pm.who.conn.lock()) c->complete_parked(pm.who.id, bytes, {});
+    }
+    parked_multi_.erase(mit);
+  }
+}
+
+Result<core::MultiOutcome> Server::run_multi(
+    const MultiPark& p, std::optional<core::Instant> deadline) {
+  core::MultiRequest r;
+  for (const auto& n : p.names) r.names.push_back(n);
+  r.reservation = p.reservation;
+  r.ttl = p.ttl;
+  r.capacity = p.capacity;
+  r.label = p.label;
+  r.session = p.session;
+  r.all_or_nothing = p.all_or_nothing;
+  r.queue_deadline = deadline;
+  return table_.acquire_multi(r);
+}
+
+// Re-asks the table for what the parked reservation holds and answers if
+// that completes it (or unconditionally when final_answer).
+void Server::answer_multi(
+    std::map<OwnerToken, std::vector<ParkedMulti>>::iterator it,
+    bool final_answer) {
+  std::vector<ParkedMulti> keep;
+  std::vector<ParkedMulti> all = std::move(it->second);
+  parked_multi_.erase(it);
+  for (auto& pm : all) {
+    auto c = pm.who.conn.lock();
+    if (!c || c->closed()) continue;
+    const auto& p = pm.request;
+    // acquire_some: refresh (queued requests stay ttl after this answer);
+    // acquire_all: keep its deadline (a try would withdraw it).
+    std::optional<core::Instant> deadline = clock_.now() + p.ttl;
+    if (p.all_or_nothing) deadline = p.all_deadline;
+    auto out = run_multi(p, deadline);
+    std::string bytes;
+    proto::RespWriter w(bytes);
+    std::vector<std::pair<std::string, OwnerToken>> grants;
+    if (!out) {
+      proto::write_error(w, out.error());
+    } else {
+      bool done = final_answer || (p.all_or_nothing ? out->pending == 0
+                                                    : !out->granted.empty());
+      if (!done) {
+        keep.push_back(std::move(pm));
+        continue;
+      }
+      w.array(out->granted.size());
+      for (const auto& g : out->granted) {
+        proto::write_grant(w, to_grant(g));
+        grants.emplace_back(g.name, g.token);
+      }
+      ++stats_.wait_grants;
+    }
+    if (pm.timer) pm.timer->cancel();
+    c->complete_parked(pm.who.id, std::move(bytes), std::move(grants));
+  }
+  if (!keep.empty()) {
+    auto& v = parked_multi_[keep.front().request.reservation];
+    for (auto& k : keep) v.push_back(std::move(k));
+  }
+}
+
+void Server::park_single(const std::string& name, const OwnerToken& token,
+                         const std::shared_ptr<Connection>& c,
+                         std::uint64_t id) {
+  parked_[{name, token}].push_back(Parked{c, id});
+}
+
+void Server::park_multi(MultiPark request, std::chrono::milliseconds wait,
+                        const std::shared_ptr<Connection>& c,
+                        std::uint64_t id) {
+  ParkedMulti pm;
+  pm.who = Parked{c, id};
+  OwnerToken key = request.reservation;
+  bool some = !request.all_or_nothing;
+  pm.request = std::move(request);
+  if (some) {
+    // acquire_some answers with what it holds when its wait ends.
+    pm.timer = std::make_shared<asio::steady_timer>(io_, wait);
+    pm.timer->async_wait([this, key, id](std::error_code ec) {
+      if (ec) return;
+      auto it = parked_multi_.find(key);
+      if (it == parked_multi_.end()) return;
+      // Answer only the parked call this timer belongs to.
+      std::vector<ParkedMulti> others;
+      std::vector<ParkedMulti> mine;
+      for (auto& pm2 : it->second) {
+        (pm2.who.id == id && pm2.timer ? mine : others)
+            .push_back(std::move(pm2));
+      }
+      it->second = std::move(mine);
+      answer_multi(it, true);
+      if (!others.empty()) {
+        auto& v = parked_multi_[key];
+        for (auto& o : others) v.push_back(std::move(o));
+      }
+      after_table_call();
+    });
+  }
+  parked_multi_[key].push_back(std::move(pm));
+}
+
+void Server::withdrawn(const std::string& name, const OwnerToken& token) {
+  auto it = parked_.find({name, token});
+  if (it == parked_.end()) return;
+  std::string bytes;
+  proto::RespWriter(bytes).error(
+      "timeout the waiting request was withdrawn "
+      "by LOCK.RELEASE");
+  auto who = std::move(it->second);
+  parked_.erase(it);
+  for (const auto& p : who) {
+    if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {});
+  }
+}
+
+void Server::connection_closed(const std::shared_ptr<Connection>& c,
+                               bool had_ephemeral) {
+  const core::SessionId sid = c->session();
+  table_.end_session(sid);
+  if (had_ephemeral) {
+    auto timer =
+        std::make_shared<asio::steady_timer>(io_, config_.session_timeout);
+    ephemeral_[sid] = timer;
+    timer->async_wait([this, sid](std::error_code ec) {
+      if (ec) return;
+      std::size_t n = table_.release_session_leases(sid);
+      ephemeral_.erase(sid);
+      if (n > 0) spdlog::info("session {}: freed {} ephemeral leases", sid, n);
+      after_table_call();
+    });
+  }
+  // Erase after the current handler: `c` may be the caller's own object.
+  asio::post(io_, [this, c] {
+    connections_.erase(c);
+    staged_.erase(c);
+  });
+  after_table_call();
+}
+
+void Server::arm_deadline_timer() {
+  auto next = table_.next_deadline();
+  if (next == armed_) return;
+  armed_ = next;
+  if (!next) {
+    deadline_timer_.cancel();
+    return;
+  }
+  deadline_timer_.expires_at(std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*next)));
+  deadline_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    armed_.reset();
+    table_.advance();
+    after_table_call();
+  });
+}
+
+void Server::stage_pending(const std::shared_ptr<Connection>& c) {
+  staged_.insert(c);
+  if (release_posted_) return;
+  release_posted_ = true;
+  asio::post(io_, [this] {
+    release_posted_ = false;
+    release_staged();
+  });
+}
+
+void Server::persist() {
+  if (!journal_) return;
+  if (journal_->appended_seq() != journal_->durable_seq() &&
+      !journal_->failed()) {
+    if (journal_->policy() == FsyncPolicy::batch) {
+      if (!batch_armed_) {
+        batch_armed_ = true;
+        batch_timer_.expires_after(config_.fsync_interval);
+        batch_timer_.async_wait([this](std::error_code ec) {
+          batch_armed_ = false;
+          if (ec) return;
+          Status s = journal_->sync();
+          if (!s) spdlog::error("{}", s.error().message());
+          release_staged();
+          (void)journal_->maybe_compact(table_);
+        });
+      }
+      return;
+    }
+    Status s = journal_->sync();
+    if (!s) spdlog::error("{}", s.error().message());
+    (void)journal_->maybe_compact(table_);
+  }
+  release_staged();
+}
+
+void Server::release_staged() {
+  const std::uint64_t durable = journal_ ? journal_->durable_seq() : ~0ull;
+  const bool failed = persistence_failed();
+  const std::string failure = failed ? journal_->failure() : std::string();
+  auto conns = std::move(staged_);
+  staged_.clear();
+  for (const auto& c : conns) {
+    c->release(durable, failed, failure);
+    if (c->has_staged() && !c->closed()) staged_.insert(c);
+  }
+  if (failed) drain_events();
+}
+
+}  // namespace baton::server

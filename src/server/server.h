@@ -1,0 +1,144 @@
+// server/server.h — batond: a RESP2 network shell around core::LockTable.
+//
+// One io_context thread owns everything (the table is single-threaded).
+// Each connection is a session: its queued requests leave the table when it
+// closes; its EPHEMERAL leases are freed session_timeout later. Blocking
+// acquires are parked and answered when the table reports their grant
+// (take_events() is drained after every table call). Expiry is driven by one
+// steady_timer set to LockTable::next_deadline(). Replies that acknowledge a
+// change are sent only once the journal covers it (fsync policy).
+//
+// Thread safety: start()/run() on one thread; stop() from any thread.
+#ifndef BATON_SERVER_SERVER_H_
+#define BATON_SERVER_SERVER_H_
+
+#include <asio.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/lock_table.h"
+#include "proto/resp.h"
+#include "server/config.h"
+#include "server/journal.h"
+#include "stores/store.h"
+
+namespace baton::server {
+
+class Connection;
+
+struct ServerStats {
+  std::uint64_t connections_total = 0, connections_refused = 0;
+  std::uint64_t commands = 0, errors = 0, protocol_errors = 0;
+  std::uint64_t waits = 0, wait_grants = 0, wait_timeouts = 0;
+  std::uint64_t expirations = 0, refused_unavailable = 0, undone_grants = 0;
+};
+
+class Server {
+ public:
+  explicit Server(ServerConfig config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Restores from the data dir and binds the listeners.
+  Status start();
+  void run();   // until stop()
+  void stop();  // thread-safe
+  std::uint16_t port() const { return port_; }
+  std::uint16_t metrics_port() const { return metrics_port_; }
+
+  // --- used by Connection / command handlers (io thread) -----------------
+  const ServerConfig& config() const { return config_; }
+  core::LockTable& table() { return table_; }
+  const core::Clock& clock() const { return clock_; }
+  ServerStats& stats() { return stats_; }
+  std::size_t connection_count() const { return connections_.size(); }
+  // Journal sequence a reply must wait for (0 if none).
+  std::uint64_t reply_seq() const;
+  bool persistence_failed() const;
+  // Call after every table call: drains events, re-arms the timer, syncs.
+  void after_table_call();
+  // Asks for replies staged on `c` to be released once durable.
+  void stage_pending(const std::shared_ptr<Connection>& c);
+
+  void park_single(const std::string& name, const OwnerToken& token,
+                   const std::shared_ptr<Connection>& c, std::uint64_t id);
+  struct MultiPark {
+    std::vector<std::string> names;
+    OwnerToken reservation;
+    core::Nanos ttl{0};
+    std::uint32_t capacity = 1;
+    std::string label;
+    bool all_or_nothing = false;
+    core::SessionId session = 0;
+    std::optional<core::Instant> all_deadline;  // acquire_all only
+  };
+  void park_multi(MultiPark request, std::chrono::milliseconds wait,
+                  const std::shared_ptr<Connection>& c, std::uint64_t id);
+  // Runs acquire_multi for a parked or new request; fills grants.
+  Result<core::MultiOutcome> run_multi(const MultiPark& p,
+                                       std::optional<core::Instant> deadline);
+  // A waiter with this (name, token) was withdrawn by a release.
+  void withdrawn(const std::string& name, const OwnerToken& token);
+
+  void connection_closed(const std::shared_ptr<Connection>& c,
+                         bool had_ephemeral);
+
+  std::int64_t wall_ms(core::Instant expiry) const;
+  store::Grant to_grant(const core::CoreGrant& g) const;
+  std::string info_text() const;
+  std::string metrics_text() const;
+
+ private:
+  struct Parked {
+    std::weak_ptr<Connection> conn;
+    std::uint64_t id = 0;
+  };
+  struct ParkedMulti {
+    Parked who;
+    MultiPark request;
+    std::shared_ptr<asio::steady_timer> timer;  // acquire_some wait
+  };
+
+  asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor);
+  asio::awaitable<void> metrics_loop(asio::ip::tcp::acceptor& acceptor);
+  void drain_events();
+  void handle_event(const core::Event& e);
+  void answer_multi(std::map<OwnerToken, std::vector<ParkedMulti>>::iterator it,
+                    bool final_answer);
+  void arm_deadline_timer();
+  void persist();
+  void release_staged();
+
+  ServerConfig config_;
+  asio::io_context io_;
+  core::SteadyClock clock_;
+  core::LockTable table_;
+  std::unique_ptr<Journal> journal_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::ip::tcp::acceptor metrics_acceptor_;
+  std::uint16_t port_ = 0, metrics_port_ = 0;
+  asio::signal_set signals_;
+  asio::steady_timer deadline_timer_;
+  std::optional<core::Instant> armed_;
+  asio::steady_timer batch_timer_;
+  bool batch_armed_ = false;
+  bool draining_ = false;
+  bool release_posted_ = false;
+  core::SessionId next_session_ = 1;
+  std::set<std::shared_ptr<Connection>> connections_;
+  std::set<std::shared_ptr<Connection>> staged_;
+  std::map<std::pair<std::string, OwnerToken>, std::vector<Parked>> parked_;
+  std::map<OwnerToken, std::vector<ParkedMulti>> parked_multi_;
+  std::map<core::SessionId, std::shared_ptr<asio::steady_timer>> ephemeral_;
+  ServerStats stats_;
+  friend class Connection;
+};
+
+}  // namespace baton::server
+
+#endif  // BATON_SERVER_SERVER_H_

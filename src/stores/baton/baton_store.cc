@@ -1,0 +1,361 @@
+#include "stores/baton/baton_store.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "proto/commands.h"
+#include "proto/resp.h"
+
+namespace baton::store {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using proto::Reply;
+
+Error unavailable(const std::string& what) {
+  return Error(Errc::unavailable, what);
+}
+
+// One RESP connection to batond.
+class Conn {
+ public:
+  ~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  static Result<std::unique_ptr<Conn>> connect(const std::string& host,
+                                               std::uint16_t port,
+                                               Clock::time_point deadline) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string ps = std::to_string(port);
+    if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res);
+        rc != 0) {
+      return unavailable("batond " + host + ":" + ps + ": " + gai_strerror(rc));
+    }
+    std::string last = "no address";
+    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+      int fd = ::socket(ai->ai_family,
+                        ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) continue;
+      int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+      if (rc != 0 && errno == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        int ms = ms_left(deadline);
+        rc = ::poll(&p, 1, ms) == 1 ? 0 : -1;
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (rc == 0) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (rc != 0) err = ETIMEDOUT;
+        if (err != 0) {
+          errno = err;
+          rc = -1;
+        }
+      }
+      if (rc == 0) {
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        ::freeaddrinfo(res);
+        auto c = std::make_unique<Conn>();
+        c->fd_ = fd;
+        return c;
+      }
+      last = std::strerror(errno);
+      ::close(fd);
+    }
+    ::freeaddrinfo(res);
+    return unavailable("cannot connect to batond at " + host + ":" + ps + ": " +
+                       last);
+  }
+
+  Result<Reply> call(const std::vector<std::string>& args,
+                     Clock::time_point deadline) {
+    std::string out = proto::encode_command(args);
+    std::string_view rest(out);
+    while (!rest.empty()) {
+      ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        rest.remove_prefix(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd p{fd_, POLLOUT, 0};
+        if (::poll(&p, 1, ms_left(deadline)) != 1)
+          return io_error("send timed out");
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      return io_error(std::string("send: ") + std::strerror(errno));
+    }
+    for (;;) {
+      Reply r;
+      auto got = parser_.next(&r);
+      if (!got) {
+        broken_ = true;
+        return unavailable("batond sent a malformed reply");
+      }
+      if (*got) return r;
+      pollfd p{fd_, POLLIN, 0};
+      int pr = ::poll(&p, 1, ms_left(deadline));
+      if (pr == 0) return io_error("no reply from batond within the timeout");
+      if (pr < 0 && errno == EINTR) continue;
+      char buf[16384];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) return io_error("batond closed the connection");
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        return io_error(std::string("recv: ") + std::strerror(errno));
+      }
+      (void)parser_.feed(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  // False if the peer closed or sent something while idle.
+  bool healthy() const {
+    if (broken_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+  bool broken() const { return broken_; }
+
+ private:
+  static int ms_left(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    if (left.count() <= 0) return 0;
+    return left.count() > 2'000'000'000 ? 2'000'000'000
+                                        : static_cast<int>(left.count()) + 1;
+  }
+  Error io_error(std::string what) {
+    broken_ = true;
+    return unavailable(std::move(what));
+  }
+
+  int fd_ = -1;
+  bool broken_ = false;
+  proto::ReplyParser parser_;
+};
+
+class BatonStore final : public Store {
+ public:
+  BatonStore(core::Url url, std::string password,
+             std::chrono::milliseconds timeout, std::size_t pool)
+      : url_(std::move(url)),
+        password_(std::move(password)),
+        timeout_(timeout),
+        pool_max_(pool) {}
+
+  Result<Grant> acquire(const AcquireSpec& s, milliseconds wait) override {
+    std::vector<std::string> a = {"LOCK.ACQUIRE", s.name, s.token.to_string(),
+                                  std::to_string(s.ttl.count())};
+    if (wait.count() > 0) {
+      a.push_back("WAIT");
+      a.push_back(std::to_string(wait.count()));
+    }
+    if (s.capacity != 1) {
+      a.push_back("CAPACITY");
+      a.push_back(std::to_string(s.capacity));
+    }
+    if (!s.label.empty()) {
+      a.push_back("LABEL");
+      a.push_back(s.label);
+    }
+    if (!s.reentrancy_key.empty()) {
+      a.push_back("REENTRANT");
+      a.push_back(s.reentrancy_key);
+    }
+    auto r = call(a, wait);
+    if (!r) return r.error();
+    return proto::read_grant(*r);
+  }
+
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl) override {
+    auto r = call({"LOCK.EXTEND", std::string(name), token.to_string(),
+                   std::to_string(ttl.count())});
+    if (!r) return r.error();
+    return proto::read_grant(*r);
+  }
+
+  Result<ReleaseResult> release(std::string_view name,
+                                const OwnerToken& token) override {
+    auto r = call({"LOCK.RELEASE", std::string(name), token.to_string()});
+    if (!r) return r.error();
+    return proto::read_release(*r);
+  }
+
+  Result<LockInfo> describe(std::string_view name) override {
+    auto r = call({"LOCK.DESCRIBE", std::string(name)});
+    if (!r) return r.error();
+    return proto::read_lock_info(*r);
+  }
+
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override {
+    auto r = call({"LOCK.LIST", std::string(prefix), std::to_string(limit)});
+    if (!r) return r.error();
+    return proto::read_lock_infos(*r);
+  }
+
+  Result<std::vector<Grant>> acquire_multi(const MultiSpec& s,
+                                           milliseconds wait) override {
+    std::vector<std::string> a = {
+        s.all_or_nothing ? "LOCK.ACQUIRE_ALL" : "LOCK.ACQUIRE_SOME",
+        s.reservation.to_string(),
+        std::to_string(s.ttl.count()),
+        std::to_string(wait.count()),
+        std::to_string(s.capacity),
+        s.label};
+    a.insert(a.end(), s.names.begin(), s.names.end());
+    auto r = call(a, wait);
+    if (!r) return r.error();
+    return proto::read_grants(*r);
+  }
+
+  Result<std::int64_t> counter_get(std::string_view name) override {
+    return int_call({"COUNTER.GET", std::string(name)});
+  }
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override {
+    return int_call({"COUNTER.ADD", std::string(name), std::to_string(delta)});
+  }
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override {
+    return int_call({"COUNTER.TAKE", std::string(name), std::to_string(n)});
+  }
+
+  std::string safe_url() const override { return url_.safe(); }
+
+ private:
+  Result<std::int64_t> int_call(const std::vector<std::string>& a) {
+    auto r = call(a);
+    if (!r) return r.error();
+    return proto::read_integer(*r);
+  }
+
+  Result<Reply> call(const std::vector<std::string>& args,
+                     milliseconds wait = milliseconds(0)) {
+    const auto deadline = Clock::now() + timeout_ + wait;
+    auto c = take(deadline);
+    if (!c) return c.error();
+    auto r = (*c)->call(args, deadline);
+    if (!r || (*c)->broken()) return r;
+    give_back(std::move(*c));
+    return r;
+  }
+
+  Result<std::unique_ptr<Conn>> take(Clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      while (!idle_.empty()) {
+        auto c = std::move(idle_.back());
+        idle_.pop_back();
+        if (c->healthy()) return c;
+      }
+    }
+    // Back off after recent connect failures (never beyond the deadline).
+    Clock::time_point not_before;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      not_before = next_connect_;
+    }
+    if (not_before > Clock::now()) {
+      std::this_thread::sleep_until(std::min(not_before, deadline));
+    }
+    const auto& hp = url_.hosts.front();
+    auto c = Conn::connect(hp.host, hp.port,
+                           std::min(deadline, Clock::now() + timeout_));
+    if (!c) {
+      std::lock_guard<std::mutex> g(mu_);
+      backoff_ = backoff_.count() == 0
+                     ? milliseconds(50)
+                     : std::min(backoff_ * 2, milliseconds(1000));
+      next_connect_ = Clock::now() + backoff_;
+      return c.error();
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      backoff_ = milliseconds(0);
+    }
+    if (!password_.empty()) {
+      auto r = (*c)->call({"AUTH", password_}, deadline);
+      if (!r) return r.error();
+      if (proto::is_failure(*r)) {
+        Error e = proto::error_from_reply(*r);
+        return Error(Errc::permission_denied,
+                     "batond refused the password for " + url_.safe() + ": " +
+                         e.message());
+      }
+    }
+    return c;
+  }
+
+  void give_back(std::unique_ptr<Conn> c) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (idle_.size() < pool_max_) idle_.push_back(std::move(c));
+  }
+
+  const core::Url url_;
+  const std::string password_;
+  const std::chrono::milliseconds timeout_;
+  const std::size_t pool_max_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_;
+  milliseconds backoff_{0};
+  Clock::time_point next_connect_{};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_baton_store(const core::Url& url) {
+  if (url.hosts.size() != 1) {
+    return Error(
+        Errc::invalid_argument,
+        "store URL " + url.safe() + " must name exactly one host:port");
+  }
+  std::string password = url.password;
+  std::chrono::milliseconds timeout{5000};
+  std::size_t pool = 32;  // idle connections kept for reuse
+  for (const auto& [k, v] : url.query) {
+    if (k == "password") {
+      password = v;
+    } else if (k == "timeout_ms" || k == "pool") {
+      std::int64_t n = 0;
+      try {
+        n = std::stoll(v);
+      } catch (...) {
+        n = -1;
+      }
+      if (n <= 0) {
+        return Error(Errc::invalid_argument, "store URL " + url.safe() + ": " +
+                                                 k +
+                                                 " must be a positive integer");
+      }
+      if (k == "pool") {
+        pool = static_cast<std::size_t>(n);
+      } else {
+        timeout = std::chrono::milliseconds(n);
+      }
+    } else {
+      return Error(
+          Errc::invalid_argument,
+          "store URL " + url.safe() + ": unknown option \"" + k + "\"");
+    }
+  }
+  return std::unique_ptr<Store>(
+      std::make_unique<BatonStore>(url, password, timeout, pool));
+}
+
+}  // namespace baton::store

@@ -1,0 +1,105 @@
+// stores/registry.cc — the URL → Store factory table.
+#include "stores/registry.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "stores/memory/memory_store.h"
+#if BATON_WITH_SERVER
+#include "stores/baton/baton_store.h"
+#endif
+
+namespace baton::store {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, Factory> extra;  // guarded by mu
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed (used at exit)
+  return *r;
+}
+
+// A store known to the project: its scheme, how it is written and the build
+// option that compiles it in.
+struct KnownStore {
+  const char* scheme;
+  const char* spelled;
+  const char* option;
+};
+
+constexpr KnownStore kKnown[] = {
+    {"baton", "baton://", "BATON_WITH_SERVER"},
+    {"postgres", "postgres://", "BATON_WITH_POSTGRES"},
+    {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
+    {"redis", "redis://", "BATON_WITH_REDIS"},
+    {"redlock", "redlock://", "BATON_WITH_REDIS"},
+    {"mysql", "mysql://", "BATON_WITH_MYSQL"},
+    {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
+    {"sqlite", "sqlite:", "BATON_WITH_SQLITE"},
+    {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
+    {"etcd", "etcd://", "BATON_WITH_ETCD"},
+};
+
+// The stores compiled into this binary.
+Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
+  *found = true;
+  if (url.scheme == "memory") return open_memory_store(url);
+#if BATON_WITH_SERVER
+  if (url.scheme == "baton") return open_baton_store(url);
+#endif
+  *found = false;
+  return Error(Errc::internal, "no built-in store");
+}
+
+}  // namespace
+
+bool register_store(std::string scheme, Factory factory) {
+  if (scheme.empty() || !factory) return false;
+  for (auto& c : scheme) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  r.extra[std::move(scheme)] = std::move(factory);
+  return true;
+}
+
+Result<std::unique_ptr<Store>> open_store(std::string_view url) {
+  auto parsed = core::parse_url(url);
+  if (!parsed.ok()) return std::move(parsed).error();
+  const Url& u = *parsed;
+
+  Factory extra;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lk(r.mu);
+    auto it = r.extra.find(u.scheme);
+    if (it != r.extra.end()) extra = it->second;
+  }
+  if (extra) return extra(u);
+
+  bool found = false;
+  auto store = open_builtin(u, &found);
+  if (found) return store;
+
+  for (const auto& k : kKnown) {
+    if (u.scheme == k.scheme) {
+      return Error(Errc::invalid_argument,
+                   std::string("store \"") + k.spelled +
+                       "\" is not built into this binary (configure with -D" +
+                       k.option + "=ON)");
+    }
+  }
+  return Error(Errc::invalid_argument,
+               "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
+                   u.scheme +
+                   "\" (known: memory:, baton://, postgres://, redis://, "
+                   "redlock://, mysql://, sqlite:, zk://, etcd://)");
+}
+
+}  // namespace baton::store

@@ -1,0 +1,66 @@
+// tests/cli/process.h — run programs as subprocesses for the CLI tests:
+// capture exit code, stdout and stderr; start long-running ones and signal
+// them.
+#ifndef BATON_TESTS_CLI_PROCESS_H_
+#define BATON_TESTS_CLI_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace baton::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // exit status, 128+N if killed by N, -1 if timed out
+  std::string out;
+  std::string err;
+};
+
+// A running subprocess whose stdout/stderr go to temporary files.
+class Process {
+ public:
+  // Starts argv (argv[0] is a path or looked up in PATH) with the current
+  // environment plus `env`.
+  Process(const std::vector<std::string>& argv,
+          const std::vector<std::pair<std::string, std::string>>& env = {});
+  ~Process();  // kills (SIGKILL) and reaps if still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  void signal(int sig);
+  // Waits up to `timeout`; on timeout kills the process and reports -1.
+  ProcessResult wait(
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Output so far.
+  std::string out() const;
+  std::string err() const;
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+  std::string out_path_;
+  std::string err_path_;
+};
+
+// Runs to completion.
+ProcessResult run(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env = {},
+    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// A free TCP port on 127.0.0.1 (bound and released; small race accepted).
+int free_port();
+// True once something accepts TCP connections on 127.0.0.1:port.
+bool wait_for_port(int port, std::chrono::milliseconds timeout);
+// A fresh temporary directory (mkdtemp).
+std::string make_temp_dir();
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_CLI_PROCESS_H_

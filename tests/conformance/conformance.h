@@ -1,0 +1,98 @@
+// tests/conformance/conformance.h — one suite of the lock contract
+// (CONTRACT.md), instantiated once per store:
+//
+//   INSTANTIATE_CONFORMANCE(Memory, baton::conformance::url_factory(
+//                                       "memory:conformance"));
+//   INSTANTIATE_CONFORMANCE(Redlock, url_factory("redlock://..."),
+//                           {.unsupported = {{"rule10", "polls"}}});
+//
+// The factory is called once per test (and again when a test needs a second,
+// independent client); every Client it returns must reach the *same* store.
+// Tests use lock names unique to the test run, so a store may keep state
+// between tests. A store that cannot keep a rule marks it in StoreTraits
+// with the reason; the test then reports GTEST_SKIP() << reason.
+//
+// Keys for StoreTraits::unsupported: "rule1" .. "rule17", "counters",
+// "election".
+#ifndef BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
+#define BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "baton/client.h"
+
+namespace baton::conformance {
+
+using ClientFactory = std::function<Result<Client>(const ClientOptions&)>;
+
+struct StoreTraits {
+  // rule key -> why this store cannot keep it.
+  std::map<std::string, std::string> unsupported;
+};
+
+struct StoreUnderTest {
+  std::string name;
+  ClientFactory open;
+  StoreTraits traits;
+};
+
+inline void PrintTo(const StoreUnderTest& s, std::ostream* os) {
+  *os << s.name;
+}
+
+inline StoreUnderTest store_under_test(std::string name, ClientFactory open,
+                                       StoreTraits traits = {}) {
+  return StoreUnderTest{std::move(name), std::move(open), std::move(traits)};
+}
+
+// A factory opening `url` with the options the test asks for.
+ClientFactory url_factory(std::string url);
+
+class ConformanceTest : public ::testing::TestWithParam<StoreUnderTest> {
+ protected:
+  void SetUp() override;
+
+  // Why the store cannot keep `rule`, or nullptr (see BATON_REQUIRE).
+  const std::string* unsupported_reason(const std::string& rule) const;
+  // A second, independent client of the same store.
+  Client open_client(ClientOptions options = {}) const;
+  // A lock name unique to this test and run: "<test>/<run id>/<suffix>".
+  std::string lock_name(const std::string& suffix) const;
+  // Prefix shared by every name of this test.
+  const std::string& prefix() const { return prefix_; }
+
+  Client& client() { return *client_; }
+
+ private:
+  std::optional<Client> client_;
+  std::string prefix_;
+};
+
+}  // namespace baton::conformance
+
+// First statement of a test of `rule`: skips it, with the store's reason,
+// if the store marks the rule unsupported.
+#define BATON_REQUIRE(rule)                                              \
+  do {                                                                   \
+    if (const std::string* why_ = unsupported_reason(rule)) {            \
+      GTEST_SKIP() << (rule) << " is not kept by this store: " << *why_; \
+    }                                                                    \
+  } while (0)
+
+// INSTANTIATE_CONFORMANCE(Name, factory [, traits]) — at namespace scope.
+#define INSTANTIATE_CONFORMANCE(Name, ...)                                    \
+  namespace baton::conformance {                                              \
+  INSTANTIATE_TEST_SUITE_P(                                                   \
+      Name, ConformanceTest,                                                  \
+      ::testing::Values(::baton::conformance::store_under_test(#Name,         \
+                                                               __VA_ARGS__)), \
+      [](const auto& param_info_) { return param_info_.param.name; });        \
+  }
+
+#endif  // BATON_TESTS_CONFORMANCE_CONFORMANCE_H_

@@ -1,0 +1,333 @@
+// tests/conformance/suite_basic.cc — rules 1–9 of CONTRACT.md.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "conformance.h"
+#include "suite_helpers.h"
+
+namespace baton::conformance {
+namespace {
+
+TEST_P(ConformanceTest, Rule1_MutualExclusion16Threads1000Ops4Locks) {
+  BATON_REQUIRE("rule1");
+  constexpr int kThreads = 16, kOps = 1000, kLocks = 4;
+  std::array<std::atomic<int>, kLocks> holders{};
+  std::array<std::uint64_t, kLocks> last_token{};  // guarded by the lock itself
+  std::atomic<int> violations{0}, token_errors{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        const int k = (t + i) % kLocks;
+        auto lease = client().acquire(lock_name("m" + std::to_string(k)), 60s,
+                                      opts(30s));
+        if (!lease.ok()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        if (holders[k].fetch_add(1) != 0) violations.fetch_add(1);
+        if (lease->fencing_token <= last_token[k]) token_errors.fetch_add(1);
+        last_token[k] = lease->fencing_token;
+        holders[k].fetch_sub(1);
+        auto r = client().release(*lease);
+        if (!r.ok() || !*r) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(violations.load(), 0) << "two holders of one mutex at once";
+  EXPECT_EQ(token_errors.load(), 0) << "fencing token did not increase";
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_P(ConformanceTest, Rule1_SemaphoreOfCapacity3NeverExceeds3) {
+  BATON_REQUIRE("rule1");
+  const std::string name = lock_name("sem");
+  std::atomic<int> inside{0}, peak{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        auto lease = client().acquire(name, 60s, opts(30s, 3));
+        if (!lease.ok()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        const int now = inside.fetch_add(1) + 1;
+        int p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+        inside.fetch_sub(1);
+        (void)client().release(*lease);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_GE(peak.load(), 1);
+  EXPECT_EQ(failures.load(), 0);
+  // The lock's capacity is fixed while it is in use.
+  auto a = client().try_acquire(name, opts(5s, 3));
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  auto wrong = client().try_acquire(name, opts(5s, 2));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code(), Errc::invalid_argument);
+  EXPECT_TRUE(*client().release(*a));
+}
+
+TEST_P(ConformanceTest, Rule2_FencingIncreasesAcrossReleaseAndExpiry) {
+  BATON_REQUIRE("rule2");
+  const std::string name = lock_name("fence");
+  auto first = client().try_acquire(name, opts(5s));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  ASSERT_TRUE(*client().release(*first));
+  auto second = client().try_acquire(name, opts(100ms));
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_GT(second->fencing_token, first->fencing_token);
+  // Let it expire; the next grant (waiting for the expiry) is larger still.
+  auto third = client().acquire(name, 10s, opts(5s));
+  ASSERT_TRUE(third.ok()) << third.error().to_string();
+  EXPECT_GT(third->fencing_token, second->fencing_token);
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  EXPECT_GE(info->last_fencing_token, third->fencing_token);
+  EXPECT_TRUE(*client().release(*third));
+}
+
+TEST_P(ConformanceTest, Rule3_ExpiredLeaseIsDeadAndNextWaiterGetsIt) {
+  BATON_REQUIRE("rule3");
+  const std::string name = lock_name("expire");
+  auto old = client().try_acquire(name, opts(150ms));
+  ASSERT_TRUE(old.ok()) << old.error().to_string();
+  // A waiter queued behind the short lease gets it when it expires.
+  Client other = open_client();
+  auto next = other.acquire(name, 20s, opts(10s, 1, "next"));
+  ASSERT_TRUE(next.ok()) << next.error().to_string();
+  EXPECT_GT(next->fencing_token, old->fencing_token);
+  // The dead lease can neither be extended nor released back to life.
+  auto ext = client().extend(*old, 10s);
+  ASSERT_FALSE(ext.ok());
+  EXPECT_EQ(ext.error().code(), Errc::lock_lost);
+  auto rel = client().release(*old);
+  ASSERT_TRUE(rel.ok());
+  EXPECT_FALSE(*rel);
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, next->fencing_token);
+  EXPECT_TRUE(*other.release(*next));
+  // A plain expiry (nobody waiting) frees the lock too.
+  auto brief = client().try_acquire(name, opts(50ms));
+  ASSERT_TRUE(brief.ok());
+  EXPECT_TRUE(
+      eventually([&] { return client().try_acquire(name, opts(5s)).ok(); }));
+}
+
+TEST_P(ConformanceTest, Rule4_ExtendSetsExpiryToNowPlusTtl) {
+  BATON_REQUIRE("rule4");
+  const std::string name = lock_name("extend");
+  auto lease = client().try_acquire(name, opts(5s));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  // Extending early to a shorter TTL does not add to what is left.
+  auto ext = client().extend(*lease, 300ms);
+  ASSERT_TRUE(ext.ok()) << ext.error().to_string();
+  EXPECT_EQ(ext->fencing_token, lease->fencing_token);
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_LE(info->holders[0].time_left, 300ms);
+  // ...and extending again keeps it alive past the first expiry.
+  auto ext2 = client().extend(*ext, 2s);
+  ASSERT_TRUE(ext2.ok());
+  info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_LE(info->holders[0].time_left, 2s);
+  EXPECT_GT(info->holders[0].time_left, 300ms);
+  // A stranger's token: lock_lost, nothing changes.
+  Lease stranger = *lease;
+  stranger.token = OwnerToken::random();
+  auto bad = client().extend(stranger, 7s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), Errc::lock_lost);
+  info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_LE(info->holders[0].time_left, 2s);
+  EXPECT_TRUE(*client().release(*ext2));
+  auto after = client().extend(*ext2, 1s);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.error().code(), Errc::lock_lost);
+}
+
+TEST_P(ConformanceTest, Rule5_ReleaseIsOwnerCheckedAndIdempotent) {
+  BATON_REQUIRE("rule5");
+  const std::string name = lock_name("release");
+  auto lease = client().try_acquire(name, opts(5s, 1, "owner"));
+  ASSERT_TRUE(lease.ok());
+  Lease stranger = *lease;
+  stranger.token = OwnerToken::random();
+  auto r = client().release(stranger);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "owner");
+  EXPECT_TRUE(*client().release(*lease));
+  auto again = client().release(*lease);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->holders.empty());
+}
+
+TEST_P(ConformanceTest, Rule6_TryAcquireAnswersAtOnceWithTheHolder) {
+  BATON_REQUIRE("rule6");
+  const std::string name = lock_name("try");
+  auto held = client().try_acquire(name, opts(10s, 1, "the-holder"));
+  ASSERT_TRUE(held.ok());
+  const auto start = steady_clock::now();
+  auto other = open_client().try_acquire(name, opts(5s));
+  EXPECT_LT(steady_clock::now() - start, 2s);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code(), Errc::not_acquired);
+  ASSERT_EQ(other.error().holders().size(), 1u);
+  EXPECT_EQ(other.error().holders()[0].label, "the-holder");
+  EXPECT_EQ(other.error().holders()[0].fencing_token, held->fencing_token);
+  EXPECT_GT(other.error().holders()[0].time_left, 0ms);
+  EXPECT_LE(other.error().holders()[0].time_left, 10s);
+  EXPECT_TRUE(*client().release(*held));
+}
+
+TEST_P(ConformanceTest, Rule7_TimedOutWaitersLeaveNoTrace) {
+  BATON_REQUIRE("rule7");
+  const std::string name = lock_name("timeout");
+  auto held = client().try_acquire(name, opts(20s));
+  ASSERT_TRUE(held.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> timeouts{0};
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&] {
+      auto r = client().acquire(name, 150ms, opts(5s));
+      if (!r.ok() && r.error().code() == Errc::timeout) timeouts.fetch_add(1);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(timeouts.load(), 5);
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->waiters.empty());
+  EXPECT_EQ(info->holders.size(), 1u);
+  EXPECT_TRUE(*client().release(*held));
+  // Nobody was granted behind our back: the lock is free.
+  info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->holders.empty());
+  EXPECT_TRUE(info->waiters.empty());
+}
+
+TEST_P(ConformanceTest, Rule8_TwentyWaitersAreGrantedInArrivalOrder) {
+  BATON_REQUIRE("rule8");
+  constexpr int kWaiters = 20;
+  const std::string name = lock_name("fifo");
+  auto held = client().try_acquire(name, opts(60s));
+  ASSERT_TRUE(held.ok());
+  std::mutex mu;
+  std::vector<int> order;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      auto lease =
+          client().acquire(name, 60s, opts(30s, 1, "w" + std::to_string(i)));
+      if (!lease.ok()) {
+        failures.fetch_add(1);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        order.push_back(i);
+      }
+      (void)client().release(*lease);
+    });
+    ASSERT_TRUE(eventually([&] { return waiters_of(client(), name) == i + 1; }))
+        << "waiter " << i << " never showed up in the queue";
+  }
+  auto info = client().describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->waiters.size(), static_cast<std::size_t>(kWaiters));
+  for (int i = 0; i < kWaiters; ++i) {
+    EXPECT_EQ(info->waiters[i].label, "w" + std::to_string(i));
+  }
+  EXPECT_TRUE(*client().release(*held));
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<int> expected(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) expected[i] = i;
+  EXPECT_EQ(order, expected);
+}
+
+TEST_P(ConformanceTest, Rule8_TryDoesNotOvertakeWaiters) {
+  BATON_REQUIRE("rule8");
+  const std::string name = lock_name("overtake");
+  auto held = client().try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto l = client().acquire(name, 30s, opts(30s, 1, "patient"));
+    if (l.ok()) {
+      got = true;
+      (void)client().release(*l);
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return waiters_of(client(), name) == 1; }));
+  EXPECT_TRUE(*client().release(*held));
+  // The frequent contender may not jump the queue: either the waiter already
+  // has the lock, or the try is refused.
+  auto sneaky = client().try_acquire(name, opts(5s));
+  if (sneaky.ok()) {
+    EXPECT_TRUE(got.load()) << "a try overtook a queued waiter";
+    (void)client().release(*sneaky);
+  }
+  waiter.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST_P(ConformanceTest, Rule9_AWaiterThatLeavesDoesNotBlockTheQueue) {
+  BATON_REQUIRE("rule9");
+  const std::string name = lock_name("dead-waiter");
+  auto held = client().try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok());
+  Client doomed = open_client();
+  std::thread gone(
+      [&] { (void)doomed.acquire(name, 200ms, opts(5s, 1, "gone")); });
+  ASSERT_TRUE(eventually([&] { return waiters_of(client(), name) >= 1; }));
+  std::atomic<bool> granted{false};
+  std::thread patient([&] {
+    auto l = client().acquire(name, 30s, opts(5s, 1, "patient"));
+    if (l.ok()) {
+      granted = true;
+      (void)client().release(*l);
+    }
+  });
+  gone.join();
+  // The departed waiter is removed within a bounded time.
+  EXPECT_TRUE(eventually([&] {
+    auto info = client().describe(name);
+    return info.ok() && info->waiters.size() == 1 &&
+           info->waiters[0].label == "patient";
+  }));
+  EXPECT_TRUE(*client().release(*held));
+  patient.join();
+  EXPECT_TRUE(granted.load());
+}
+
+}  // namespace
+}  // namespace baton::conformance

@@ -1,0 +1,46 @@
+// tests/conformance/suite_helpers.h — small helpers shared by the suite.
+#ifndef BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_
+#define BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "baton/client.h"
+#include "baton/options.h"
+
+namespace baton::conformance {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+inline AcquireOptions opts(milliseconds ttl, std::uint32_t capacity = 1,
+                           std::string label = {}) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  o.capacity = capacity;
+  o.label = std::move(label);
+  return o;
+}
+
+// Polls `cond` every 5 ms until it holds or `limit` passes.
+inline bool eventually(const std::function<bool()>& cond,
+                       milliseconds limit = 10s) {
+  const auto end = steady_clock::now() + limit;
+  while (steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return cond();
+}
+
+// Number of waiters describe() reports (-1 on error).
+inline int waiters_of(const Client& c, const std::string& name) {
+  auto info = c.describe(name);
+  return info.ok() ? static_cast<int>(info->waiters.size()) : -1;
+}
+
+}  // namespace baton::conformance
+
+#endif  // BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_

@@ -1,0 +1,118 @@
+// tests/server/batond_process.h — starts a real batond on a free loopback
+// port in a temporary directory, and stops it by pid.
+#ifndef BATON_TESTS_SERVER_BATOND_PROCESS_H_
+#define BATON_TESTS_SERVER_BATOND_PROCESS_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace baton::testing {
+
+class BatondProcess {
+ public:
+  // `dir`: data dir parent ("" = a fresh temp dir). Extra flags appended.
+  explicit BatondProcess(std::string dir = "",
+                         std::vector<std::string> extra = {})
+      : extra_(std::move(extra)) {
+    if (dir.empty()) {
+      char tmpl[] = "/tmp/batond-test-XXXXXX";
+      dir = ::mkdtemp(tmpl);
+      owns_dir_ = true;
+    }
+    dir_ = dir;
+    start();
+  }
+  ~BatondProcess() {
+    stop();
+    if (owns_dir_) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
+  BatondProcess(const BatondProcess&) = delete;
+  BatondProcess& operator=(const BatondProcess&) = delete;
+
+  // Starts batond (on `port_` again after a restart, else a free port).
+  void start() {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe");
+    std::vector<std::string> args = {
+        BATOND_PATH,  "--listen",     "127.0.0.1:" + std::to_string(port_),
+        "--data-dir", dir_ + "/data", "--log-level",
+        "warn"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      int log = ::open((dir_ + "/batond.log").c_str(),
+                       O_WRONLY | O_CREAT | O_APPEND, 0600);
+      if (log >= 0) ::dup2(log, 2);
+      ::close(out[0]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(out[0]);
+    auto at = line.find("port=");
+    if (at == std::string::npos) {
+      stop();
+      throw std::runtime_error("batond did not start: " + line);
+    }
+    port_ = static_cast<std::uint16_t>(std::stoi(line.substr(at + 5)));
+  }
+  void kill9() { signal_and_wait(SIGKILL); }
+  void stop() { signal_and_wait(SIGTERM); }
+
+  std::uint16_t port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+  std::string url() const {
+    return "baton://127.0.0.1:" + std::to_string(port_);
+  }
+
+ private:
+  void signal_and_wait(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  std::vector<std::string> extra_;
+  std::string dir_;
+  bool owns_dir_ = false;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+// Runs a shell command, returns its stdout.
+inline std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_SERVER_BATOND_PROCESS_H_

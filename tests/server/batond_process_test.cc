@@ -1,0 +1,262 @@
+// tests/server/batond_process_test.cc — a real batond process: interop with
+// redis-cli and redis-py, durability across kill -9, session end, bad input.
+#include "batond_process.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "baton/client.h"
+#include "baton/counter.h"
+#include "proto/commands.h"
+#include "proto/resp.h"
+
+namespace baton {
+namespace {
+
+using baton::testing::BatondProcess;
+using baton::testing::run;
+using namespace std::chrono_literals;
+
+// A raw RESP connection.
+class Raw {
+ public:
+  explicit Raw(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      throw std::runtime_error("connect");
+    }
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Raw() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send_raw(const std::string& s) {
+    ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(s.size()));
+  }
+  void send(const std::vector<std::string>& args) {
+    send_raw(proto::encode_command(args));
+  }
+  // nullopt on EOF/timeout.
+  std::optional<proto::Reply> read() {
+    for (;;) {
+      proto::Reply r;
+      auto got = parser_.next(&r);
+      if (got && *got) return r;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return std::nullopt;
+      (void)parser_.feed(buf, static_cast<std::size_t>(n));
+    }
+  }
+  proto::Reply call(const std::vector<std::string>& args) {
+    send(args);
+    auto r = read();
+    if (!r) throw std::runtime_error("no reply");
+    return *r;
+  }
+
+ private:
+  int fd_ = -1;
+  proto::ReplyParser parser_;
+};
+
+const std::string kTok1 = "0123456789abcdef0123456789abcdef";
+const std::string kTok2 = "fedcba9876543210fedcba9876543210";
+
+TEST(Batond, RedisCliAcquireAndRelease) {
+  BatondProcess server;
+  std::string cli = "redis-cli -p " + std::to_string(server.port()) + " ";
+  EXPECT_EQ(run(cli + "PING"), "PONG\n");
+  std::string g =
+      run(cli + "LOCK.ACQUIRE cli-lock " + kTok1 + " 30000 LABEL redis-cli");
+  EXPECT_EQ(g.rfind("granted\n", 0), 0u) << g;
+  std::string busy = run(cli + "LOCK.ACQUIRE cli-lock " + kTok2 + " 30000");
+  EXPECT_NE(busy.find("not_acquired"), std::string::npos) << busy;
+  EXPECT_NE(busy.find("redis-cli"), std::string::npos) << busy;
+  std::string rel = run(cli + "LOCK.RELEASE cli-lock " + kTok1);
+  EXPECT_EQ(rel, "was_held\n1\nholds_left\n0\n");
+  std::string again = run(cli + "LOCK.RELEASE cli-lock " + kTok1);
+  EXPECT_EQ(again, "was_held\n0\nholds_left\n0\n");
+}
+
+TEST(Batond, RedisPyExecuteCommand) {
+  BatondProcess server;
+  std::string py =
+      "import redis\n"
+      "r = redis.Redis(host='127.0.0.1', port=" +
+      std::to_string(server.port()) +
+      ")\n"
+      "g = r.execute_command('LOCK.ACQUIRE', 'py-lock', '" +
+      kTok1 +
+      "', 30000)\n"
+      "assert g[0] == b'granted', g\n"
+      "d = dict(zip(g[1::2], g[2::2]))\n"
+      "assert d[b'fencing'] >= 1, d\n"
+      "try:\n"
+      "    r.execute_command('LOCK.ACQUIRE', '', '" +
+      kTok1 +
+      "', 30000)\n"
+      "    raise SystemExit('no error')\n"
+      "except redis.exceptions.ResponseError as e:\n"
+      "    assert str(e).startswith('invalid_argument'), e\n"
+      "rel = r.execute_command('LOCK.RELEASE', 'py-lock', '" +
+      kTok1 +
+      "')\n"
+      "assert rel == [b'was_held', 1, b'holds_left', 0], rel\n"
+      "print('ok')\n";
+  std::string file = server.dir() + "/t.py";
+  FILE* f = std::fopen(file.c_str(), "w");
+  std::fputs(py.c_str(), f);
+  std::fclose(f);
+  EXPECT_EQ(run("/usr/bin/python3 " + file + " 2>&1"), "ok\n");
+}
+
+TEST(Batond, AcknowledgedLeaseSurvivesKill9) {
+  BatondProcess server;
+  auto client = Client::open(server.url());
+  ASSERT_TRUE(client) << client.error().to_string();
+  AcquireOptions opt;
+  opt.ttl = 60s;
+  opt.label = "survivor";
+  auto lease = client->try_acquire("durable", opt);
+  ASSERT_TRUE(lease) << lease.error().to_string();
+  ASSERT_TRUE(client->counter("durable-counter").add(7));
+  server.kill9();
+  server.start();
+  auto after = Client::open(server.url());
+  ASSERT_TRUE(after);
+  auto info = after->describe("durable");
+  ASSERT_TRUE(info) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, lease->fencing_token);
+  EXPECT_EQ(info->holders[0].label, "survivor");
+  EXPECT_GT(info->holders[0].time_left, 50s);
+  EXPECT_LE(info->holders[0].time_left, 60s);
+  // The holder can still extend and release it: the same lease.
+  EXPECT_TRUE(after->extend(*lease, 30s));
+  auto next = after->try_acquire("another", opt);
+  ASSERT_TRUE(next);
+  EXPECT_GT(next->fencing_token, lease->fencing_token);
+  auto busy = after->try_acquire("durable", opt);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code(), Errc::not_acquired);
+  EXPECT_EQ(*after->counter("durable-counter").get(), 7);
+}
+
+TEST(Batond, ClosedConnectionsWaiterLeavesTheQueue) {
+  BatondProcess server;
+  Raw holder(server.port());
+  auto g = holder.call({"LOCK.ACQUIRE", "q", kTok1, "30000"});
+  ASSERT_EQ(g.elements.at(0).str, "granted");
+  {
+    Raw waiter(server.port());
+    waiter.send({"LOCK.ACQUIRE", "q", kTok2, "30000", "WAIT", "30000"});
+    std::this_thread::sleep_for(100ms);
+    auto info = proto::read_lock_info(holder.call({"LOCK.DESCRIBE", "q"}));
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->waiters.size(), 1u);
+  }
+  std::this_thread::sleep_for(100ms);
+  auto info = proto::read_lock_info(holder.call({"LOCK.DESCRIBE", "q"}));
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->waiters.size(), 0u);
+}
+
+TEST(Batond, ParkedWaiterIsPushedOnRelease) {
+  BatondProcess server;
+  Raw holder(server.port());
+  Raw waiter(server.port());
+  ASSERT_EQ(
+      holder.call({"LOCK.ACQUIRE", "p", kTok1, "30000"}).elements.at(0).str,
+      "granted");
+  waiter.send({"LOCK.ACQUIRE", "p", kTok2, "30000", "WAIT", "10000"});
+  waiter.send({"PING"});  // pipelined behind the parked request
+  std::this_thread::sleep_for(50ms);
+  auto start = std::chrono::steady_clock::now();
+  holder.call({"LOCK.RELEASE", "p", kTok1});
+  auto g = waiter.read();
+  ASSERT_TRUE(g);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  auto grant = proto::read_grant(*g);
+  ASSERT_TRUE(grant) << grant.error().to_string();
+  EXPECT_EQ(grant->token.to_string(), kTok2);
+  auto pong = waiter.read();
+  ASSERT_TRUE(pong);
+  EXPECT_EQ(pong->str, "PONG");
+}
+
+TEST(Batond, BadInputIsRefusedAndServerSurvives) {
+  BatondProcess server;
+  Raw c(server.port());
+  auto r = c.call({"LOCK.ACQUIRE", std::string(600, 'n'), kTok1, "1000"});
+  ASSERT_EQ(r.type, proto::Reply::Type::error);
+  EXPECT_EQ(r.str.rfind("invalid_argument lock name is 600 bytes", 0), 0u)
+      << r.str;
+  r = c.call({"NOPE"});
+  EXPECT_EQ(r.str.rfind("invalid_argument unknown command", 0), 0u) << r.str;
+  r = c.call({"LOCK.RELEASE", "x"});
+  EXPECT_EQ(r.str.rfind("invalid_argument wrong number", 0), 0u) << r.str;
+  r = c.call({"LOCK.ACQUIRE", "x", "nothex", "1000"});
+  EXPECT_EQ(r.str.rfind("invalid_argument owner token", 0), 0u) << r.str;
+  r = c.call({"LOCK.ACQUIRE", "x", kTok1, "0"});
+  EXPECT_EQ(r.str.rfind("invalid_argument", 0), 0u) << r.str;
+  auto info = proto::read_lock_info(c.call({"LOCK.DESCRIBE", "x"}));
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->holders.empty());
+  // Over-limit frame: an error, then the connection is closed.
+  Raw big(server.port());
+  big.send_raw("*2\r\n$4\r\nPING\r\n$99999999\r\n");
+  auto e = big.read();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->str.rfind("invalid_argument request is over", 0), 0u) << e->str;
+  EXPECT_FALSE(big.read());
+  Raw junk(server.port());
+  junk.send_raw("GET / HTTP/1.1\r\n\r\n");
+  e = junk.read();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->type, proto::Reply::Type::error);
+  EXPECT_FALSE(junk.read());
+  EXPECT_EQ(c.call({"PING"}).str, "PONG");
+}
+
+TEST(Batond, PasswordIsRequired) {
+  char tmpl[] = "/tmp/batond-pw-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  {
+    FILE* f = std::fopen((dir + "/pw").c_str(), "w");
+    std::fputs("s3cret\n", f);
+    std::fclose(f);
+  }
+  BatondProcess server("", {"--password-file", dir + "/pw"});
+  Raw c(server.port());
+  auto r = c.call({"LOCK.DESCRIBE", "x"});
+  EXPECT_EQ(r.str.rfind("permission_denied", 0), 0u) << r.str;
+  r = c.call({"AUTH", "wrong"});
+  EXPECT_EQ(r.str.rfind("permission_denied", 0), 0u) << r.str;
+  EXPECT_EQ(c.call({"AUTH", "s3cret"}).str, "OK");
+  EXPECT_EQ(c.call({"PING"}).str, "PONG");
+  auto bad = Client::open(server.url());
+  ASSERT_TRUE(bad);
+  auto d = bad->describe("x");
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code(), Errc::permission_denied);
+  auto good = Client::open(server.url() + "?password=s3cret");
+  ASSERT_TRUE(good);
+  EXPECT_TRUE(good->describe("x"));
+  std::string log = run("cat " + server.dir() + "/batond.log");
+  EXPECT_EQ(log.find("s3cret"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,138 @@
+// tests/server/resp_test.cc — RESP request parser and reply decoding.
+#include "proto/resp.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/commands.h"
+
+namespace baton::proto {
+namespace {
+
+using State = RequestParser::State;
+
+TEST(RequestParser, ParsesPipelinedRequestsByteByByte) {
+  std::string in =
+      encode_command({"PING"}) + encode_command({"LOCK.RELEASE", "a\r\nb", ""});
+  RequestParser p;
+  std::vector<Request> got;
+  for (char c : in) {
+    p.feed(&c, 1);
+    Request r;
+    std::string msg;
+    while (p.next(&r, &msg) == State::request) got.push_back(r);
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], Request{"PING"});
+  EXPECT_EQ(got[1], (Request{"LOCK.RELEASE", "a\r\nb", ""}));
+  EXPECT_EQ(p.buffered(), 0u);
+}
+
+State parse(std::string_view in, std::string* msg, ProtoLimits l = {}) {
+  RequestParser p(l);
+  p.feed(in.data(), in.size());
+  Request r;
+  return p.next(&r, msg);
+}
+
+TEST(RequestParser, RefusesMalformedInput) {
+  const char* bad[] = {
+      "PING\r\n",            // inline commands are not RESP arrays
+      "*1\r\n:1\r\n",        // argument is not a bulk string
+      "*x\r\n",              // bad count
+      "*0\r\n",              // empty
+      "*-1\r\n",             // null array
+      "*1\r\n$-1\r\n",       // null bulk
+      "*1\r\n$3\rxabc\r\n",  // bad CRLF
+      "*1\r\n$3\r\nabcXY",   // missing CRLF after payload
+      "*1\r\n$99999999999999999999\r\n",
+      "*1\r\n*1\r\n$1\r\na\r\n",  // nested array
+      "*1\r\n$+3\r\nabc\r\n",
+  };
+  for (const char* in : bad) {
+    std::string msg;
+    EXPECT_EQ(parse(in, &msg), State::error) << in;
+    EXPECT_EQ(msg.rfind("invalid_argument ", 0), 0u) << msg;
+  }
+}
+
+TEST(RequestParser, IncompleteFramesWait) {
+  std::string msg;
+  EXPECT_EQ(parse("*2\r\n$4\r\nPI", &msg), State::need_more);
+  EXPECT_EQ(parse("*2", &msg), State::need_more);
+  EXPECT_EQ(parse("", &msg), State::need_more);
+}
+
+TEST(RequestParser, EnforcesLimitsBeforeBuffering) {
+  std::string msg;
+  ProtoLimits l{1024, 4};
+  EXPECT_EQ(parse("*5\r\n", &msg, l), State::error);
+  EXPECT_NE(msg.find("arguments"), std::string::npos);
+  // A declared payload over the limit fails at once, before any payload.
+  EXPECT_EQ(parse("*1\r\n$2000\r\n", &msg, l), State::error);
+  EXPECT_NE(msg.find("1024-byte limit"), std::string::npos);
+  // A huge array count is refused without allocating it.
+  EXPECT_EQ(parse("*2147483647\r\n", &msg), State::error);
+  std::string ok = encode_command({"A", std::string(900, 'x')});
+  EXPECT_EQ(parse(ok, &msg, l), State::request);
+}
+
+TEST(Replies, GrantRoundTrip) {
+  store::Grant g;
+  g.name = "x";
+  g.token = OwnerToken{1, 2};
+  g.fencing_token = 42;
+  g.ttl = std::chrono::milliseconds(1500);
+  g.holds = 2;
+  g.capacity = 3;
+  g.valid_for = std::chrono::microseconds(1499000);
+  g.store_expires_at_ms = 1700000000000;
+  std::string out;
+  RespWriter w(out);
+  write_grant(w, g);
+  ReplyParser rp;
+  ASSERT_TRUE(rp.feed(out.data(), out.size()));
+  Reply r;
+  ASSERT_TRUE(*rp.next(&r));
+  auto back = read_grant(r);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(back->token, g.token);
+  EXPECT_EQ(back->fencing_token, 42u);
+  EXPECT_EQ(back->ttl, g.ttl);
+  EXPECT_EQ(back->holds, 2u);
+  EXPECT_EQ(back->valid_for, g.valid_for);
+  EXPECT_EQ(back->store_expires_at_ms, g.store_expires_at_ms);
+}
+
+TEST(Replies, ErrorsMapToErrc) {
+  std::string out;
+  RespWriter w(out);
+  write_error(w, Error(Errc::lock_lost, "lock \"a\" is not held"));
+  Error e(Errc::not_acquired, "held");
+  e.with_holders({HolderInfo{"me", 7, std::chrono::milliseconds(900), 1}});
+  write_not_acquired(w, e);
+  ReplyParser rp;
+  ASSERT_TRUE(rp.feed(out.data(), out.size()));
+  Reply r;
+  ASSERT_TRUE(*rp.next(&r));
+  auto g = read_grant(r);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code(), Errc::lock_lost);
+  EXPECT_EQ(g.error().message(), "lock \"a\" is not held");
+  ASSERT_TRUE(*rp.next(&r));
+  g = read_grant(r);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code(), Errc::not_acquired);
+  ASSERT_EQ(g.error().holders().size(), 1u);
+  EXPECT_EQ(g.error().holders()[0].label, "me");
+  EXPECT_EQ(g.error().holders()[0].fencing_token, 7u);
+}
+
+TEST(Replies, MalformedReplyStream) {
+  ReplyParser rp;
+  ASSERT_TRUE(rp.feed("?bad\r\n", 6));
+  Reply r;
+  EXPECT_FALSE(rp.next(&r));
+}
+
+}  // namespace
+}  // namespace baton::proto
