@@ -3,7 +3,8 @@
 //   auto client = baton::Client::open("baton://127.0.0.1:7420");
 //   if (!client) { /* client.error().to_string() */ }
 //   auto lease = client->acquire("nightly-batch", 10s);   // wait up to 10 s
-//   if (lease) { ... write with lease->fencing_token ...; client->release(*lease); }
+//   if (lease) { ... write with lease->fencing_token ...;
+//   client->release(*lease); }
 //
 // Every call validates its input first (CONTRACT rule 16): a bad name, TTL,
 // capacity or URL gives invalid_argument and nothing reaches the store.
@@ -56,8 +57,7 @@ class Client {
 
   // Rule 4: extend-to. Returns the renewed lease (new local_deadline), or
   // lock_lost if `lease` is no longer held; nothing changes then.
-  Result<Lease> extend(const Lease& lease,
-                       std::chrono::milliseconds ttl) const;
+  Result<Lease> extend(const Lease& lease, std::chrono::milliseconds ttl) const;
   // Extends by the lease's own TTL.
   Result<Lease> extend(const Lease& lease) const {
     return extend(lease, lease.ttl);

@@ -32,8 +32,8 @@
 namespace baton {
 
 struct LeaderInfo {
-  std::string label;               // the leader's owner label
-  std::uint64_t fencing_token = 0; // its term: strictly increasing
+  std::string label;                // the leader's owner label
+  std::uint64_t fencing_token = 0;  // its term: strictly increasing
   std::chrono::milliseconds time_left{0};
 };
 
@@ -46,8 +46,8 @@ class Elector {
 
   // Blocks until this candidate is leader or `wait` passes (timeout).
   // While it waits, on_new_leader reports leader changes it observes.
-  Status campaign(std::chrono::milliseconds wait =
-                      std::chrono::milliseconds::max());
+  Status campaign(
+      std::chrono::milliseconds wait = std::chrono::milliseconds::max());
   // Gives up leadership (or stops campaigning). Idempotent.
   Status resign();
   // The current leader, or not_acquired if there is none.

@@ -53,10 +53,10 @@ bool errc_retryable(Errc code) noexcept;
 
 // Who holds a lock, as reported with not_acquired and by describe().
 struct HolderInfo {
-  std::string label;                 // human-readable owner label
-  std::uint64_t fencing_token = 0;   // the holder's fencing token
+  std::string label;                       // human-readable owner label
+  std::uint64_t fencing_token = 0;         // the holder's fencing token
   std::chrono::milliseconds time_left{0};  // until expiry, in store time
-  std::uint32_t holds = 1;           // reentrant hold count
+  std::uint32_t holds = 1;                 // reentrant hold count
 };
 
 class Error {
@@ -95,7 +95,8 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
+  Result(Error error)
+      : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }

@@ -48,12 +48,12 @@ struct OwnerTokenHash {
 };
 
 struct Lease {
-  std::string name;                // lock name
-  OwnerToken token;                // owner token (secret)
-  std::uint64_t fencing_token = 0; // strictly increasing per name (rule 2)
+  std::string name;                  // lock name
+  OwnerToken token;                  // owner token (secret)
+  std::uint64_t fencing_token = 0;   // strictly increasing per name (rule 2)
   std::chrono::milliseconds ttl{0};  // TTL granted (or of the last extend)
-  std::uint32_t holds = 1;         // reentrant hold count (rule 12)
-  std::uint32_t capacity = 1;      // the lock's capacity
+  std::uint32_t holds = 1;           // reentrant hold count (rule 12)
+  std::uint32_t capacity = 1;        // the lock's capacity
   // Rule 14: local time when the request was sent + time the store
   // reported valid from receipt − drift allowance. Treat the lease as held
   // only before this instant.
@@ -71,17 +71,17 @@ struct Lease {
 };
 
 struct WaiterInfo {
-  std::string label;                       // human-readable owner label
-  std::chrono::milliseconds waited{0};     // time in the queue so far
-  bool all_or_nothing = false;             // part of an acquire_all
+  std::string label;                    // human-readable owner label
+  std::chrono::milliseconds waited{0};  // time in the queue so far
+  bool all_or_nothing = false;          // part of an acquire_all
 };
 
 // What describe() reports (rule 15). Owner tokens are never included.
 struct LockInfo {
   std::string name;
-  std::uint32_t capacity = 1;         // 1 when the lock is free and unknown
-  std::vector<HolderInfo> holders;    // in grant order
-  std::vector<WaiterInfo> waiters;    // in queue order
+  std::uint32_t capacity = 1;            // 1 when the lock is free and unknown
+  std::vector<HolderInfo> holders;       // in grant order
+  std::vector<WaiterInfo> waiters;       // in queue order
   std::uint64_t last_fencing_token = 0;  // highest token granted (0 = none)
   bool free() const noexcept { return holders.size() < capacity; }
 };

@@ -10,6 +10,7 @@ BATON_BUILD_PACKAGES=(
   cmake g++ make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libhiredis-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  libpq-dev                           # postgres:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
 )

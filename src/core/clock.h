@@ -35,7 +35,8 @@ class SteadyClock final : public Clock {
 // A clock tests move by hand.
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(Instant start = Instant{1'000'000'000}) : now_(start.count()) {}
+  explicit ManualClock(Instant start = Instant{1'000'000'000})
+      : now_(start.count()) {}
   Instant now() const override { return Instant{now_.load()}; }
   void set(Instant t) { now_.store(t.count()); }
   void advance(Nanos d) { now_.fetch_add(d.count()); }

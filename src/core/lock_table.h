@@ -78,7 +78,7 @@ struct AcquireRequest {
   std::uint32_t capacity = 1;
   std::string_view label;
   std::string_view reentrancy_key;  // empty = not reentrant
-  SessionId session = 0;  // the waiter leaves when the session ends
+  SessionId session = 0;            // the waiter leaves when the session ends
   // Also bind the lease to the session: release_session_leases() frees it.
   bool ephemeral = false;
   // nullopt: try (answer now, not_acquired with holders if not free).
@@ -102,8 +102,8 @@ struct CoreGrant {
 
 struct AcquireOutcome {
   bool granted = false;
-  CoreGrant grant;             // when granted
-  std::size_t position = 0;    // when queued: 1-based place in the queue
+  CoreGrant grant;           // when granted
+  std::size_t position = 0;  // when queued: 1-based place in the queue
 };
 
 struct MultiRequest {
@@ -145,8 +145,8 @@ struct Event {
   };
   Kind kind;
   std::string name;
-  OwnerToken token;   // the request's token (reservation for multi)
-  CoreGrant grant;    // for granted (and the dead lease for lease_expired)
+  OwnerToken token;  // the request's token (reservation for multi)
+  CoreGrant grant;   // for granted (and the dead lease for lease_expired)
 };
 
 // The durable facts, for a server that persists them.
@@ -170,7 +170,8 @@ class ChangeSink {
   // A lease was created or changed (grant, extend, reentrant join/leave).
   virtual void lease_put(const LeaseRecord& lease) = 0;
   // A lease is gone (release, expiry, session end).
-  virtual void lease_removed(std::string_view name, const OwnerToken& token) = 0;
+  virtual void lease_removed(std::string_view name,
+                             const OwnerToken& token) = 0;
   virtual void counter_put(std::string_view name, std::int64_t value) = 0;
 };
 

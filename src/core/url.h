@@ -27,12 +27,12 @@ struct HostPort {
 };
 
 struct Url {
-  std::string scheme;    // lower-case, without ":" or "://"
+  std::string scheme;  // lower-case, without ":" or "://"
   std::string user;
   std::string password;
   std::vector<HostPort> hosts;  // empty for opaque URLs
-  std::string path;      // without the leading '/'
-  std::string opaque;    // for "scheme:rest" URLs without "//"
+  std::string path;             // without the leading '/'
+  std::string opaque;           // for "scheme:rest" URLs without "//"
   std::map<std::string, std::string> query;
   // The URL with the password (and any password= query value) as "***".
   std::string safe() const;

@@ -285,7 +285,10 @@ void Connection::cmd_release(const proto::Request& req) {
     std::string bytes;
     proto::RespWriter w(bytes);
     proto::write_release(w, store::ReleaseResult{r->was_held, r->holds_left});
-    reply(std::move(bytes));
+    // Acknowledged before it is durable: if a crash loses the release, the
+    // lease comes back and ends at its TTL (the safe direction). The journal
+    // keeps its order, so a grant that follows it is durable only with it.
+    reply(std::move(bytes), {}, /*durable=*/false);
     if (r->withdrew_waiter) server_.withdrawn(req[1], *token);
   }
   server_.after_table_call();

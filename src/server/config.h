@@ -22,8 +22,9 @@ struct ServerConfig {
   // Directory for the journal and snapshot; empty = no persistence.
   std::string data_dir = "batond-data";
   FsyncPolicy fsync = FsyncPolicy::batch;
-  // Group-commit interval of fsync: batch.
-  std::chrono::milliseconds fsync_interval{10};
+  // fsync: batch starts an fsync at most once per interval (0 = as soon as
+  // the previous one returned: back-to-back group commit).
+  std::chrono::milliseconds fsync_interval{0};
   double compact_factor = 4.0;
   std::size_t compact_min_bytes = 1 << 20;
   // Largest request frame and most arguments per request.

@@ -78,12 +78,13 @@ void Connection::process_pending() {
 }
 
 void Connection::reply(std::string bytes,
-                       std::vector<std::pair<std::string, OwnerToken>> grants) {
+                       std::vector<std::pair<std::string, OwnerToken>> grants,
+                       bool durable) {
   if (closed_) {
     return;
   }
-  staged_.push_back(
-      Staged{server_.reply_seq(), std::move(bytes), std::move(grants)});
+  staged_.push_back(Staged{durable ? server_.reply_seq() : 0, std::move(bytes),
+                           std::move(grants)});
   server_.stage_pending(shared_from_this());
 }
 

@@ -32,10 +32,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed() const { return closed_; }
   core::SessionId session() const { return session_; }
 
-  // A staged reply: sent when the journal reaches `seq`. `grants` are the
-  // leases it acknowledges (released if persistence fails).
+  // A staged reply: sent when the journal covers every change made so far
+  // (or, with durable = false, as soon as the replies before it are sent).
+  // `grants` are the leases it acknowledges (released if persistence fails).
   void reply(std::string bytes,
-             std::vector<std::pair<std::string, OwnerToken>> grants = {});
+             std::vector<std::pair<std::string, OwnerToken>> grants = {},
+             bool durable = true);
   // Completes the parked request `id` with a reply and resumes the queue.
   void complete_parked(std::uint64_t id, std::string bytes,
                        std::vector<std::pair<std::string, OwnerToken>> grants);

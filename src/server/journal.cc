@@ -262,10 +262,45 @@ Journal::Journal(JournalOptions options, const core::Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
 
 Journal::~Journal() {
+  if (sync_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    sync_thread_.join();  // finishes a job in flight first
+  }
   if (fd_ >= 0) {
-    if (!failed_ && !buffer_.empty()) (void)sync();
+    if (!failed_ && durable_ != appended_) (void)sync();
     ::close(fd_);
   }
+}
+
+void Journal::sync_thread_main() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || job_.has_value(); });
+    if (!job_) return;  // stop_ and nothing left to do
+    Job job = std::move(*job_);
+    job_.reset();
+    syncing_ = true;
+    lock.unlock();
+    auto start = std::chrono::steady_clock::now();
+    SyncResult r;
+    r.seq = job.seq;
+    if (::fdatasync(job.fd) != 0) r.error = errno;
+    r.took = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - start);
+    job.done(r);
+    lock.lock();
+    syncing_ = false;
+    cv_.notify_all();
+  }
+}
+
+void Journal::wait_sync_idle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !job_ && !syncing_; });
 }
 
 std::int64_t Journal::to_wall_ms(core::Instant expiry) const {
@@ -329,32 +364,79 @@ void Journal::fail(std::string why) {
   failure_ = std::move(why);
 }
 
-Status Journal::sync() {
+Status Journal::write() {
   if (failed_) return Error(Errc::unavailable, failure_);
-  if (buffer_.empty() && durable_ == appended_) return {};
-  auto start = std::chrono::steady_clock::now();
-  if (!write_all(fd_, buffer_)) {
-    fail(std::string("journal write failed: ") + std::strerror(errno));
+  if (!buffer_.empty()) {
+    if (!write_all(fd_, buffer_)) {
+      fail(std::string("journal write failed: ") + std::strerror(errno));
+      return Error(Errc::unavailable, failure_);
+    }
+    stats_.bytes += buffer_.size();
+    buffer_.clear();
+  }
+  written_ = appended_;
+  if (options_.fsync == FsyncPolicy::never) durable_ = written_;
+  return {};
+}
+
+bool Journal::start_sync(std::function<void(const SyncResult&)> done) {
+  if (in_flight_ || failed_) return false;
+  if (!write()) return false;
+  if (durable_ == written_) return false;
+  if (!sync_thread_.joinable()) {
+    sync_thread_ = std::thread([this] { sync_thread_main(); });
+  }
+  in_flight_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = Job{fd_, written_, std::move(done)};
+  }
+  cv_.notify_all();
+  return true;
+}
+
+Status Journal::finish_sync(const SyncResult& result) {
+  in_flight_ = false;
+  if (failed_) return Error(Errc::unavailable, failure_);
+  if (result.error != 0) {
+    fail(std::string("journal fsync failed: ") + std::strerror(result.error));
     return Error(Errc::unavailable, failure_);
   }
-  stats_.bytes += buffer_.size();
-  buffer_.clear();
-  if (options_.fsync != FsyncPolicy::never && ::fdatasync(fd_) != 0) {
-    fail(std::string("journal fsync failed: ") + std::strerror(errno));
-    return Error(Errc::unavailable, failure_);
-  }
-  durable_ = appended_;
-  auto took = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - start);
+  // A synchronous sync() or a compaction may have gone further meanwhile.
+  if (result.seq > durable_) durable_ = result.seq;
+  record_sync(result.took);
+  return {};
+}
+
+void Journal::record_sync(std::chrono::microseconds took) {
   ++stats_.syncs;
   stats_.last_sync = took;
   stats_.total_sync += took;
   if (took > stats_.max_sync) stats_.max_sync = took;
+}
+
+Status Journal::sync() {
+  if (failed_) return Error(Errc::unavailable, failure_);
+  if (buffer_.empty() && durable_ == appended_) return {};
+  auto start = std::chrono::steady_clock::now();
+  Status s = write();
+  if (!s) return s;
+  if (options_.fsync != FsyncPolicy::never) {
+    // One fdatasync at a time on the file (the sync thread may be in one).
+    wait_sync_idle();
+    if (::fdatasync(fd_) != 0) {
+      fail(std::string("journal fsync failed: ") + std::strerror(errno));
+      return Error(Errc::unavailable, failure_);
+    }
+  }
+  durable_ = written_;
+  record_sync(std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start));
   return {};
 }
 
 Status Journal::maybe_compact(const core::LockTable& table) {
-  if (failed_ || !buffer_.empty()) return {};
+  if (failed_ || in_flight_) return {};
   double limit =
       options_.compact_factor * static_cast<double>(stats_.snapshot_bytes);
   if (stats_.bytes < options_.compact_min_bytes ||
@@ -396,10 +478,11 @@ Status Journal::compact(const core::LockTable& table) {
   int jfd = ::open(jpath.c_str(),
                    O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (jfd < 0) return errno_error("open " + jpath);
+  // The snapshot holds every record appended so far (durable or not).
   if (fd_ >= 0) ::close(fd_);
   fd_ = jfd;
   buffer_.clear();
-  durable_ = appended_;
+  written_ = durable_ = appended_;
   stats_.bytes = 0;
   stats_.snapshot_bytes = snap.size();
   ++stats_.compactions;

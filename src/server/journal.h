@@ -13,15 +13,24 @@
 // to/from the table's steady clock, so leases come back with their remaining
 // time after a restart.
 //
-// Thread safety: none; used on the server's io thread only.
+// Thread safety: every member function is for one thread (the server's io
+// thread). The only other thread is the Journal's own sync thread, which runs
+// fdatasync for start_sync() and touches nothing but the job it was handed
+// (fd and sequence, under mu_); its completion callback is invoked on the
+// sync thread and must hand the result back (the server asio::posts it).
 #ifndef BATON_SERVER_JOURNAL_H_
 #define BATON_SERVER_JOURNAL_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -62,6 +71,13 @@ std::string encode_fence(std::uint64_t high_water);
 // Applies every valid record of `bytes` to `state`; returns bytes consumed.
 std::size_t replay_records(std::string_view bytes, DurableState* state);
 
+// What one fdatasync of the sync thread achieved.
+struct SyncResult {
+  std::uint64_t seq = 0;  // every record up to seq was written before it
+  int error = 0;          // errno of a failed fdatasync, 0 if it succeeded
+  std::chrono::microseconds took{0};
+};
+
 class Journal final : public core::ChangeSink {
  public:
   // Reads the directory (creating it), restores `table` from it, and writes
@@ -81,10 +97,30 @@ class Journal final : public core::ChangeSink {
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
 
-  // Writes buffered records and fsyncs them (unless policy never). On
-  // failure the journal is failed for good (restart to recover).
+  // Every record written to the file (write(2)) so far.
+  std::uint64_t written_seq() const { return written_; }
+  bool sync_in_flight() const { return in_flight_; }
+
+  // write(2)s the buffered records (no fsync). With policy never they are
+  // then durable as far as this policy goes. On failure the journal is
+  // failed for good (restart to recover), as for every call below.
+  Status write();
+  // Group commit: writes the buffer, then has the sync thread fdatasync the
+  // file; `done` is called on the sync thread when it returns and must pass
+  // the result to finish_sync() on this thread. Returns false (and starts
+  // nothing) if a sync is in flight, the journal failed, or everything
+  // written is durable already. An fsync covers what was written before it
+  // started: records appended meanwhile ride on the next one.
+  bool start_sync(std::function<void(const SyncResult&)> done);
+  // Applies a result of start_sync(): durable_seq() = result.seq, or fails
+  // the journal.
+  Status finish_sync(const SyncResult& result);
+  // Synchronous: writes the buffer and fsyncs on the calling thread (unless
+  // policy never), after waiting for a sync in flight to return. For
+  // shutdown and tests.
   Status sync();
-  // Rewrites the snapshot if the journal grew too big.
+  // Rewrites the snapshot if the journal grew too big. Never while a sync is
+  // in flight (the sync thread may be using the file descriptor).
   Status maybe_compact(const core::LockTable& table);
 
   struct Stats {
@@ -102,16 +138,33 @@ class Journal final : public core::ChangeSink {
   Status compact(const core::LockTable& table);
   void append(std::string record);
   void fail(std::string why);
+  void record_sync(std::chrono::microseconds took);
+  void wait_sync_idle();
+  void sync_thread_main();
   std::int64_t to_wall_ms(core::Instant expiry) const;
 
   JournalOptions options_;
   const core::Clock& clock_;
   int fd_ = -1;
   std::string buffer_;
-  std::uint64_t appended_ = 0, durable_ = 0;
+  std::uint64_t appended_ = 0, written_ = 0, durable_ = 0;
+  bool in_flight_ = false;  // a start_sync() awaits its finish_sync()
   bool failed_ = false;
   std::string failure_;
   Stats stats_;
+
+  // Shared with the sync thread (started by the first start_sync()).
+  struct Job {
+    int fd = -1;
+    std::uint64_t seq = 0;
+    std::function<void(const SyncResult&)> done;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;   // guarded by mu_: handed to the sync thread
+  bool syncing_ = false;     // guarded by mu_: the thread runs a job
+  bool stop_ = false;        // guarded by mu_
+  std::thread sync_thread_;  // joined by the destructor
 };
 
 }  // namespace baton::server

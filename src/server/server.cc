@@ -122,6 +122,7 @@ void Server::stop() {
     for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
       c->close();
     }
+    // Waits for a sync in flight; its posted result is never run.
     if (journal_) (void)journal_->sync();
     signals_.cancel();
     io_.stop();
@@ -354,9 +355,10 @@ void Server::withdrawn(const std::string& name, const OwnerToken& token) {
   auto it = parked_.find({name, token});
   if (it == parked_.end()) return;
   std::string bytes;
+  // not_acquired, not timeout: the wait did not run out (a client that
+  // waits "forever" re-asks after a timeout, but must stop here).
   proto::RespWriter(bytes).error(
-      "timeout the waiting request was withdrawn "
-      "by LOCK.RELEASE");
+      "not_acquired the waiting request was withdrawn by LOCK.RELEASE");
   auto who = std::move(it->second);
   parked_.erase(it);
   for (const auto& p : who) {
@@ -416,30 +418,62 @@ void Server::stage_pending(const std::shared_ptr<Connection>& c) {
   });
 }
 
+// Group commit (docs/server.md, "Durability"): records are written on this
+// thread after every table call; one fdatasync at a time runs on the
+// journal's sync thread, started as soon as something written is not durable
+// and none is in flight, but not sooner than the interval after the previous
+// one started. Its result comes back here (on_sync_done), releases the replies
+// it covers and starts the next one for what was appended meanwhile.
 void Server::persist() {
   if (!journal_) return;
   if (journal_->appended_seq() != journal_->durable_seq() &&
       !journal_->failed()) {
-    if (journal_->policy() == FsyncPolicy::batch) {
-      if (!batch_armed_) {
-        batch_armed_ = true;
-        batch_timer_.expires_after(config_.fsync_interval);
-        batch_timer_.async_wait([this](std::error_code ec) {
-          batch_armed_ = false;
-          if (ec) return;
-          Status s = journal_->sync();
-          if (!s) spdlog::error("{}", s.error().message());
-          release_staged();
-          (void)journal_->maybe_compact(table_);
-        });
-      }
-      return;
-    }
-    Status s = journal_->sync();
+    Status s = journal_->write();
     if (!s) spdlog::error("{}", s.error().message());
-    (void)journal_->maybe_compact(table_);
+    if (journal_->policy() == FsyncPolicy::never) {
+      (void)journal_->maybe_compact(table_);
+    } else {
+      maybe_start_sync();
+    }
   }
   release_staged();
+}
+
+std::chrono::milliseconds Server::sync_interval() const {
+  return config_.fsync == FsyncPolicy::batch ? config_.fsync_interval
+                                             : std::chrono::milliseconds(0);
+}
+
+void Server::maybe_start_sync() {
+  if (!journal_ || journal_->sync_in_flight() || journal_->failed() ||
+      journal_->written_seq() == journal_->durable_seq()) {
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
+  auto earliest = last_sync_start_ + sync_interval();
+  if (now < earliest) {
+    if (!batch_armed_) {
+      batch_armed_ = true;
+      batch_timer_.expires_at(earliest);
+      batch_timer_.async_wait([this](std::error_code ec) {
+        batch_armed_ = false;
+        if (!ec) maybe_start_sync();
+      });
+    }
+    return;
+  }
+  bool started = journal_->start_sync([this](const SyncResult& r) {
+    asio::post(io_, [this, r] { on_sync_done(r); });
+  });
+  if (started) last_sync_start_ = now;
+}
+
+void Server::on_sync_done(const SyncResult& result) {
+  Status s = journal_->finish_sync(result);
+  if (!s) spdlog::error("{}", s.error().message());
+  (void)journal_->maybe_compact(table_);
+  release_staged();
+  maybe_start_sync();
 }
 
 void Server::release_staged() {

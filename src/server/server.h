@@ -6,7 +6,9 @@
 // acquires are parked and answered when the table reports their grant
 // (take_events() is drained after every table call). Expiry is driven by one
 // steady_timer set to LockTable::next_deadline(). Replies that acknowledge a
-// change are sent only once the journal covers it (fsync policy).
+// change are sent only once the journal covers it (fsync policy); the
+// fdatasync runs on the journal's sync thread and its result is posted back
+// to the io thread (group commit, see persist()).
 //
 // Thread safety: start()/run() on one thread; stop() from any thread.
 #ifndef BATON_SERVER_SERVER_H_
@@ -112,6 +114,9 @@ class Server {
                     bool final_answer);
   void arm_deadline_timer();
   void persist();
+  std::chrono::milliseconds sync_interval() const;
+  void maybe_start_sync();
+  void on_sync_done(const SyncResult& result);
   void release_staged();
 
   ServerConfig config_;
@@ -125,8 +130,9 @@ class Server {
   asio::signal_set signals_;
   asio::steady_timer deadline_timer_;
   std::optional<core::Instant> armed_;
-  asio::steady_timer batch_timer_;
+  asio::steady_timer batch_timer_;  // delays a sync to the interval
   bool batch_armed_ = false;
+  std::chrono::steady_clock::time_point last_sync_start_{};
   bool draining_ = false;
   bool release_posted_ = false;
   core::SessionId next_session_ = 1;

@@ -10,6 +10,13 @@
 #if BATON_WITH_SERVER
 #include "stores/baton/baton_store.h"
 #endif
+#if BATON_WITH_POSTGRES
+#include "stores/postgres/postgres_store.h"
+#endif
+#if BATON_WITH_REDIS
+#include "stores/redis/redis_store.h"
+#include "stores/redis/redlock_store.h"
+#endif
 
 namespace baton::store {
 namespace {
@@ -51,6 +58,15 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   if (url.scheme == "memory") return open_memory_store(url);
 #if BATON_WITH_SERVER
   if (url.scheme == "baton") return open_baton_store(url);
+#endif
+#if BATON_WITH_POSTGRES
+  if (url.scheme == "postgres" || url.scheme == "postgresql") {
+    return open_postgres_store(url);
+  }
+#endif
+#if BATON_WITH_REDIS
+  if (url.scheme == "redis") return open_redis_store(url);
+  if (url.scheme == "redlock") return open_redlock_store(url);
 #endif
   *found = false;
   return Error(Errc::internal, "no built-in store");

@@ -62,12 +62,12 @@ struct MultiSpec {
                                    // heartbeat is the caller's next call)
   std::uint32_t capacity = 1;
   std::string label;
-  bool all_or_nothing = false;     // acquire_all (true) / acquire_some
+  bool all_or_nothing = false;  // acquire_all (true) / acquire_some
 };
 
 struct ReleaseResult {
-  bool was_held = false;        // false: expired, taken over, or unknown
-  std::uint32_t holds_left = 0; // > 0: a reentrant hold remains
+  bool was_held = false;         // false: expired, taken over, or unknown
+  std::uint32_t holds_left = 0;  // > 0: a reentrant hold remains
 };
 
 class Store {

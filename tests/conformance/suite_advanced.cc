@@ -1,6 +1,7 @@
 // tests/conformance/suite_advanced.cc — rules 10–17, counters, election.
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -473,6 +474,37 @@ TEST_P(ConformanceTest, Election_OneLeaderAndResignHandsOver) {
   auto none = e1.observe();
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code(), Errc::not_acquired);
+}
+
+TEST_P(ConformanceTest, Election_ResignEndsAWaitingCampaignAtOnce) {
+  BATON_REQUIRE("election");
+  const std::string group = lock_name("resign-waiting");
+  ElectorOptions o;
+  o.ttl = 5s;
+  o.label = "holder";
+  Elector leader(client(), group, o);
+  ASSERT_TRUE(leader.campaign(10s).ok());
+  o.label = "standby";
+  Elector standby(open_client(), group, o);
+  // Waits "forever" (the default): only resign() can end it.
+  auto campaign =
+      std::async(std::launch::async, [&] { return standby.campaign(); });
+  ASSERT_TRUE(eventually([&] {
+    auto info = client().describe(group);
+    return info.ok() && info->waiters.size() == 1;
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(standby.resign().ok());
+  ASSERT_EQ(campaign.wait_for(3s), std::future_status::ready)
+      << "resign() did not end the waiting campaign";
+  const Status result = campaign.get();
+  EXPECT_FALSE(result.ok());
+  EXPECT_FALSE(standby.is_leader());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  auto info = client().describe(group);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->waiters.empty()) << "the withdrawn campaign left a trace";
+  EXPECT_TRUE(leader.is_leader());
 }
 
 }  // namespace

@@ -51,6 +51,20 @@ class BatondProcess {
         BATOND_PATH,  "--listen",     "127.0.0.1:" + std::to_string(port_),
         "--data-dir", dir_ + "/data", "--log-level",
         "warn"};
+    // BATOND_TEST_ARGS: extra flags for every test server (e.g. to run the
+    // conformance suite under "--fsync always"); the test's own come last.
+    if (const char* env = std::getenv("BATOND_TEST_ARGS")) {
+      std::string word;
+      for (const char* p = env;; ++p) {
+        if (*p == ' ' || *p == '\0') {
+          if (!word.empty()) args.push_back(word);
+          word.clear();
+          if (*p == '\0') break;
+        } else {
+          word += *p;
+        }
+      }
+    }
     args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = ::fork();
     if (pid_ == 0) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 namespace baton::server {
 namespace {
@@ -133,6 +134,100 @@ TEST_F(JournalDir, CompactionKeepsState) {
   auto j2 = Journal::open({dir_, FsyncPolicy::never, 1.0, 1}, again, clock);
   ASSERT_TRUE(j2);
   EXPECT_EQ(*again.counter_get("c"), 50);
+}
+
+// The group-commit path: the fdatasync runs on the sync thread, the result is
+// applied by finish_sync() on the calling thread; records appended while it
+// is in flight are not covered by it.
+TEST_F(JournalDir, StartSyncRunsOnTheSyncThread) {
+  core::SteadyClock clock;
+  core::LockTable table(clock);
+  auto j = Journal::open({dir_, FsyncPolicy::batch, 1.0, 1}, table, clock);
+  ASSERT_TRUE(j);
+  Journal& journal = **j;
+  table.set_change_sink(&journal);
+  ASSERT_TRUE(table.counter_add("c", 1));
+  EXPECT_EQ(journal.appended_seq(), 1u);
+  EXPECT_EQ(journal.durable_seq(), 0u);
+
+  // The callback runs on the sync thread: it owns what it touches.
+  struct Seen {
+    std::promise<SyncResult> result;
+    std::thread::id thread;
+  };
+  auto seen = std::make_shared<Seen>();
+  auto done = seen->result.get_future();
+  ASSERT_TRUE(journal.start_sync([seen](const SyncResult& r) {
+    seen->thread = std::this_thread::get_id();
+    seen->result.set_value(r);
+  }));
+  EXPECT_TRUE(journal.sync_in_flight());
+  EXPECT_EQ(journal.written_seq(), 1u);
+  // In flight: no second sync, no compaction (the fd is in use).
+  EXPECT_FALSE(journal.start_sync([](const SyncResult&) {}));
+  ASSERT_TRUE(table.counter_add("c", 1));  // rides on the next sync
+  ASSERT_TRUE(journal.maybe_compact(table));
+  EXPECT_EQ(journal.stats().compactions, 1u);  // the one of open()
+
+  SyncResult r = done.get();
+  EXPECT_NE(seen->thread, std::this_thread::get_id());
+  EXPECT_EQ(r.seq, 1u);
+  EXPECT_EQ(r.error, 0);
+  ASSERT_TRUE(journal.finish_sync(r));
+  EXPECT_FALSE(journal.sync_in_flight());
+  EXPECT_EQ(journal.durable_seq(), 1u);
+  EXPECT_EQ(journal.appended_seq(), 2u);
+
+  auto second = std::make_shared<std::promise<SyncResult>>();
+  auto second_done = second->get_future();
+  ASSERT_TRUE(journal.start_sync(
+      [second](const SyncResult& res) { second->set_value(res); }));
+  ASSERT_TRUE(journal.finish_sync(second_done.get()));
+  EXPECT_EQ(journal.durable_seq(), 2u);
+  EXPECT_EQ(journal.stats().syncs, 2u);
+  // Nothing new: nothing to start.
+  EXPECT_FALSE(journal.start_sync([](const SyncResult&) {}));
+  table.set_change_sink(nullptr);
+  core::LockTable again(clock);
+  auto j2 =
+      Journal::open({dir_, FsyncPolicy::batch, 4.0, 1 << 20}, again, clock);
+  ASSERT_TRUE(j2);
+  EXPECT_EQ(*again.counter_get("c"), 2);
+}
+
+// A synchronous sync() (shutdown) while the sync thread is busy waits for it
+// and goes further; the late result does not move durable_seq back.
+TEST_F(JournalDir, SyncWhileInFlightAndLateResult) {
+  core::SteadyClock clock;
+  core::LockTable table(clock);
+  auto j =
+      Journal::open({dir_, FsyncPolicy::always, 4.0, 1 << 20}, table, clock);
+  ASSERT_TRUE(j);
+  Journal& journal = **j;
+  table.set_change_sink(&journal);
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(table.counter_add("c", 1));
+    auto p = std::make_shared<std::promise<SyncResult>>();
+    auto f = p->get_future();
+    ASSERT_TRUE(
+        journal.start_sync([p](const SyncResult& r) { p->set_value(r); }));
+    ASSERT_TRUE(table.counter_add("c", 1));
+    ASSERT_TRUE(journal.sync());
+    EXPECT_EQ(journal.durable_seq(), journal.appended_seq());
+    ASSERT_TRUE(journal.finish_sync(f.get()));
+    EXPECT_EQ(journal.durable_seq(), journal.appended_seq());
+  }
+  // Compaction now allowed again, and a failed fsync fails the journal.
+  ASSERT_TRUE(table.counter_add("c", 1));
+  ASSERT_TRUE(journal.start_sync([](const SyncResult&) {}));
+  SyncResult bad;
+  bad.seq = journal.written_seq();
+  bad.error = EIO;
+  EXPECT_FALSE(journal.finish_sync(bad));
+  EXPECT_TRUE(journal.failed());
+  EXPECT_NE(journal.failure().find("fsync"), std::string::npos);
+  EXPECT_LT(journal.durable_seq(), journal.appended_seq());
+  table.set_change_sink(nullptr);
 }
 
 }  // namespace

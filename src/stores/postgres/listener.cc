@@ -1,0 +1,129 @@
+// stores/postgres/listener.cc — LISTEN/NOTIFY dispatch to waiting calls.
+#include "stores/postgres/listener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string_view>
+
+namespace baton::store::pg {
+
+Listener::Listener(Pool& pool, std::string channel)
+    : pool_(pool), channel_(std::move(channel)) {
+  if (::pipe(wake_pipe_) == 0) {
+    ::fcntl(wake_pipe_[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(wake_pipe_[1], F_SETFL, O_NONBLOCK);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Listener::~Listener() {
+  stop_ = true;
+  if (wake_pipe_[1] >= 0) {
+    const char c = 'x';
+    (void)!::write(wake_pipe_[1], &c, 1);
+  }
+  thread_.join();
+  for (int fd : wake_pipe_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+bool Listener::wait_ready(TimePoint deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return ready_cv_.wait_until(lk, deadline, [&] { return ready_; });
+}
+
+Listener::Slot::Slot(Listener& l, const OwnerToken& token)
+    : l_(l), token_(token) {
+  std::lock_guard<std::mutex> lk(l_.mu_);
+  l_.slots_.emplace(token_, this);
+}
+
+Listener::Slot::~Slot() {
+  std::lock_guard<std::mutex> lk(l_.mu_);
+  auto [b, e] = l_.slots_.equal_range(token_);
+  for (auto it = b; it != e; ++it) {
+    if (it->second == this) {
+      l_.slots_.erase(it);
+      break;
+    }
+  }
+}
+
+bool Listener::Slot::wait(TimePoint until) {
+  std::unique_lock<std::mutex> lk(l_.mu_);
+  cv_.wait_until(lk, until, [&] { return woken_; });
+  const bool woken = woken_;
+  woken_ = false;
+  return woken;
+}
+
+void Listener::dispatch(const char* payload) {
+  const std::string_view p(payload == nullptr ? "" : payload);
+  auto token = OwnerToken::parse(p.substr(0, 32));
+  if (!token.ok()) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto [b, e] = slots_.equal_range(*token);
+  for (auto it = b; it != e; ++it) {
+    it->second->woken_ = true;
+    it->second->cv_.notify_all();
+  }
+}
+
+void Listener::wake_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [token, slot] : slots_) {
+    slot->woken_ = true;
+    slot->cv_.notify_all();
+  }
+}
+
+void Listener::run() {
+  std::unique_ptr<PgConn> conn;
+  milliseconds backoff{50};
+  while (!stop_) {
+    if (!conn) {
+      auto c = pool_.open_dedicated(Clock::now() + milliseconds{5000});
+      if (c.ok()) {
+        auto st =
+            (*c)->exec("LISTEN " + channel_, Clock::now() + milliseconds{5000});
+        if (st.ok()) {
+          conn = std::move(*c);
+          backoff = milliseconds{50};
+          {
+            std::lock_guard<std::mutex> lk(mu_);
+            ready_ = true;
+          }
+          ready_cv_.notify_all();
+          wake_all();  // anything sent while we were away was missed
+        }
+      }
+      if (!conn) {
+        pollfd p{wake_pipe_[0], POLLIN, 0};
+        (void)::poll(&p, 1, static_cast<int>(backoff.count()));
+        backoff = std::min(backoff * 2, milliseconds{2000});
+        continue;
+      }
+    }
+    pollfd fds[2] = {{PQsocket(conn->raw()), POLLIN, 0},
+                     {wake_pipe_[0], POLLIN, 0}};
+    const int n = ::poll(fds, 2, 1000);
+    if (stop_) break;
+    if (n <= 0 || (fds[0].revents == 0)) continue;
+    if (PQconsumeInput(conn->raw()) == 0 ||
+        PQstatus(conn->raw()) == CONNECTION_BAD) {
+      conn.reset();
+      wake_all();
+      continue;
+    }
+    while (PGnotify* note = PQnotifies(conn->raw())) {
+      dispatch(note->extra);
+      PQfreemem(note);
+    }
+  }
+}
+
+}  // namespace baton::store::pg

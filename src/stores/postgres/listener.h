@@ -1,0 +1,74 @@
+// stores/postgres/listener.h — the store's one LISTEN connection.
+//
+// A dedicated connection LISTENs on "<schema>_wake". Every scheduling pass
+// that grants a queued request (or drops one) sends NOTIFY with the
+// request's owner token / reservation as payload; the listener wakes the
+// calls of this process waiting on that token. When the connection is lost
+// it reconnects with backoff and wakes every waiter (a notification may have
+// been missed); waiters also re-check on a short jittered timer, so a missed
+// notification costs at most one re-check interval.
+//
+// Thread safety: safe for concurrent use; one background thread.
+#ifndef BATON_STORES_POSTGRES_LISTENER_H_
+#define BATON_STORES_POSTGRES_LISTENER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "baton/lease.h"
+#include "stores/postgres/pg_conn.h"
+
+namespace baton::store::pg {
+
+class Listener {
+ public:
+  Listener(Pool& pool, std::string channel);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // Waits (at most until `deadline`) for the first LISTEN to be active.
+  bool wait_ready(TimePoint deadline);
+
+  // One waiting call, registered on its token for its lifetime.
+  class Slot {
+   public:
+    Slot(Listener& l, const OwnerToken& token);
+    ~Slot();
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    // Sleeps until notified (true) or `until` (false). A notification that
+    // arrived since the last wait() returns at once.
+    bool wait(TimePoint until);
+
+   private:
+    friend class Listener;
+    Listener& l_;
+    OwnerToken token_;
+    bool woken_ = false;  // guarded by l_.mu_
+    std::condition_variable cv_;
+  };
+
+ private:
+  void run();
+  void dispatch(const char* payload);
+  void wake_all();
+
+  Pool& pool_;
+  const std::string channel_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_;
+  bool ready_ = false;                      // guarded by mu_
+  std::multimap<OwnerToken, Slot*> slots_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+  int wake_pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace baton::store::pg
+
+#endif  // BATON_STORES_POSTGRES_LISTENER_H_

@@ -1,0 +1,138 @@
+// stores/postgres/pg_conn.h — one libpq connection driven by the async API
+// (PQconnectStartParams/PQconnectPoll, PQsendQueryParams/PQconsumeInput with
+// poll() deadlines), and the connection pool with the seed-002 settings.
+//
+// Errors: connection failures, timeouts, server shutdown, too many
+// connections, serialization failures and deadlocks are `unavailable` (the
+// caller may retry with the same owner token, rule 17); anything else is
+// `internal`. A connection that saw a connection-level error is never
+// reused; the pool then also drops its idle connections (they most likely
+// point at the same dead server) and backs off new connects (50 ms doubling
+// to 2 s).
+//
+// Thread safety: a PgConn is used by one thread at a time. Pool is safe for
+// concurrent use.
+#ifndef BATON_STORES_POSTGRES_PG_CONN_H_
+#define BATON_STORES_POSTGRES_PG_CONN_H_
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "baton/error.h"
+
+namespace baton::store::pg {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using std::chrono::milliseconds;
+
+// libpq connection keywords and values (host, port, user, password, ...).
+using ConnParams = std::vector<std::pair<std::string, std::string>>;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+class PgConn {
+ public:
+  // `where` names the server in messages (never the password).
+  static Result<std::unique_ptr<PgConn>> connect(const ConnParams& params,
+                                                 const std::string& where,
+                                                 TimePoint deadline);
+  ~PgConn();
+  PgConn(const PgConn&) = delete;
+  PgConn& operator=(const PgConn&) = delete;
+
+  // One statement with text parameters; the (last) result.
+  Result<PgResult> query(const std::string& sql,
+                         const std::vector<std::string>& params,
+                         TimePoint deadline);
+  // A script of several statements without parameters.
+  Status exec(const std::string& sql, TimePoint deadline);
+
+  bool broken() const { return broken_; }
+  PGconn* raw() { return conn_; }
+  TimePoint created() const { return created_; }
+  TimePoint last_used() const { return last_used_; }
+  void touch() { last_used_ = Clock::now(); }
+
+ private:
+  PgConn(PGconn* c, std::string where);
+  Result<PgResult> finish(TimePoint deadline);
+  Error lost(const std::string& what);
+
+  PGconn* conn_;
+  std::string where_;
+  bool broken_ = false;
+  TimePoint created_;
+  TimePoint last_used_;
+};
+
+struct PoolOptions {
+  int max_open = 16;                          // MaxOpenConnections
+  int max_idle = 16;                          // MaxIdleConnections
+  milliseconds max_lifetime{30 * 60 * 1000};  // ConnectionMaxLifetime (0 = ∞)
+  milliseconds max_idle_time{5 * 60 * 1000};  // ConnectionMaxIdleTime (0 = ∞)
+  milliseconds connect_timeout{5000};
+};
+
+class Pool {
+ public:
+  Pool(ConnParams params, std::string where, PoolOptions options);
+  ~Pool();
+
+  // A connection borrowed from the pool; returned when destroyed (dropped
+  // instead if it broke).
+  class Handle {
+   public:
+    Handle(Pool* pool, std::unique_ptr<PgConn> c)
+        : pool_(pool), conn_(std::move(c)) {}
+    Handle(Handle&&) = default;
+    Handle& operator=(Handle&&) = delete;
+    ~Handle() {
+      if (conn_) pool_->put(std::move(conn_));
+    }
+    PgConn* operator->() { return conn_.get(); }
+    PgConn& operator*() { return *conn_; }
+
+   private:
+    Pool* pool_;
+    std::unique_ptr<PgConn> conn_;
+  };
+
+  // Waits for a free connection (or opens one) until `deadline`.
+  Result<Handle> get(TimePoint deadline);
+  // Opens a connection outside the pool (the listener's).
+  Result<std::unique_ptr<PgConn>> open_dedicated(TimePoint deadline);
+
+  const std::string& where() const { return where_; }
+  int open_count() const;
+
+ private:
+  void put(std::unique_ptr<PgConn> c);
+  bool expired(const PgConn& c, TimePoint now) const;
+
+  const ConnParams params_;
+  const std::string where_;
+  const PoolOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by mu_
+  int open_ = 0;                              // guarded by mu_
+  TimePoint retry_at_{};                      // guarded by mu_
+  milliseconds backoff_{0};                   // guarded by mu_
+  std::string last_error_;                    // guarded by mu_
+};
+
+}  // namespace baton::store::pg
+
+#endif  // BATON_STORES_POSTGRES_PG_CONN_H_

@@ -1,0 +1,311 @@
+// stores/postgres/schema_sched.cc — the scheduling pass and the lock
+// functions of the postgres:// store (PL/pgSQL in a raw string; "@S@" is
+// the schema). Semantics mirror core::LockTable (src/core/lock_table.h).
+#include "stores/postgres/schema.h"
+
+namespace baton::store::pg {
+
+const char* const kSchemaScheduler = R"SQL(
+-- The scheduling pass for one name (seed 000: every process schedules for
+-- everyone). The caller holds the name's advisory lock and has expired what
+-- is due. Grants the oldest live requests while capacity allows; an
+-- acquire_all head is granted only when it heads every queue it is in and
+-- each has capacity (other names are locked with try-lock: if one is busy,
+-- its owner or the waiter's next re-check schedules it).
+CREATE OR REPLACE FUNCTION @S@._pump(p_name text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  h @S@.requests;
+  m record;
+  ok boolean;
+  cap int;
+  cnt int;
+BEGIN
+  LOOP
+    SELECT * INTO h FROM @S@.requests WHERE name = p_name
+      ORDER BY seq LIMIT 1;
+    EXIT WHEN NOT FOUND;
+    IF h.kind = 2 THEN
+      ok := true;
+      FOR m IN SELECT r.name FROM @S@.requests r
+                WHERE r.token = h.token AND r.kind = 2 ORDER BY r.name LOOP
+        IF m.name <> p_name THEN
+          IF NOT pg_try_advisory_xact_lock(@S@._key(m.name)) THEN
+            ok := false;
+            EXIT;
+          END IF;
+          PERFORM @S@._expire(m.name, p_now);
+        END IF;
+        IF (SELECT r.token FROM @S@.requests r WHERE r.name = m.name
+             ORDER BY r.seq LIMIT 1) IS DISTINCT FROM h.token
+           OR (SELECT count(*) FROM @S@.holders x WHERE x.name = m.name) >=
+              (SELECT l.capacity FROM @S@.locks l WHERE l.name = m.name) THEN
+          ok := false;
+          EXIT;
+        END IF;
+      END LOOP;
+      IF NOT ok THEN
+        -- Dropped meanwhile (its deadline passed): schedule the next head.
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM @S@.requests r
+                                   WHERE r.name = p_name AND r.token = h.token);
+        EXIT;
+      END IF;
+      FOR m IN DELETE FROM @S@.requests r
+                WHERE r.token = h.token AND r.kind = 2 RETURNING r.* LOOP
+        PERFORM @S@._grant(m.name, m.token, m.ttl_ms, m.label, '', p_now);
+      END LOOP;
+      PERFORM pg_notify('@S@_wake', @S@._hex(h.token));
+      CONTINUE;
+    END IF;
+    IF h.reentrancy_key <> '' THEN
+      UPDATE @S@.holders x SET
+          holds = x.holds + 1,
+          ttl_ms = CASE WHEN p_now + @S@._ms(h.ttl_ms) > x.expires_at
+                        THEN h.ttl_ms ELSE x.ttl_ms END,
+          expires_at = greatest(x.expires_at, p_now + @S@._ms(h.ttl_ms)),
+          aliases = CASE WHEN x.token = h.token THEN x.aliases
+                         ELSE x.aliases || h.token END
+        WHERE x.name = p_name AND x.reentrancy_key = h.reentrancy_key
+          AND x.holds < 2147483647;
+      IF FOUND THEN
+        DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
+        PERFORM pg_notify('@S@_wake', @S@._hex(h.token));
+        CONTINUE;
+      END IF;
+    END IF;
+    SELECT capacity INTO cap FROM @S@.locks WHERE name = p_name;
+    SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
+    EXIT WHEN cnt >= coalesce(cap, 1);
+    DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
+    PERFORM @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
+                       p_now);
+    PERFORM pg_notify('@S@_wake', @S@._hex(h.token));
+  END LOOP;
+END $$;
+
+-- Locks, expires and schedules every name; returns the database time the
+-- request is served at (after the advisory locks).
+CREATE OR REPLACE FUNCTION @S@._begin(p_names text[]) RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+DECLARE v_now timestamptz; x text;
+BEGIN
+  PERFORM @S@._lock(p_names);
+  v_now := clock_timestamp();
+  FOREACH x IN ARRAY p_names LOOP
+    PERFORM @S@._expire(x, v_now);
+    PERFORM @S@._pump(x, v_now);
+  END LOOP;
+  RETURN v_now;
+END $$;
+
+-- acquire: p_mode 'try' (answer now), 'wait' (queue or refresh the queued
+-- request: deadline = now + p_wait_ms, heartbeat = now + p_hb_ms) or
+-- 'withdraw' (the caller's wait ended: return the lease if granted, else
+-- leave the queue).
+CREATE OR REPLACE FUNCTION @S@.acquire(p_name text, p_token uuid,
+    p_ttl_ms bigint, p_capacity int, p_label text, p_rkey text, p_mode text,
+    p_wait_ms bigint, p_hb_ms bigint)
+RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
+DECLARE
+  v_now timestamptz;
+  v_msg text;
+  v_cap int;
+  v_n bigint;
+  h @S@.holders;
+  q @S@.requests;
+  r @S@.res;
+  v_recheck boolean := p_mode = 'recheck';
+BEGIN
+  IF v_recheck THEN
+    p_mode := 'wait';
+  END IF;
+  v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
+                    @S@._check_ttl(p_ttl_ms));
+  IF v_msg IS NULL AND (p_capacity IS NULL OR p_capacity < 1) THEN
+    v_msg := 'capacity ' || coalesce(p_capacity::text, 'NULL') ||
+             ' is invalid; it must be at least 1';
+  END IF;
+  IF v_msg IS NOT NULL THEN
+    RETURN NEXT @S@._err('invalid_argument', v_msg);
+    RETURN;
+  END IF;
+  v_now := @S@._begin(ARRAY[p_name]);
+  SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
+  IF @S@._active(p_name) AND v_cap <> p_capacity THEN
+    RETURN NEXT @S@._err('invalid_argument', 'lock ' || @S@._quote(p_name) ||
+        ' has capacity ' || v_cap || '; request asked for ' || p_capacity);
+    RETURN;
+  END IF;
+  -- Idempotent retry of a granted request (or a reentrant alias).
+  SELECT * INTO h FROM @S@.holders
+   WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases));
+  IF FOUND THEN
+    RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+    RETURN;
+  END IF;
+  -- Retry of a queued request: it keeps its place.
+  SELECT * INTO q FROM @S@.requests WHERE name = p_name AND token = p_token;
+  IF FOUND THEN
+    IF p_mode = 'withdraw' OR (p_mode = 'wait' AND p_wait_ms <= 0) THEN
+      IF q.kind = 2 THEN
+        PERFORM @S@._drop_group(q.token);
+      ELSE
+        DELETE FROM @S@.requests WHERE name = p_name AND token = p_token;
+      END IF;
+      PERFORM @S@._pump(p_name, v_now);
+      RETURN NEXT @S@._err('timeout', 'wait deadline for lock ' ||
+                           @S@._quote(p_name) || ' passed');
+      RETURN;
+    END IF;
+    IF p_mode = 'wait' THEN
+      UPDATE @S@.requests SET deadline = v_now + @S@._ms(p_wait_ms),
+             heartbeat_until = CASE WHEN kind = 1 THEN NULL
+                                    ELSE v_now + @S@._ms(p_hb_ms) END
+       WHERE name = p_name AND token = p_token;
+    END IF;
+    SELECT count(*) INTO v_n FROM @S@.requests
+     WHERE name = p_name AND seq <= q.seq;
+    r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap, NULL,
+             @S@._us(v_now), NULL, v_n, NULL, NULL, NULL);
+    RETURN NEXT r;
+    RETURN;
+  END IF;
+  -- A waiting caller whose request release() withdrew.
+  IF v_recheck AND EXISTS (SELECT 1 FROM @S@.withdrawn
+                            WHERE name = p_name AND token = p_token) THEN
+    DELETE FROM @S@.withdrawn WHERE name = p_name AND token = p_token;
+    RETURN NEXT @S@._err('not_acquired', 'the request for lock ' ||
+                         @S@._quote(p_name) || ' was withdrawn while it waited');
+    RETURN;
+  END IF;
+  -- Reentrant join.
+  IF p_rkey <> '' THEN
+    SELECT * INTO h FROM @S@.holders
+     WHERE name = p_name AND reentrancy_key = p_rkey;
+    IF FOUND THEN
+      IF h.holds >= 2147483647 THEN
+        RETURN NEXT @S@._err('invalid_argument', 'lock ' ||
+            @S@._quote(p_name) || ' has reached the maximum hold count');
+        RETURN;
+      END IF;
+      UPDATE @S@.holders x SET
+          holds = x.holds + 1,
+          ttl_ms = CASE WHEN v_now + @S@._ms(p_ttl_ms) > x.expires_at
+                        THEN p_ttl_ms ELSE x.ttl_ms END,
+          expires_at = greatest(x.expires_at, v_now + @S@._ms(p_ttl_ms)),
+          aliases = CASE WHEN x.token = p_token THEN x.aliases
+                         ELSE x.aliases || p_token END
+        WHERE x.name = p_name AND x.token = h.token
+        RETURNING x.* INTO h;
+      RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+      RETURN;
+    END IF;
+  END IF;
+  IF @S@._free(p_name) THEN
+    PERFORM @S@._touch(p_name, p_capacity);
+    h := @S@._grant(p_name, p_token, p_ttl_ms, p_label, p_rkey, v_now);
+    RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
+    RETURN;
+  END IF;
+  IF p_mode = 'try' THEN
+    SELECT count(*) INTO v_n FROM @S@.holders WHERE name = p_name;
+    IF v_n >= v_cap THEN
+      v_msg := ' is held (' || v_n || ' of ' || v_cap || ')';
+    ELSE
+      SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
+      v_msg := ' has ' || v_n || ' waiters ahead of this request';
+    END IF;
+    RETURN NEXT @S@._err('not_acquired', 'lock ' || @S@._quote(p_name) ||
+                         v_msg);
+    RETURN QUERY SELECT * FROM @S@._holder_rows(p_name, v_now);
+    RETURN;
+  END IF;
+  IF p_mode = 'withdraw' OR p_wait_ms <= 0 THEN
+    RETURN NEXT @S@._err('timeout', 'wait deadline for lock ' ||
+                         @S@._quote(p_name) || ' passed before it was free');
+    RETURN;
+  END IF;
+  INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
+                            reentrancy_key, arrived_at, deadline,
+                            heartbeat_until)
+  VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms, p_label,
+          p_rkey, v_now, v_now + @S@._ms(p_wait_ms),
+          v_now + @S@._ms(p_hb_ms));
+  SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
+  r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap, NULL,
+           @S@._us(v_now), NULL, v_n, NULL, NULL, NULL);
+  RETURN NEXT r;
+END $$;
+
+-- extend: expiry = database now + ttl, only for the live lease (rule 4).
+CREATE OR REPLACE FUNCTION @S@.extend(p_name text, p_token uuid,
+                                      p_ttl_ms bigint)
+RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
+DECLARE v_now timestamptz; v_msg text; h @S@.holders; v_cap int;
+BEGIN
+  v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
+                    @S@._check_ttl(p_ttl_ms));
+  IF v_msg IS NOT NULL THEN
+    RETURN NEXT @S@._err('invalid_argument', v_msg);
+    RETURN;
+  END IF;
+  v_now := @S@._begin(ARRAY[p_name]);
+  UPDATE @S@.holders SET ttl_ms = p_ttl_ms,
+         expires_at = v_now + @S@._ms(p_ttl_ms)
+   WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases))
+  RETURNING * INTO h;
+  IF NOT FOUND THEN
+    RETURN NEXT @S@._err('lock_lost', 'lock ' || @S@._quote(p_name) ||
+        ' is not held with this owner token (expired, released or never '
+        'granted)');
+    RETURN;
+  END IF;
+  SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
+  RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+END $$;
+
+-- release: one hold of the lease with this token (or alias), or withdraws
+-- a queued request with it; then schedules the name (rule 5).
+CREATE OR REPLACE FUNCTION @S@.release(p_name text, p_token uuid)
+RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
+DECLARE v_now timestamptz; v_msg text; h @S@.holders; q @S@.requests;
+        r @S@.res; v_held boolean := false; v_left int := 0;
+BEGIN
+  v_msg := @S@._check_name(p_name, 'lock name');
+  IF v_msg IS NOT NULL THEN
+    RETURN NEXT @S@._err('invalid_argument', v_msg);
+    RETURN;
+  END IF;
+  v_now := @S@._begin(ARRAY[p_name]);
+  UPDATE @S@.holders SET holds = holds - 1
+   WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases))
+  RETURNING * INTO h;
+  IF FOUND THEN
+    v_held := true;
+    v_left := h.holds;
+    IF h.holds = 0 THEN
+      DELETE FROM @S@.holders WHERE name = p_name AND token = h.token;
+    END IF;
+  ELSE
+    SELECT * INTO q FROM @S@.requests WHERE name = p_name AND token = p_token;
+    IF FOUND THEN
+      INSERT INTO @S@.withdrawn (name, token, until)
+      SELECT name, token, v_now + interval '1 minute' FROM @S@.requests
+       WHERE token = p_token AND (name = p_name OR kind = 2)
+      ON CONFLICT DO NOTHING;
+      IF q.kind = 2 THEN
+        PERFORM @S@._drop_group(q.token);
+      ELSE
+        DELETE FROM @S@.requests WHERE name = p_name AND token = p_token;
+        PERFORM pg_notify('@S@_wake', @S@._hex(p_token));
+      END IF;
+    END IF;
+  END IF;
+  PERFORM @S@._pump(p_name, v_now);
+  r := ROW('status', p_name, NULL, NULL, NULL, v_left, NULL, NULL,
+           @S@._us(v_now), NULL, v_left, v_held, NULL, NULL);
+  RETURN NEXT r;
+END $$;
+)SQL";
+
+}  // namespace baton::store::pg

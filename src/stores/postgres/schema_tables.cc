@@ -1,0 +1,246 @@
+// stores/postgres/schema_tables.cc — the postgres:// store's tables, result
+// type and helper functions (SQL in a raw string). "@S@" is replaced by the
+// store's PostgreSQL schema name. See docs/stores/postgres.md.
+#include "stores/postgres/schema.h"
+
+namespace baton::store::pg {
+
+// Version 1. Every statement is idempotent (IF NOT EXISTS, CREATE OR
+// REPLACE) and the whole script runs under a transaction-scoped advisory
+// lock, so concurrent first starts do not race.
+const char* const kSchemaTables = R"SQL(
+CREATE SCHEMA IF NOT EXISTS @S@;
+
+CREATE TABLE IF NOT EXISTS @S@.schema_version (
+  version    int PRIMARY KEY,
+  applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per lock name ever used: its capacity while it is in use and its
+-- fencing counter. Never deleted, so fencing tokens never repeat.
+CREATE TABLE IF NOT EXISTS @S@.locks (
+  name         text PRIMARY KEY,
+  capacity     int NOT NULL DEFAULT 1,
+  last_fencing bigint NOT NULL DEFAULT 0
+);
+
+-- Current holders (leases). Times are database times.
+CREATE TABLE IF NOT EXISTS @S@.holders (
+  name           text NOT NULL,
+  token          uuid NOT NULL,
+  fencing        bigint NOT NULL,
+  ttl_ms         bigint NOT NULL,
+  expires_at     timestamptz NOT NULL,
+  holds          int NOT NULL DEFAULT 1,
+  label          text NOT NULL DEFAULT '',
+  reentrancy_key text NOT NULL DEFAULT '',
+  aliases        uuid[] NOT NULL DEFAULT '{}',
+  granted_at     timestamptz NOT NULL,
+  PRIMARY KEY (name, token)
+);
+
+-- The request queue (seed 000's lock_requests). seq is the arrival order;
+-- the requests of one acquire_all reservation share one seq.
+CREATE SEQUENCE IF NOT EXISTS @S@.request_seq;
+CREATE TABLE IF NOT EXISTS @S@.requests (
+  name            text NOT NULL,
+  token           uuid NOT NULL,      -- owner token or reservation id
+  seq             bigint NOT NULL,
+  kind            smallint NOT NULL,  -- 0 acquire, 1 acquire_some, 2 acquire_all
+  ttl_ms          bigint NOT NULL,
+  label           text NOT NULL DEFAULT '',
+  reentrancy_key  text NOT NULL DEFAULT '',
+  arrived_at      timestamptz NOT NULL,
+  deadline        timestamptz NOT NULL,
+  heartbeat_until timestamptz,        -- NULL: no heartbeat (acquire_some)
+  PRIMARY KEY (name, token)
+);
+CREATE INDEX IF NOT EXISTS requests_queue ON @S@.requests (name, seq);
+CREATE INDEX IF NOT EXISTS requests_token ON @S@.requests (token);
+
+-- Requests withdrawn by release() while their caller still waits: the
+-- caller's next re-check reports the withdrawal instead of queueing again.
+CREATE TABLE IF NOT EXISTS @S@.withdrawn (
+  name  text NOT NULL,
+  token uuid NOT NULL,
+  until timestamptz NOT NULL,
+  PRIMARY KEY (name, token)
+);
+
+CREATE TABLE IF NOT EXISTS @S@.counters (
+  name  text PRIMARY KEY,
+  value bigint NOT NULL
+);
+
+-- Highest fencing token seen per protected resource (fenced_write).
+CREATE TABLE IF NOT EXISTS @S@.fences (
+  resource text PRIMARY KEY,
+  highest  bigint NOT NULL
+);
+
+DO $$ BEGIN
+  IF to_regtype('@S@.res') IS NULL THEN
+    CREATE TYPE @S@.res AS (
+      kind       text,    -- grant | queued | status | holder | waiter | lock | error
+      name       text,
+      token      uuid,
+      fencing    bigint,
+      ttl_ms     bigint,
+      holds      int,
+      capacity   int,
+      expires_us bigint,  -- database clock, Unix epoch microseconds
+      now_us     bigint,  -- database clock when the request was served
+      label      text,
+      n          bigint,  -- position / pending / time left or waited (ms) / value
+      flag       boolean, -- was_held / all_or_nothing
+      code       text,    -- error code name
+      msg        text
+    );
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION @S@._us(t timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+
+CREATE OR REPLACE FUNCTION @S@._ms(n bigint) RETURNS interval
+LANGUAGE sql IMMUTABLE AS $$ SELECT n * interval '1 millisecond' $$;
+
+-- Advisory lock key of a name: a 64-bit hash (a collision only serializes
+-- two names), or one key for everything when the session sets
+-- baton.serialize = 'global' (seed 000's single scheduler lock).
+CREATE OR REPLACE FUNCTION @S@._key(p_name text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN current_setting('baton.serialize', true) = 'global'
+              THEN hashtextextended('@S@', 1)
+              ELSE hashtextextended(p_name, 7) END
+$$;
+
+-- Serializes the scheduling step: transaction-scoped advisory locks on
+-- every name, taken in key order (no deadlock between two callers).
+CREATE OR REPLACE FUNCTION @S@._lock(p_names text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE k bigint;
+BEGIN
+  FOR k IN SELECT DISTINCT @S@._key(x) FROM unnest(p_names) x ORDER BY 1 LOOP
+    PERFORM pg_advisory_xact_lock(k);
+  END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION @S@._hex(t uuid) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT replace(t::text, '-', '') $$;
+
+CREATE OR REPLACE FUNCTION @S@._err(p_code text, p_msg text) RETURNS @S@.res
+LANGUAGE sql VOLATILE AS $$
+  SELECT ROW('error', NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+             @S@._us(clock_timestamp()), NULL, NULL, NULL, p_code,
+             p_msg)::@S@.res
+$$;
+
+CREATE OR REPLACE FUNCTION @S@._quote(p_name text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT '"' || CASE WHEN octet_length(p_name) > 64
+                     THEN left(p_name, 64) || '...' ELSE p_name END || '"'
+$$;
+
+CREATE OR REPLACE FUNCTION @S@._check_name(p_name text, p_what text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN p_name IS NULL OR p_name = '' THEN p_what || ' is empty'
+    WHEN octet_length(p_name) > 512 THEN p_what || ' is ' ||
+         octet_length(p_name) || ' bytes; the limit is 512'
+  END
+$$;
+
+CREATE OR REPLACE FUNCTION @S@._check_ttl(p_ttl_ms bigint) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_ttl_ms IS NULL OR p_ttl_ms < 1 OR p_ttl_ms > 604800000
+    THEN 'TTL ' || coalesce(p_ttl_ms::text, 'NULL') ||
+         'ms is out of range (1ms .. 7d)' END
+$$;
+
+CREATE OR REPLACE FUNCTION @S@._grant_row(h @S@.holders, p_capacity int,
+                                           p_now timestamptz)
+RETURNS @S@.res LANGUAGE sql STABLE AS $$
+  SELECT ROW('grant', h.name, h.token, h.fencing, h.ttl_ms, h.holds,
+             p_capacity, @S@._us(h.expires_at), @S@._us(p_now), h.label,
+             NULL, NULL, NULL, NULL)::@S@.res
+$$;
+
+-- Removes an acquire_all reservation's queued requests on every name.
+CREATE OR REPLACE FUNCTION @S@._drop_group(p_token uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM @S@.requests WHERE token = p_token AND kind = 2;
+  PERFORM pg_notify('@S@_wake', @S@._hex(p_token));
+END $$;
+
+-- Removes what is due on a name at p_now: expired leases, requests whose
+-- deadline passed, dead waiters (heartbeat too old).
+CREATE OR REPLACE FUNCTION @S@._expire(p_name text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE t uuid;
+BEGIN
+  DELETE FROM @S@.holders WHERE name = p_name AND expires_at <= p_now;
+  DELETE FROM @S@.withdrawn WHERE name = p_name AND until <= p_now;
+  DELETE FROM @S@.requests WHERE name = p_name AND kind <> 2
+     AND (deadline <= p_now OR heartbeat_until <= p_now);
+  FOR t IN SELECT token FROM @S@.requests WHERE name = p_name AND kind = 2
+              AND (deadline <= p_now OR heartbeat_until <= p_now) LOOP
+    PERFORM @S@._drop_group(t);
+  END LOOP;
+END $$;
+
+-- Creates a lease: takes the name's next fencing token.
+CREATE OR REPLACE FUNCTION @S@._grant(p_name text, p_token uuid,
+    p_ttl_ms bigint, p_label text, p_rkey text, p_now timestamptz)
+RETURNS @S@.holders LANGUAGE plpgsql AS $$
+DECLARE f bigint; h @S@.holders;
+BEGIN
+  UPDATE @S@.locks SET last_fencing = last_fencing + 1 WHERE name = p_name
+    RETURNING last_fencing INTO f;
+  INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
+                           label, reentrancy_key, aliases, granted_at)
+  VALUES (p_name, p_token, f, p_ttl_ms, p_now + @S@._ms(p_ttl_ms), 1,
+          p_label, p_rkey, '{}', p_now)
+  RETURNING * INTO h;
+  RETURN h;
+END $$;
+
+-- A lock is active while it has holders or queued requests; its capacity
+-- is fixed only then.
+CREATE OR REPLACE FUNCTION @S@._active(p_name text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name)
+      OR EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+$$;
+
+-- Makes sure the lock row exists; sets the capacity if the lock is idle.
+CREATE OR REPLACE FUNCTION @S@._touch(p_name text, p_capacity int)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF @S@._active(p_name) THEN RETURN; END IF;
+  INSERT INTO @S@.locks (name, capacity) VALUES (p_name, p_capacity)
+  ON CONFLICT (name) DO UPDATE SET capacity = EXCLUDED.capacity;
+END $$;
+
+-- Free for a new request right now: no queue and capacity left.
+CREATE OR REPLACE FUNCTION @S@._free(p_name text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+     AND (SELECT count(*) FROM @S@.holders WHERE name = p_name) <
+         coalesce((SELECT capacity FROM @S@.locks WHERE name = p_name), 1)
+$$;
+
+CREATE OR REPLACE FUNCTION @S@._holder_rows(p_name text, p_now timestamptz)
+RETURNS SETOF @S@.res LANGUAGE sql STABLE AS $$
+  SELECT ROW('holder', h.name, NULL, h.fencing, h.ttl_ms, h.holds, NULL,
+             @S@._us(h.expires_at), @S@._us(p_now), h.label,
+             greatest(0, floor(extract(epoch FROM h.expires_at - p_now)
+                               * 1000))::bigint,
+             NULL, NULL, NULL)::@S@.res
+  FROM @S@.holders h WHERE h.name = p_name AND h.expires_at > p_now
+  ORDER BY h.fencing
+$$;
+)SQL";
+
+}  // namespace baton::store::pg

@@ -1,0 +1,68 @@
+// stores/redis/common.h — input checks and wait helpers shared by the
+// redis:// and redlock:// stores (internal).
+#ifndef BATON_STORES_REDIS_COMMON_H_
+#define BATON_STORES_REDIS_COMMON_H_
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "core/validate.h"
+#include "stores/store.h"
+
+namespace baton::store::redis {
+
+using Steady = std::chrono::steady_clock;
+
+// Waits at least this long are "forever" (no overflow in deadlines).
+inline constexpr milliseconds kForever{std::chrono::hours(24 * 365 * 100)};
+
+inline Status check_acquire(const AcquireSpec& s, milliseconds wait) {
+  if (Status st = core::validate_name(s.name); !st.ok()) return st;
+  if (Status st = core::validate_ttl(s.ttl); !st.ok()) return st;
+  if (Status st = core::validate_capacity(s.capacity); !st.ok()) return st;
+  if (Status st = core::validate_label(s.label); !st.ok()) return st;
+  if (Status st = core::validate_reentrancy_key(s.reentrancy_key); !st.ok()) {
+    return st;
+  }
+  if (s.token.is_zero())
+    return Error(Errc::invalid_argument, "owner token is zero");
+  return core::validate_wait(wait);
+}
+
+inline Status check_multi(const MultiSpec& s, milliseconds wait) {
+  std::vector<std::string_view> views(s.names.begin(), s.names.end());
+  if (Status st = core::validate_names(views); !st.ok()) return st;
+  if (Status st = core::validate_ttl(s.ttl); !st.ok()) return st;
+  if (Status st = core::validate_capacity(s.capacity); !st.ok()) return st;
+  if (Status st = core::validate_label(s.label); !st.ok()) return st;
+  if (s.reservation.is_zero()) {
+    return Error(Errc::invalid_argument, "reservation token is zero");
+  }
+  return core::validate_wait(wait);
+}
+
+inline Steady::time_point wait_end(milliseconds wait) {
+  if (wait >= kForever) return Steady::now() + kForever;
+  return Steady::now() + wait;
+}
+
+// Milliseconds left until `end`, rounded up (0 if passed).
+inline std::int64_t ms_left(Steady::time_point end) {
+  const auto now = Steady::now();
+  if (now >= end) return 0;
+  return std::chrono::ceil<milliseconds>(end - now).count();
+}
+
+// The jittered re-check period of a waiter (a missed wake-up costs at most
+// this): uniform in [50, 200] ms.
+inline milliseconds recheck_period() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return milliseconds(std::uniform_int_distribution<int>(50, 200)(rng));
+}
+
+}  // namespace baton::store::redis
+
+#endif  // BATON_STORES_REDIS_COMMON_H_

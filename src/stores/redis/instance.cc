@@ -1,0 +1,304 @@
+// stores/redis/instance.cc — typed script calls and reply parsing.
+#include "stores/redis/instance.h"
+
+#include <cstdlib>
+
+#include "core/validate.h"
+
+namespace baton::store::redis {
+namespace {
+
+using std::chrono::microseconds;
+
+std::string str(const redisReply* r) {
+  if (r == nullptr) return {};
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+    return std::string(r->str, r->len);
+  }
+  if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+  return {};
+}
+
+std::int64_t num(const redisReply* r) {
+  if (r == nullptr) return 0;
+  if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+  if (r->type == REDIS_REPLY_STRING) {
+    return std::strtoll(std::string(r->str, r->len).c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+const redisReply* at(const redisReply* r, std::size_t i) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || i >= r->elements) {
+    return nullptr;
+  }
+  return r->element[i];
+}
+
+Error bad_reply(const Target& t, const char* script) {
+  return Error(Errc::internal,
+               t.where() + ": unexpected reply from the " + script + " script");
+}
+
+// {'error', code, message}
+Error script_error(const redisReply* r) {
+  Errc code = Errc::internal;
+  if (!errc_from_name(str(at(r, 1)), &code)) code = Errc::internal;
+  return Error(code, str(at(r, 2)));
+}
+
+// {'granted', token, fencing, ttl, holds, capacity, expiry_us, now_us, name}
+Result<Grant> parse_grant(const redisReply* r, std::int64_t* expiry_us) {
+  auto token = OwnerToken::parse(str(at(r, 1)));
+  if (!token.ok()) return std::move(token).error();
+  Grant g;
+  g.token = *token;
+  g.fencing_token = static_cast<std::uint64_t>(num(at(r, 2)));
+  g.ttl = milliseconds(num(at(r, 3)));
+  g.holds = static_cast<std::uint32_t>(num(at(r, 4)));
+  g.capacity = static_cast<std::uint32_t>(num(at(r, 5)));
+  const std::int64_t e = num(at(r, 6)), now = num(at(r, 7));
+  g.valid_for = microseconds(e - now);
+  g.store_expires_at_ms = e / 1000;
+  g.name = str(at(r, 8));
+  if (expiry_us != nullptr) *expiry_us = e;
+  return g;
+}
+
+std::vector<HolderInfo> parse_holders(const redisReply* r) {
+  std::vector<HolderInfo> out;
+  for (std::size_t i = 0; r != nullptr && i < r->elements; ++i) {
+    const redisReply* h = r->element[i];
+    out.push_back({str(at(h, 0)), static_cast<std::uint64_t>(num(at(h, 1))),
+                   milliseconds(num(at(h, 2))),
+                   static_cast<std::uint32_t>(num(at(h, 3)))});
+  }
+  return out;
+}
+
+// {name, capacity, last_fencing, holders, waiters}
+LockInfo parse_info(const redisReply* r) {
+  LockInfo info;
+  info.name = str(at(r, 0));
+  info.capacity = static_cast<std::uint32_t>(num(at(r, 1)));
+  info.last_fencing_token = static_cast<std::uint64_t>(num(at(r, 2)));
+  info.holders = parse_holders(at(r, 3));
+  const redisReply* ws = at(r, 4);
+  for (std::size_t i = 0; ws != nullptr && i < ws->elements; ++i) {
+    const redisReply* w = ws->element[i];
+    info.waiters.push_back(
+        {str(at(w, 0)), milliseconds(num(at(w, 1))), num(at(w, 2)) != 0});
+  }
+  return info;
+}
+
+}  // namespace
+
+Result<StoreConfig> parse_config(const core::Url& url,
+                                 milliseconds default_timeout) {
+  StoreConfig c;
+  c.timeout = default_timeout;
+  c.user = url.user;
+  c.password = url.password;
+  for (const auto& [k, v] : url.query) {
+    if (k == "password") {
+      c.password = v;
+    } else if (k == "prefix") {
+      if (v.empty() || v.find('\0') != std::string::npos || v.size() > 256) {
+        return Error(Errc::invalid_argument,
+                     "store URL \"" + url.safe() +
+                         "\": prefix must be 1..256 bytes without NUL");
+      }
+      c.prefix = v;
+    } else if (k == "timeout" || k == "timeout_ms") {
+      char* end = nullptr;
+      const long long ms = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || ms < 1 || ms > 600000) {
+        return Error(Errc::invalid_argument,
+                     "store URL \"" + url.safe() + "\": timeout \"" + v +
+                         "\" must be 1..600000 (milliseconds)");
+      }
+      c.timeout = milliseconds(ms);
+    } else {
+      return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
+                                               "\": unknown option \"" + k +
+                                               "\" (known: password, prefix, "
+                                               "timeout)");
+    }
+  }
+  if (!url.path.empty()) {
+    char* end = nullptr;
+    const long db = std::strtol(url.path.c_str(), &end, 10);
+    if (*end != '\0' || db < 0 || db > 1000000) {
+      return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
+                                               "\": database \"" + url.path +
+                                               "\" is not a number");
+    }
+    c.db = static_cast<int>(db);
+  }
+  return c;
+}
+
+Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args) {
+  args.insert(args.begin(), prefix_);
+  return pool_.eval(s, args);
+}
+
+Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
+                                   std::int64_t wait_ms) {
+  auto r =
+      run(scripts().acquire,
+          {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
+           std::to_string(spec.capacity), spec.label, spec.reentrancy_key, mode,
+           std::to_string(wait_ms)});
+  if (!r.ok()) return std::move(r).error();
+  const redisReply* rep = r->get();
+  const std::string kind = str(at(rep, 0));
+  AcqReply out;
+  if (kind == "granted") {
+    auto g = parse_grant(rep, &out.expiry_us);
+    if (!g.ok()) return std::move(g).error();
+    out.kind = AcqReply::Kind::granted;
+    out.grant = std::move(*g);
+    out.now_us = num(at(rep, 7));
+  } else if (kind == "queued") {
+    out.kind = AcqReply::Kind::queued;
+    out.position = static_cast<std::size_t>(num(at(rep, 1)));
+    out.now_us = num(at(rep, 2));
+    out.next_us = num(at(rep, 3));
+  } else if (kind == "busy") {
+    out.kind = AcqReply::Kind::busy;
+    out.busy = Error(Errc::not_acquired, str(at(rep, 1)))
+                   .with_holders(parse_holders(at(rep, 2)));
+  } else if (kind == "timeout") {
+    out.kind = AcqReply::Kind::timeout;
+  } else if (kind == "withdrawn") {
+    out.kind = AcqReply::Kind::withdrawn;
+  } else if (kind == "error") {
+    return script_error(rep);
+  } else {
+    return bad_reply(target(), "acquire");
+  }
+  return out;
+}
+
+Result<Grant> Instance::extend(std::string_view name, const OwnerToken& token,
+                               milliseconds ttl) {
+  auto r = run(scripts().extend, {std::string(name), token.to_string(),
+                                  std::to_string(ttl.count())});
+  if (!r.ok()) return std::move(r).error();
+  const std::string kind = str(at(r->get(), 0));
+  if (kind == "error") return script_error(r->get());
+  if (kind != "granted") return bad_reply(target(), "extend");
+  return parse_grant(r->get(), nullptr);
+}
+
+Result<ReleaseResult> Instance::release(std::string_view name,
+                                        const OwnerToken& token) {
+  auto r = run(scripts().release, {std::string(name), token.to_string()});
+  if (!r.ok()) return std::move(r).error();
+  if (str(at(r->get(), 0)) != "released") {
+    return bad_reply(target(), "release");
+  }
+  ReleaseResult out;
+  out.was_held = num(at(r->get(), 1)) != 0;
+  out.holds_left = static_cast<std::uint32_t>(num(at(r->get(), 2)));
+  return out;
+}
+
+Result<LockInfo> Instance::describe(std::string_view name) {
+  auto r = run(scripts().describe, {std::string(name)});
+  if (!r.ok()) return std::move(r).error();
+  if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "describe");
+  return parse_info(r->get());
+}
+
+Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
+                                             std::size_t limit) {
+  auto r = run(scripts().list, {std::string(prefix), std::to_string(limit)});
+  if (!r.ok()) return std::move(r).error();
+  if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "list");
+  std::vector<LockInfo> out;
+  for (std::size_t i = 0; i < (*r)->elements; ++i) {
+    out.push_back(parse_info((*r)->element[i]));
+  }
+  return out;
+}
+
+Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
+                                   std::int64_t queue_ms) {
+  std::vector<std::string> args = {
+      spec.reservation.to_string(),    std::to_string(spec.ttl.count()),
+      std::to_string(spec.capacity),   spec.label,
+      spec.all_or_nothing ? "1" : "0", mode,
+      std::to_string(queue_ms),        std::to_string(spec.names.size())};
+  args.insert(args.end(), spec.names.begin(), spec.names.end());
+  auto r = run(scripts().multi, std::move(args));
+  if (!r.ok()) return std::move(r).error();
+  const redisReply* rep = r->get();
+  const std::string kind = str(at(rep, 0));
+  MultiReply out;
+  if (kind == "error") return script_error(rep);
+  if (kind == "timeout") {
+    out.kind = MultiReply::Kind::timeout;
+    return out;
+  }
+  if (kind == "busy") {
+    out.kind = MultiReply::Kind::busy;
+    out.busy = Error(Errc::not_acquired, str(at(rep, 1)))
+                   .with_holders(parse_holders(at(rep, 2)));
+    return out;
+  }
+  if (kind != "multi") return bad_reply(target(), "multi");
+  out.pending = static_cast<std::size_t>(num(at(rep, 1)));
+  out.now_us = num(at(rep, 2));
+  for (std::size_t i = 3; i < rep->elements; ++i) {
+    auto g = parse_grant(rep->element[i], nullptr);
+    if (!g.ok()) return std::move(g).error();
+    out.grants.push_back(std::move(*g));
+  }
+  return out;
+}
+
+Result<std::uint64_t> Instance::fence(std::string_view name,
+                                      const OwnerToken& token,
+                                      std::uint64_t floor) {
+  auto r = run(scripts().fence,
+               {std::string(name), token.to_string(), std::to_string(floor)});
+  if (!r.ok()) return std::move(r).error();
+  if (str(at(r->get(), 0)) != "fenced") return bad_reply(target(), "fence");
+  return static_cast<std::uint64_t>(num(at(r->get(), 1)));
+}
+
+Result<std::int64_t> Instance::counter_get(std::string_view name) {
+  auto r = run(scripts().counter_get, {std::string(name)});
+  if (!r.ok()) return std::move(r).error();
+  return num(r->get());
+}
+
+Result<std::int64_t> Instance::counter_add(std::string_view name,
+                                           std::int64_t delta) {
+  auto r =
+      run(scripts().counter_add, {std::string(name), std::to_string(delta)});
+  if (!r.ok()) return std::move(r).error();
+  if (str(at(r->get(), 0)) == "overflow") {
+    return Error(Errc::invalid_argument,
+                 "counter " + core::quote_name(name) + ": adding " +
+                     std::to_string(delta) + " would overflow");
+  }
+  return num(at(r->get(), 1));
+}
+
+Result<std::int64_t> Instance::counter_take(std::string_view name,
+                                            std::int64_t n) {
+  auto r = run(scripts().counter_take, {std::string(name), std::to_string(n)});
+  if (!r.ok()) return std::move(r).error();
+  if (str(at(r->get(), 0)) == "short") {
+    return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
+                                         " is " + str(at(r->get(), 1)) +
+                                         "; cannot take " + std::to_string(n));
+  }
+  return num(at(r->get(), 1));
+}
+
+}  // namespace baton::store::redis

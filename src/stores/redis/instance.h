@@ -1,0 +1,102 @@
+// stores/redis/instance.h — one Redis server as the lock scripts see it
+// (internal): typed calls of each script and the parsing of their replies.
+// RedisStore drives one Instance; RedlockStore drives N.
+//
+// Inputs are not validated here (the stores do it first).
+//
+// Thread safety: safe for concurrent use.
+#ifndef BATON_STORES_REDIS_INSTANCE_H_
+#define BATON_STORES_REDIS_INSTANCE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/error.h"
+#include "baton/lease.h"
+#include "core/url.h"
+#include "stores/redis/conn.h"
+#include "stores/store.h"
+
+namespace baton::store::redis {
+
+// Script modes of acquire / multi.
+inline constexpr const char* kTry = "try";            // answer now
+inline constexpr const char* kWait = "wait";          // enqueue / refresh
+inline constexpr const char* kRefresh = "refresh";    // re-check of a waiter
+inline constexpr const char* kWithdraw = "withdraw";  // grant or leave
+
+struct AcqReply {
+  enum class Kind {
+    granted,
+    queued,
+    busy,
+    timeout,
+    withdrawn
+  } kind = Kind::timeout;
+  Grant grant;                 // granted: valid_for = expiry - now
+  std::int64_t now_us = 0;     // store time of this script
+  std::int64_t expiry_us = 0;  // granted: the lease's expiry (store time)
+  std::size_t position = 0;    // queued: 1-based
+  std::int64_t next_us = 0;    // queued: earliest holder expiry (0: none)
+  Error busy;                  // busy: not_acquired with holders
+};
+
+struct MultiReply {
+  enum class Kind { ok, busy, timeout } kind = Kind::ok;
+  std::size_t pending = 0;
+  std::int64_t now_us = 0;
+  std::vector<Grant> grants;  // every lease the reservation holds
+  Error busy;
+};
+
+// Options shared by both stores, from the URL query.
+struct StoreConfig {
+  std::string prefix = "baton:";
+  std::string user, password;
+  int db = 0;
+  milliseconds timeout{5000};
+};
+// Reads ?prefix=, ?password=, ?timeout= (ms), the /db path and userinfo.
+Result<StoreConfig> parse_config(const core::Url& url,
+                                 milliseconds default_timeout);
+
+class Instance {
+ public:
+  Instance(Target target, std::string prefix, Notifier& notifier)
+      : pool_(target),
+        prefix_(std::move(prefix)),
+        sub_(target, prefix_ + "ch:*", notifier) {}
+
+  Result<AcqReply> acquire(const AcquireSpec& spec, const char* mode,
+                           std::int64_t wait_ms);
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl);
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token);
+  Result<LockInfo> describe(std::string_view name);
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit);
+  Result<MultiReply> multi(const MultiSpec& spec, const char* mode,
+                           std::int64_t queue_ms);
+  // Raises the name's fencing counter (and the lease's token) to `floor`.
+  Result<std::uint64_t> fence(std::string_view name, const OwnerToken& token,
+                              std::uint64_t floor);
+  Result<std::int64_t> counter_get(std::string_view name);
+  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta);
+  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n);
+
+  void ensure_subscribed() { sub_.ensure_started(); }
+  const Target& target() const { return pool_.target(); }
+
+ private:
+  Result<ReplyPtr> run(const Script& s, std::vector<std::string> args);
+
+  Pool pool_;
+  const std::string prefix_;
+  Subscriber sub_;
+};
+
+}  // namespace baton::store::redis
+
+#endif  // BATON_STORES_REDIS_INSTANCE_H_

@@ -1,0 +1,232 @@
+// stores/redis/redis_store.cc — the redis:// store (see redis_store.h).
+#include "stores/redis/redis_store.h"
+
+#include <algorithm>
+
+#include "stores/redis/common.h"
+#include "stores/redis/instance.h"
+
+namespace baton::store {
+namespace {
+
+using namespace redis;  // NOLINT
+using std::chrono::microseconds;
+
+Error withdrawn(const std::string& name) {
+  return Error(Errc::not_acquired, "the request for lock " +
+                                       core::quote_name(name) +
+                                       " was withdrawn while it waited");
+}
+
+class RedisStore final : public Store {
+ public:
+  RedisStore(Target target, const StoreConfig& config, std::string url)
+      : inst_(std::move(target), config.prefix, notifier_),
+        url_(std::move(url)) {}
+
+  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override {
+    if (Status st = check_acquire(spec, wait); !st.ok()) return st.error();
+    if (wait <= milliseconds::zero()) {
+      auto r = inst_.acquire(spec, kTry, 0);
+      if (!r.ok()) return std::move(r).error();
+      if (r->kind == AcqReply::Kind::granted) return r->grant;
+      if (r->kind == AcqReply::Kind::busy) return r->busy;
+      return Error(Errc::not_acquired,
+                   "lock " + core::quote_name(spec.name) + " is not free");
+    }
+    const auto end = wait_end(wait);
+    inst_.ensure_subscribed();
+    const std::string key = spec.token.to_string();
+    auto slot = notifier_.enter(key);
+    std::int64_t arrival_us = 0;
+    auto granted = [&](AcqReply& r) {
+      if (arrival_us > 0 &&
+          r.expiry_us - arrival_us > r.grant.valid_for.count()) {
+        r.grant.valid_for = microseconds(r.expiry_us - arrival_us);
+      }
+      return r.grant;
+    };
+    for (bool first = true;; first = false) {
+      const std::uint64_t seen = notifier_.gen(*slot);
+      const std::int64_t left = ms_left(end);
+      if (left <= 0) break;
+      auto r = inst_.acquire(spec, first ? kWait : kRefresh, left);
+      if (!r.ok()) {
+        notifier_.leave(key);
+        return std::move(r).error();
+      }
+      if (r->kind == AcqReply::Kind::granted) {
+        notifier_.leave(key);
+        return granted(*r);
+      }
+      if (r->kind == AcqReply::Kind::withdrawn) {
+        notifier_.leave(key);
+        return withdrawn(spec.name);
+      }
+      if (r->kind != AcqReply::Kind::queued) break;
+      if (arrival_us == 0) arrival_us = r->now_us;
+      milliseconds nap = recheck_period();
+      if (r->next_us > 0) {
+        const auto to_expiry = std::chrono::ceil<milliseconds>(
+                                   microseconds(r->next_us - r->now_us)) +
+                               milliseconds(1);
+        nap = std::clamp(to_expiry, milliseconds(1), nap);
+      }
+      notifier_.wait(*slot, seen, std::min(end, Steady::now() + nap));
+    }
+    notifier_.leave(key);
+    auto r = inst_.acquire(spec, kWithdraw, 0);
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind == AcqReply::Kind::granted) return granted(*r);
+    return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
+                                    " was not granted within " +
+                                    std::to_string(wait.count()) + "ms");
+  }
+
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl) override {
+    if (Status st = core::validate_name(name); !st.ok()) return st.error();
+    if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
+    return inst_.extend(name, token, ttl);
+  }
+
+  Result<ReleaseResult> release(std::string_view name,
+                                const OwnerToken& token) override {
+    if (Status st = core::validate_name(name); !st.ok()) return st.error();
+    return inst_.release(name, token);
+  }
+
+  Result<LockInfo> describe(std::string_view name) override {
+    if (Status st = core::validate_name(name); !st.ok()) return st.error();
+    return inst_.describe(name);
+  }
+
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override {
+    if (!prefix.empty()) {
+      if (Status st = core::validate_name(prefix, "name prefix"); !st.ok()) {
+        return st.error();
+      }
+    }
+    return inst_.list(prefix, std::max<std::size_t>(limit, 1));
+  }
+
+  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
+                                           milliseconds wait) override {
+    if (Status st = check_multi(spec, wait); !st.ok()) return st.error();
+    const std::size_t n = spec.names.size();
+    if (spec.all_or_nothing && wait <= milliseconds::zero()) {
+      auto r = inst_.multi(spec, kTry, 0);
+      if (!r.ok()) return std::move(r).error();
+      if (r->kind == MultiReply::Kind::busy) return r->busy;
+      if (r->grants.size() == n) return r->grants;
+      return Error(Errc::not_acquired,
+                   "not all of the " + std::to_string(n) + " locks are free");
+    }
+    const auto end = wait_end(wait);
+    const std::int64_t queue_ms = spec.ttl.count();
+    inst_.ensure_subscribed();
+    const std::string key = spec.reservation.to_string();
+    auto slot = notifier_.enter(key);
+    std::vector<Grant> last;
+    for (bool first = true;; first = false) {
+      const std::uint64_t seen = notifier_.gen(*slot);
+      const std::int64_t left = ms_left(end);
+      if (spec.all_or_nothing && left <= 0) break;
+      auto r = inst_.multi(spec, kWait, spec.all_or_nothing ? left : queue_ms);
+      if (!r.ok()) {
+        notifier_.leave(key);
+        return std::move(r).error();
+      }
+      if (r->kind == MultiReply::Kind::timeout) break;
+      if (r->kind == MultiReply::Kind::busy) {
+        notifier_.leave(key);
+        return r->busy;
+      }
+      if (spec.all_or_nothing
+              ? r->grants.size() == n
+              : (!r->grants.empty() || r->pending == 0 || left <= 0 ||
+                 (first && wait <= milliseconds::zero()))) {
+        notifier_.leave(key);
+        return r->grants;
+      }
+      last = r->grants;
+      notifier_.wait(*slot, seen,
+                     std::min(end, Steady::now() + recheck_period()));
+    }
+    notifier_.leave(key);
+    auto r = inst_.multi(spec, kWithdraw, 0);
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind == MultiReply::Kind::ok && r->grants.size() == n) {
+      return r->grants;
+    }
+    return Error(Errc::timeout, "not all of the " + std::to_string(n) +
+                                    " locks were granted within " +
+                                    std::to_string(wait.count()) + "ms");
+  }
+
+  Result<std::int64_t> counter_get(std::string_view name) override {
+    if (Status st = core::validate_name(name, "counter name"); !st.ok()) {
+      return st.error();
+    }
+    return inst_.counter_get(name);
+  }
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override {
+    if (Status st = core::validate_name(name, "counter name"); !st.ok()) {
+      return st.error();
+    }
+    return inst_.counter_add(name, delta);
+  }
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override {
+    if (Status st = core::validate_name(name, "counter name"); !st.ok()) {
+      return st.error();
+    }
+    if (n < 1) {
+      return Error(Errc::invalid_argument,
+                   "counter take of " + std::to_string(n) +
+                       " is invalid; it must be at least 1");
+    }
+    return inst_.counter_take(name, n);
+  }
+
+  std::string safe_url() const override { return url_; }
+
+ private:
+  Notifier notifier_;  // before inst_: its subscriber wakes it
+  Instance inst_;
+  const std::string url_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
+  if (url.scheme != "redis") {
+    return Error(Errc::invalid_argument,
+                 "store URL \"" + url.safe() + "\" is not a redis:// URL");
+  }
+  if (url.hosts.size() != 1) {
+    return Error(Errc::invalid_argument,
+                 "store URL \"" + url.safe() +
+                     "\": redis:// takes exactly one host (use redlock:// "
+                     "for several)");
+  }
+  auto config = parse_config(url, milliseconds(5000));
+  if (!config.ok()) return std::move(config).error();
+  Target t;
+  t.host = url.hosts[0].host;
+  t.port = url.hosts[0].port == 0 ? 6379 : url.hosts[0].port;
+  t.user = config->user;
+  t.password = config->password;
+  t.db = config->db;
+  t.timeout = config->timeout;
+  // Check that the server answers (and that the password is right) now, so
+  // that open() reports an unreachable store clearly.
+  auto ctx = connect(t);
+  if (!ctx.ok()) return std::move(ctx).error();
+  return std::unique_ptr<Store>(
+      std::make_unique<RedisStore>(t, *config, url.safe()));
+}
+
+}  // namespace baton::store

@@ -1,0 +1,394 @@
+// stores/redis/scripts.cc — one Lua script per Store operation. Each is the
+// shared prelude (scripts_prelude.cc) followed by its body. ARGV[1] is always
+// the key prefix. Replies are arrays whose first element says what happened.
+#include "stores/redis/scripts.h"
+
+#include <string>
+
+namespace baton::store::redis {
+namespace {
+
+std::string with_prelude(const char* body) {
+  return std::string(kPrelude) + body;
+}
+
+// ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
+// mode (try | wait | refresh | withdraw), wait_ms. `refresh` is a waiting
+// thread's re-check: like `wait`, but answers `withdrawn` if release()
+// withdrew the request meanwhile.
+const char* const kAcquireBody = R"LUA(
+local name, tok = ARGV[2], ARGV[3]
+local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
+local label, rkey, mode = ARGV[6], ARGV[7], ARGV[8]
+local waitms = tonumber(ARGV[9])
+local s = load(name)
+if s then
+  if s.c ~= cap then return finish(bad_capacity(name, s, cap)) end
+  local le = find_lease(s, tok)
+  if le then return finish(grant_reply(name, s, le)) end
+  local wi = find_waiter(s, tok)
+  if wi then
+    local w = s.q[wi]
+    if mode == 'withdraw' or (mode ~= 'try' and waitms <= 0) then
+      remove_waiter(name, s, wi)
+      return finish({'timeout'})
+    end
+    if mode == 'wait' or mode == 'refresh' then
+      w.d = NOW + waitms * 1000
+      w.hb = NOW + HB
+      mod(name)
+    end
+    return finish({'queued', wi, num(NOW), next_expiry(s)})
+  end
+  local le2 = find_rkey(s, rkey)
+  if le2 and mode ~= 'withdraw' then
+    if le2.n >= 4294967295 then
+      return finish({'error', 'invalid_argument', 'lock ' .. quote(name) ..
+                     ' has reached the maximum hold count'})
+    end
+    join(name, le2, tok, ttl)
+    return finish(grant_reply(name, s, le2))
+  end
+end
+if mode == 'withdraw' then return finish({'timeout'}) end
+if mode == 'refresh' then
+  if redis.call('EXISTS', P .. 'w:' .. tok .. ':' .. name) == 1 then
+    return finish({'withdrawn'})
+  end
+  mode = 'wait'  -- pruned (missed heartbeats): queue again at the tail
+end
+if not s or (#s.q == 0 and #s.h < s.c) then
+  s = s or create(name, cap)
+  local le = add_lease(name, s, tok, ttl, label, rkey)
+  return finish(grant_reply(name, s, le))
+end
+if mode == 'try' then
+  local msg
+  if #s.h >= s.c then
+    msg = 'lock ' .. quote(name) .. ' is held (' .. num(#s.h) .. ' of ' ..
+          num(s.c) .. ')'
+  else
+    msg = 'lock ' .. quote(name) .. ' has ' .. num(#s.q) ..
+          ' waiters ahead of this request'
+  end
+  return finish({'busy', msg, holders_of(s)})
+end
+if waitms <= 0 then return finish({'timeout'}) end
+if #s.q >= MAXQ then
+  return finish({'error', 'invalid_argument', 'lock ' .. quote(name) ..
+                 ' has ' .. num(#s.q) .. ' waiters; the limit is ' .. num(MAXQ)})
+end
+s.q[#s.q + 1] = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
+                 d = NOW + waitms * 1000, hb = NOW + HB}
+mod(name)
+redis.call('DEL', P .. 'w:' .. tok .. ':' .. name)
+return finish({'queued', #s.q, num(NOW), next_expiry(s)})
+)LUA";
+
+// ARGV: prefix, name, token, ttl_ms.
+const char* const kExtendBody = R"LUA(
+local name, tok, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local s = load(name)
+local le = s and find_lease(s, tok)
+if not le then
+  return finish({'error', 'lock_lost', 'lock ' .. quote(name) ..
+                 ' is not held with this owner token (expired, released ' ..
+                 'or never granted)'})
+end
+le.ttl = ttl
+le.e = NOW + ttl * 1000
+mod(name)
+return finish(grant_reply(name, s, le))
+)LUA";
+
+// ARGV: prefix, name, token. Reply: released, was_held, holds_left, withdrew.
+const char* const kReleaseBody = R"LUA(
+local name, tok = ARGV[2], ARGV[3]
+local s = load(name)
+if not s then return finish({'released', 0, 0, 0}) end
+local le, li = find_lease(s, tok)
+if le then
+  le.n = le.n - 1
+  if le.n == 0 then
+    table.remove(s.h, li)
+    mark(name)
+  else
+    mod(name)
+  end
+  return finish({'released', 1, le.n, 0})
+end
+local wi = find_waiter(s, tok)
+if wi then
+  remove_waiter(name, s, wi)
+  -- Tell the waiting thread (if alive) that its request was withdrawn.
+  redis.call('SET', P .. 'w:' .. tok .. ':' .. name, '1', 'PX', 60000)
+  publish(name, tok)
+  return finish({'released', 0, 0, 1})
+end
+return finish({'released', 0, 0, 0})
+)LUA";
+
+// ARGV: prefix, name. Reply: name, capacity, last fencing, holders, waiters.
+const char* const kDescribeBody = R"LUA(
+local name = ARGV[2]
+return finish(describe(name, load(name)))
+)LUA";
+
+// ARGV: prefix, name prefix, limit. Reply: array of describe replies.
+const char* const kListBody = R"LUA(
+local pre, limit = ARGV[2], tonumber(ARGV[3])
+local out, offset = {}, 0
+local start = '-'
+if pre ~= '' then start = '[' .. pre end
+while #out < limit do
+  local batch = redis.call('ZRANGEBYLEX', P .. 'index', start, '+', 'LIMIT',
+                           offset, 100)
+  if #batch == 0 then break end
+  offset = offset + #batch
+  local past = false
+  for _, n in ipairs(batch) do
+    if string.sub(n, 1, #pre) ~= pre then
+      past = true
+      break
+    end
+    local s = load(n)
+    if s and (#s.h > 0 or #s.q > 0) then
+      out[#out + 1] = describe(n, s)
+      if #out >= limit then break end
+    elseif not s then
+      redis.call('ZREM', P .. 'index', n)
+      offset = offset - 1
+    end
+  end
+  if past then break end
+end
+return finish(out)
+)LUA";
+
+// ARGV: prefix, reservation, ttl_ms, capacity, label, all_or_nothing (0|1),
+// mode (try | wait | withdraw), queue_ms, n, names...
+// Reply: {'multi', pending, now, grants...} or busy / timeout / error.
+const char* const kMultiBody = R"LUA(
+local tok, ttl, cap = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local label, aon, mode = ARGV[5], ARGV[6] == '1', ARGV[7]
+local qms, n = tonumber(ARGV[8]), tonumber(ARGV[9])
+local names, st, plan = {}, {}, {}
+for i = 1, n do names[i] = ARGV[9 + i] end
+for i, nm in ipairs(names) do
+  local s = load(nm)
+  st[i] = s
+  plan[i] = 'none'
+  if s then
+    if s.c ~= cap then return finish(bad_capacity(nm, s, cap)) end
+    if find_lease(s, tok) then
+      plan[i] = 'held'
+    else
+      local wi = find_waiter(s, tok)
+      if wi then
+        plan[i] = 'queued'
+        if aon and not s.q[wi].g then
+          return finish({'error', 'invalid_argument', 'reservation is ' ..
+                         'already queued on lock ' .. quote(nm) ..
+                         ' by acquire_some'})
+        end
+        if not aon and s.q[wi].g then
+          return finish({'error', 'invalid_argument', 'reservation is ' ..
+                         'already queued on lock ' .. quote(nm) ..
+                         ' by acquire_all'})
+        end
+      end
+    end
+  end
+end
+local qd = nil
+if mode == 'wait' and qms > 0 then qd = NOW + qms * 1000 end
+local function free(i)
+  local s = st[i]
+  return not s or (#s.q == 0 and #s.h < s.c)
+end
+local function waiter(group)
+  local w = {t = tok, ttl = ttl, l = label, k = '', ar = NOW, d = qd}
+  if group then
+    w.g = group
+    w.hb = NOW + HB
+  end
+  return w
+end
+local function reply(pending)
+  local out = {'multi', pending, num(NOW)}
+  for i, nm in ipairs(names) do
+    local s = cache[nm]
+    local le = s and find_lease(s, tok)
+    if le then out[#out + 1] = grant_reply(nm, s, le) end
+  end
+  return out
+end
+local function too_many(i)
+  local s = st[i]
+  if s and #s.q >= MAXQ then
+    return {'error', 'invalid_argument', 'lock ' .. quote(names[i]) ..
+            ' has ' .. num(#s.q) .. ' waiters; the limit is ' .. num(MAXQ)}
+  end
+  return nil
+end
+if aon then
+  local group, all_free, first = nil, true, nil
+  for i = 1, n do
+    if plan[i] == 'queued' then
+      group = st[i].q[find_waiter(st[i], tok)].g
+    end
+    if plan[i] == 'none' and not free(i) then
+      all_free = false
+      first = first or i
+    end
+  end
+  if group then
+    if mode == 'withdraw' or (mode == 'wait' and not qd) then
+      remove_group(tok, group)
+      return finish({'timeout'})
+    end
+    if qd then
+      for _, m in ipairs(group) do
+        local sm = load(m)
+        local w = sm.q[find_waiter(sm, tok)]
+        w.d = qd
+        w.hb = NOW + HB
+        mod(m)
+      end
+    end
+    return finish(reply(#group))
+  end
+  if mode == 'withdraw' then
+    for i = 1, n do
+      if plan[i] ~= 'held' then return finish({'timeout'}) end
+    end
+    return finish(reply(0))
+  end
+  if all_free then
+    for i, nm in ipairs(names) do
+      if plan[i] == 'none' then
+        local s = st[i] or create(nm, cap)
+        st[i] = s
+        add_lease(nm, s, tok, ttl, label, '')
+      end
+    end
+    return finish(reply(0))
+  end
+  if mode == 'try' then
+    local s = st[first]
+    return finish({'busy', 'lock ' .. quote(names[first]) ..
+                   ' is not free (' .. num(#s.h) .. ' of ' .. num(s.c) ..
+                   ' held, ' .. num(#s.q) .. ' waiting)', holders_of(s)})
+  end
+  if not qd then return finish({'timeout'}) end
+  for i = 1, n do
+    if plan[i] == 'none' then
+      local e = too_many(i)
+      if e then return finish(e) end
+    end
+  end
+  local members = {}
+  for i, nm in ipairs(names) do
+    if plan[i] ~= 'held' then members[#members + 1] = nm end
+  end
+  for i, nm in ipairs(names) do
+    if plan[i] ~= 'held' then
+      local s = st[i] or create(nm, cap)
+      st[i] = s
+      s.q[#s.q + 1] = waiter(members)
+      mod(nm)
+    end
+  end
+  return finish(reply(#members))
+end
+-- acquire_some: every name on its own.
+for i = 1, n do
+  if plan[i] == 'none' then
+    if free(i) then
+      plan[i] = 'grant'
+    elseif qd then
+      local e = too_many(i)
+      if e then return finish(e) end
+      plan[i] = 'enqueue'
+    end
+  end
+end
+local pending = 0
+for i, nm in ipairs(names) do
+  if plan[i] == 'queued' then
+    if qd then
+      st[i].q[find_waiter(st[i], tok)].d = qd
+      mod(nm)
+    end
+    pending = pending + 1
+  elseif plan[i] == 'grant' then
+    local s = st[i] or create(nm, cap)
+    st[i] = s
+    add_lease(nm, s, tok, ttl, label, '')
+  elseif plan[i] == 'enqueue' then
+    local s = st[i] or create(nm, cap)
+    st[i] = s
+    s.q[#s.q + 1] = waiter(nil)
+    mod(nm)
+    pending = pending + 1
+  end
+end
+return finish(reply(pending))
+)LUA";
+
+// ARGV: prefix, name, token, floor. Raises the fencing counter of `name` to
+// at least `floor` and sets the lease's fencing token to max(its own, floor)
+// (Redlock: the grant's token is the maximum over the majority).
+const char* const kFenceBody = R"LUA(
+local name, tok, floor = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local fk = P .. 'f:' .. name
+local c = tonumber(redis.call('GET', fk) or '0')
+if floor > c then
+  redis.call('SET', fk, num(floor))
+  c = floor
+end
+local s = load(name)
+local le = s and find_lease(s, tok)
+if le and le.f < floor then
+  le.f = floor
+  mod(name)
+end
+return finish({'fenced', num(c)})
+)LUA";
+
+// Counters need no prelude. ARGV: prefix, name[, delta | n].
+const char* const kCounterGet = R"LUA(
+return redis.call('GET', ARGV[1] .. 'c:' .. ARGV[2]) or '0'
+)LUA";
+const char* const kCounterAdd = R"LUA(
+local r = redis.pcall('INCRBY', ARGV[1] .. 'c:' .. ARGV[2], ARGV[3])
+if type(r) == 'table' and r.err then return {'overflow', r.err} end
+return {'ok', r}
+)LUA";
+const char* const kCounterTake = R"LUA(
+local k = ARGV[1] .. 'c:' .. ARGV[2]
+local cur = redis.call('GET', k) or '0'
+local n = tonumber(ARGV[3])
+if tonumber(cur) < n then return {'short', cur} end
+return {'ok', redis.call('DECRBY', k, ARGV[3])}
+)LUA";
+
+}  // namespace
+
+const Scripts& scripts() {
+  static const Scripts* s = new Scripts{
+      Script{"acquire", with_prelude(kAcquireBody)},
+      Script{"extend", with_prelude(kExtendBody)},
+      Script{"release", with_prelude(kReleaseBody)},
+      Script{"describe", with_prelude(kDescribeBody)},
+      Script{"list", with_prelude(kListBody)},
+      Script{"multi", with_prelude(kMultiBody)},
+      Script{"fence", with_prelude(kFenceBody)},
+      Script{"counter_get", kCounterGet},
+      Script{"counter_add", kCounterAdd},
+      Script{"counter_take", kCounterTake},
+  };
+  return *s;
+}
+
+}  // namespace baton::store::redis

@@ -1,0 +1,263 @@
+// stores/redis/scripts_prelude.cc — the Lua prelude shared by every lock
+// script (see docs/stores/redis.md for the key layout and the rules).
+//
+// Every script starts with this prelude. It reads the time from the Redis
+// server (TIME, once per script: all decisions of one script use one
+// instant), loads lock states lazily, "advances" each loaded lock to that
+// instant (expired leases and dead waiters leave in time order, freed
+// capacity goes to the queue head: core::LockTable::advance), and at the end
+// (finish) writes back what changed and publishes wake-ups.
+#include "stores/redis/scripts.h"
+
+namespace baton::store::redis {
+
+const char* const kPrelude = R"LUA(
+local P = ARGV[1]
+local TM = redis.call('TIME')
+local NOW = tonumber(TM[1]) * 1000000 + tonumber(TM[2])
+local HB = 2000000
+local MAXQ = 100000
+local cache, touched, changed, dirty, pubs = {}, {}, {}, {}, {}
+local load
+
+local function quote(n)
+  local s = string.sub(n, 1, 64)
+  s = string.gsub(s, '([\\"])', '\\%1')
+  s = string.gsub(s, '%z', '\\0')
+  s = '"' .. s .. '"'
+  if #n > 64 then s = s .. '...' end
+  return s
+end
+local function num(x) return string.format('%d', x) end
+local function mod(n) changed[n] = true end
+local function mark(n) mod(n); dirty[#dirty + 1] = n end
+local function publish(n, tok) pubs[#pubs + 1] = {n, tok} end
+local function dead_at(w)
+  if w.hb and w.hb < w.d then return w.hb end
+  return w.d
+end
+local function find_lease(s, tok)
+  for i, le in ipairs(s.h) do
+    if le.t == tok then return le, i end
+    for _, a in ipairs(le.a) do
+      if a == tok then return le, i end
+    end
+  end
+  return nil
+end
+local function find_rkey(s, k)
+  if k == nil or k == '' then return nil end
+  for _, le in ipairs(s.h) do
+    if le.k == k then return le end
+  end
+  return nil
+end
+local function find_waiter(s, tok)
+  for i, w in ipairs(s.q) do
+    if w.t == tok then return i end
+  end
+  return nil
+end
+local function create(n, cap)
+  local s = {c = cap, h = {}, q = {}}
+  cache[n] = s
+  touched[#touched + 1] = n
+  mod(n)
+  return s
+end
+local function add_lease(n, s, tok, ttl, label, rkey)
+  local f = redis.call('INCR', P .. 'f:' .. n)
+  local le = {t = tok, f = f, ttl = ttl, e = NOW + ttl * 1000, n = 1,
+              l = label, k = rkey or '', a = {}}
+  s.h[#s.h + 1] = le
+  mod(n)
+  return le
+end
+local function join(n, le, alias, ttl)
+  le.n = le.n + 1
+  if NOW + ttl * 1000 > le.e then
+    le.ttl = ttl
+    le.e = NOW + ttl * 1000
+  end
+  if alias ~= le.t then le.a[#le.a + 1] = alias end
+  mod(n)
+end
+local function remove_group(tok, names)
+  for _, m in ipairs(names) do
+    local sm = load(m)
+    if sm then
+      local wi = find_waiter(sm, tok)
+      if wi then
+        table.remove(sm.q, wi)
+        mark(m)
+      end
+    end
+  end
+end
+local function remove_waiter(n, s, wi)
+  local w = s.q[wi]
+  if w.g then
+    remove_group(w.t, w.g)
+  else
+    table.remove(s.q, wi)
+    mark(n)
+  end
+end
+local function group_ready(w)
+  for _, m in ipairs(w.g) do
+    local sm = load(m)
+    if not sm or not sm.q[1] or sm.q[1].t ~= w.t or #sm.h >= sm.c then
+      return false
+    end
+  end
+  return true
+end
+local function pump(n)
+  local s = cache[n]
+  if not s then return end
+  while #s.q > 0 do
+    local w = s.q[1]
+    if w.g then
+      if not group_ready(w) then return end
+      for _, m in ipairs(w.g) do
+        local sm = load(m)
+        local gw = table.remove(sm.q, 1)
+        add_lease(m, sm, gw.t, gw.ttl, gw.l, '')
+        publish(m, gw.t)
+        if m ~= n then mark(m) end
+      end
+    else
+      local le = find_rkey(s, w.k)
+      if le and le.n < 4294967295 then
+        table.remove(s.q, 1)
+        join(n, le, w.t, w.ttl)
+        publish(n, w.t)
+      else
+        if #s.h >= s.c then return end
+        table.remove(s.q, 1)
+        add_lease(n, s, w.t, w.ttl, w.l, w.k)
+        publish(n, w.t)
+      end
+    end
+  end
+end
+-- core::LockTable::advance for one lock: at each due instant, dead waiters
+-- leave first, then expired leases, then freed capacity is handed out.
+local function advance(n, s)
+  local due = {}
+  for _, le in ipairs(s.h) do
+    if le.e <= NOW then due[#due + 1] = {le.e, 1, le.t} end
+  end
+  for _, w in ipairs(s.q) do
+    local d = dead_at(w)
+    if d <= NOW then due[#due + 1] = {d, 0, w.t} end
+  end
+  if #due == 0 then return end
+  table.sort(due, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  for i, ev in ipairs(due) do
+    if ev[2] == 0 then
+      local wi = find_waiter(s, ev[3])
+      if wi then remove_waiter(n, s, wi) end
+    else
+      for j, le in ipairs(s.h) do
+        if le.t == ev[3] then
+          table.remove(s.h, j)
+          break
+        end
+      end
+      mod(n)
+    end
+    if i == #due or due[i + 1][1] ~= ev[1] then pump(n) end
+  end
+end
+load = function(n)
+  local s = cache[n]
+  if s ~= nil then return s or nil end
+  local raw = redis.call('GET', P .. 'l:' .. n)
+  if not raw then
+    cache[n] = false
+    return nil
+  end
+  s = cmsgpack.unpack(raw)
+  s.h = s.h or {}
+  s.q = s.q or {}
+  for _, le in ipairs(s.h) do le.a = le.a or {} end
+  cache[n] = s
+  touched[#touched + 1] = n
+  advance(n, s)
+  return s
+end
+local function settle()
+  while #dirty > 0 do
+    local n = table.remove(dirty)
+    pump(n)
+  end
+end
+local function finish(reply)
+  settle()
+  for _, n in ipairs(touched) do
+    local s = cache[n]
+    if s and changed[n] then
+      if #s.h == 0 and #s.q == 0 then
+        redis.call('DEL', P .. 'l:' .. n)
+        redis.call('ZREM', P .. 'index', n)
+      else
+        local last = NOW
+        for _, le in ipairs(s.h) do
+          if le.e > last then last = le.e end
+        end
+        for _, w in ipairs(s.q) do
+          local d = dead_at(w)
+          if d > last then last = d end
+        end
+        redis.call('SET', P .. 'l:' .. n, cmsgpack.pack(s), 'PXAT',
+                   num(math.floor(last / 1000) + 1000))
+        redis.call('ZADD', P .. 'index', 0, n)
+      end
+    end
+  end
+  for _, p in ipairs(pubs) do
+    redis.call('PUBLISH', P .. 'ch:' .. p[1], p[2])
+  end
+  return reply
+end
+local function grant_reply(n, s, le)
+  return {'granted', le.t, le.f, le.ttl, le.n, s.c, num(le.e), num(NOW), n}
+end
+local function holders_of(s)
+  local out = {}
+  for _, le in ipairs(s.h) do
+    local left = math.floor((le.e - NOW) / 1000)
+    if left < 0 then left = 0 end
+    out[#out + 1] = {le.l, le.f, left, le.n}
+  end
+  return out
+end
+local function next_expiry(s)
+  local best = 0
+  for _, le in ipairs(s.h) do
+    if best == 0 or le.e < best then best = le.e end
+  end
+  return num(best)
+end
+local function bad_capacity(n, s, cap)
+  return {'error', 'invalid_argument', 'lock ' .. quote(n) ..
+          ' has capacity ' .. num(s.c) .. '; request asked for ' .. num(cap)}
+end
+local function describe(n, s)
+  local f = tonumber(redis.call('GET', P .. 'f:' .. n) or '0')
+  if not s then return {n, 1, num(f), {}, {}} end
+  local ws = {}
+  for _, w in ipairs(s.q) do
+    local waited = math.floor((NOW - w.ar) / 1000)
+    if waited < 0 then waited = 0 end
+    ws[#ws + 1] = {w.l, waited, w.g and 1 or 0}
+  end
+  return {n, s.c, num(f), holders_of(s), ws}
+end
+)LUA";
+
+}  // namespace baton::store::redis

@@ -1,0 +1,218 @@
+// tests/postgres/pg_server.h — a private PostgreSQL 15 for tests: initdb in
+// a temp dir owned by the `postgres` user, a free loopback port, fsync off;
+// started and stopped with pg_ctl (as `postgres` via runuser when the test
+// runs as root). Also a tiny libpq helper for SQL from the test side.
+#ifndef BATON_TESTS_POSTGRES_PG_SERVER_H_
+#define BATON_TESTS_POSTGRES_PG_SERVER_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace baton::testing {
+
+inline std::string sh(const std::string& cmd, int* status = nullptr) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  if (status != nullptr) *status = st;
+  return out;
+}
+
+class PgServer {
+ public:
+  PgServer() {
+    char tmpl[] = "/tmp/baton-pg-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    dir_ = tmpl;
+    as_postgres_ = ::geteuid() == 0;
+    if (as_postgres_) {
+      const passwd* pw = ::getpwnam("postgres");
+      if (pw == nullptr) throw std::runtime_error("no postgres user");
+      if (::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
+        throw std::runtime_error("chown " + dir_);
+      }
+    }
+    port_ = free_port();
+    int st = 0;
+    const std::string out =
+        run(std::string(kBin) + "/initdb -D " + dir_ +
+                "/data -A trust -U postgres --no-sync -E UTF8 --locale=C",
+            &st);
+    if (st != 0) throw std::runtime_error("initdb failed: " + out);
+    start_watchdog();
+    start();
+  }
+  ~PgServer() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    if (watchdog_fd_ >= 0) ::close(watchdog_fd_);
+    if (watchdog_pid_ > 0) ::waitpid(watchdog_pid_, nullptr, 0);
+  }
+  PgServer(const PgServer&) = delete;
+  PgServer& operator=(const PgServer&) = delete;
+
+  void start() {
+    int st = 0;
+    const std::string out =
+        run(std::string(kBin) + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
+                "/pg.log -w -t 60 -o \"-p " + std::to_string(port_) + " -k " +
+                dir_ + " -c listen_addresses=127.0.0.1 -c fsync=off " +
+                "-c synchronous_commit=off -c full_page_writes=off " +
+                "-c max_connections=300\" start",
+            &st);
+    if (st != 0) throw std::runtime_error("pg_ctl start failed: " + out);
+    running_ = true;
+  }
+  void stop() {
+    if (!running_) return;
+    run(std::string(kBin) + "/pg_ctl -D " + dir_ + "/data -m fast -w stop");
+    running_ = false;
+  }
+  void restart() {
+    stop();
+    start();
+  }
+
+  std::uint16_t port() const { return port_; }
+  std::string url(const std::string& query = "") const {
+    return "postgres://postgres@127.0.0.1:" + std::to_string(port_) +
+           "/postgres" + (query.empty() ? "" : "?" + query);
+  }
+  std::string conninfo() const {
+    return "host=127.0.0.1 port=" + std::to_string(port_) +
+           " user=postgres dbname=postgres";
+  }
+
+ private:
+  static constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
+
+  std::string run(const std::string& cmd, int* status = nullptr) const {
+    if (!as_postgres_) return sh(cmd, status);
+    std::string quoted;
+    for (char c : cmd) {
+      if (c == '\'') {
+        quoted += "'\\''";
+      } else {
+        quoted += c;
+      }
+    }
+    return sh("cd / && runuser -u postgres -- sh -c '" + quoted + "'", status);
+  }
+
+  // A detached shell that stops the server and removes its directory when
+  // this process dies without running its destructor (a ctest timeout, a
+  // crash): it waits for EOF on a pipe only this process holds open.
+  void start_watchdog() {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return;
+    const std::string stop_cmd =
+        std::string(kBin) + "/pg_ctl -D " + dir_ + "/data -m immediate -w stop";
+    const std::string script =
+        "read x; cd / ; " +
+        (as_postgres_ ? "runuser -u postgres -- " + stop_cmd : stop_cmd) +
+        " >/dev/null 2>&1; rm -rf " + dir_;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setsid();
+      ::dup2(p[0], 0);
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(p[0]);
+    if (pid < 0) {
+      ::close(p[1]);
+      return;
+    }
+    watchdog_fd_ = p[1];
+    watchdog_pid_ = pid;
+  }
+
+  static std::uint16_t free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ::close(fd);
+      throw std::runtime_error("no free port");
+    }
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  std::string dir_;
+  std::uint16_t port_ = 0;
+  bool as_postgres_ = false;
+  bool running_ = false;
+  int watchdog_fd_ = -1;
+  pid_t watchdog_pid_ = -1;
+};
+
+// One server per test binary, stopped at exit.
+inline PgServer*& pg_server_slot() {
+  static PgServer* p = nullptr;
+  return p;
+}
+inline PgServer& pg_server() {
+  static const bool started = [] {
+    pg_server_slot() = new PgServer();
+    std::atexit([] {
+      delete pg_server_slot();
+      pg_server_slot() = nullptr;
+    });
+    return true;
+  }();
+  (void)started;
+  return *pg_server_slot();
+}
+
+// Plain SQL from the test side (its own connection).
+class Sql {
+ public:
+  explicit Sql(const std::string& conninfo)
+      : c_(PQconnectdb(conninfo.c_str())) {}
+  ~Sql() { PQfinish(c_); }
+  bool ok() const { return PQstatus(c_) == CONNECTION_OK; }
+  // First column of the first row ("" if none); "ERROR: ..." on failure.
+  std::string one(const std::string& sql) {
+    PGresult* r = PQexec(c_, sql.c_str());
+    std::string out;
+    const auto st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+      out = std::string("ERROR: ") + PQresultErrorMessage(r);
+    } else if (PQntuples(r) > 0 && PQnfields(r) > 0) {
+      out = PQgetvalue(r, 0, 0);
+    }
+    PQclear(r);
+    return out;
+  }
+  PGconn* raw() { return c_; }
+
+ private:
+  PGconn* c_;
+};
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_POSTGRES_PG_SERVER_H_

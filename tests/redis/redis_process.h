@@ -1,0 +1,168 @@
+// tests/redis/redis_process.h — private redis-server processes for tests:
+// each on a free loopback port in its own temp dir, persistence off unless
+// asked, stopped by pid (never by name).
+#ifndef BATON_TESTS_REDIS_REDIS_PROCESS_H_
+#define BATON_TESTS_REDIS_REDIS_PROCESS_H_
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/client.h"
+#include "core/url.h"
+#include "stores/redis/redis_store.h"
+#include "stores/redis/redlock_store.h"
+
+namespace baton::testing {
+
+inline std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class RedisProcess {
+ public:
+  // `persistent`: appendonly yes + appendfsync always.
+  explicit RedisProcess(bool persistent = false) : persistent_(persistent) {
+    char tmpl[] = "/tmp/baton-redis-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    port_ = free_port();
+    start();
+  }
+  ~RedisProcess() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  void start() {
+    std::vector<std::string> args = {"/usr/bin/redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     dir_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     persistent_ ? "yes" : "no",
+                                     "--appendfsync",
+                                     "always",
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Never outlive the test, never hold its stdout open.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int devnull = ::open("/dev/null", O_RDWR);
+      if (devnull >= 0) {
+        ::dup2(devnull, 0);
+        ::dup2(devnull, 1);
+        ::dup2(devnull, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (ping()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("redis-server did not start on port " +
+                             std::to_string(port_));
+  }
+  bool ping() const {
+    timeval tv{0, 200000};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    bool ok = false;
+    if (c != nullptr && c->err == 0) {
+      auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+      ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+      if (r != nullptr) freeReplyObject(r);
+    }
+    if (c != nullptr) redisFree(c);
+    return ok;
+  }
+  void stop() { signal_and_wait(SIGTERM); }
+  void kill9() { signal_and_wait(SIGKILL); }
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
+  bool running() const { return pid_ > 0; }
+
+  std::uint16_t port() const { return port_; }
+  std::string hostport() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "redis://" + hostport(); }
+
+ private:
+  void signal_and_wait(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  bool persistent_;
+  std::string dir_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+// Opens redis:// or redlock:// directly (the registry does not list them
+// until the lead wires the schemes).
+inline Result<std::shared_ptr<store::Store>> open_store(
+    const std::string& url) {
+  auto u = core::parse_url(url);
+  if (!u.ok()) return std::move(u).error();
+  auto s = u->scheme == "redlock" ? store::open_redlock_store(*u)
+                                  : store::open_redis_store(*u);
+  if (!s.ok()) return std::move(s).error();
+  return std::shared_ptr<store::Store>(std::move(*s));
+}
+
+inline Result<Client> open_client(const std::string& url,
+                                  const ClientOptions& options = {}) {
+  auto s = open_store(url);
+  if (!s.ok()) return std::move(s).error();
+  return Client::wrap(*s, options);
+}
+
+inline std::string redlock_url(
+    const std::vector<std::unique_ptr<RedisProcess>>& servers,
+    const std::string& query = "") {
+  std::string url = "redlock://";
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    if (i > 0) url += ",";
+    url += servers[i]->hostport();
+  }
+  return url + query;
+}
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_REDIS_REDIS_PROCESS_H_

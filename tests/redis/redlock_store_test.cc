@@ -1,0 +1,162 @@
+// tests/redis/redlock_store_test.cc — Redlock over private instances:
+// failures of a minority and of a majority, a restart without persistence,
+// a paused instance, a lost reply.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "redis_process.h"
+
+namespace baton::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Servers = std::vector<std::unique_ptr<RedisProcess>>;
+
+Servers make(int n) {
+  Servers s;
+  for (int i = 0; i < n; ++i) s.push_back(std::make_unique<RedisProcess>());
+  return s;
+}
+
+ClientOptions no_retry() {
+  ClientOptions o;
+  o.max_retries = 0;
+  return o;
+}
+
+AcquireOptions opts(std::chrono::milliseconds ttl) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+std::string unique(const std::string& base) {
+  return "redlock-test/" + base + "/" + OwnerToken::random().to_string();
+}
+
+// The view of one instance alone.
+LockInfo on(const RedisProcess& p, const std::string& name) {
+  auto c = open_client(p.url());
+  EXPECT_TRUE(c.ok());
+  auto info = c->describe(name);
+  EXPECT_TRUE(info.ok());
+  return info.ok() ? *info : LockInfo{};
+}
+
+TEST(Redlock, KillOneOfThreeStillGrants) {
+  Servers s = make(3);
+  auto c = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("one-down");
+  auto before = c->try_acquire(name, opts(10s));
+  ASSERT_TRUE(before.ok()) << before.error().to_string();
+  ASSERT_TRUE(*c->release(*before));
+  s[1]->kill9();
+  auto l = c->try_acquire(name, opts(10s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_GT(l->fencing_token, before->fencing_token);
+  auto other = c->try_acquire(name, opts(10s));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code(), Errc::not_acquired);
+  auto ext = c->extend(*l, 5s);
+  ASSERT_TRUE(ext.ok()) << ext.error().to_string();
+  EXPECT_TRUE(*c->release(*ext));
+}
+
+TEST(Redlock, KillTwoOfThreeIsUnavailableWithoutAFalseGrant) {
+  Servers s = make(3);
+  auto c = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(c.ok());
+  const std::string name = unique("two-down");
+  s[0]->kill9();
+  s[2]->kill9();
+  auto l = c->try_acquire(name, opts(10s));
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), Errc::unavailable);
+  EXPECT_NE(l.error().message().find("only 1 of 3"), std::string::npos)
+      << l.error().message();
+  auto w = c->acquire(name, 300ms, opts(10s));
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), Errc::unavailable);
+  // The surviving instance keeps no lease and no waiter.
+  LockInfo info = on(*s[1], name);
+  EXPECT_TRUE(info.holders.empty());
+  EXPECT_TRUE(info.waiters.empty());
+}
+
+// Documented behaviour (docs/stores/redis.md): an instance restarted without
+// persistence forgets its leases and counters. One such restart keeps mutual
+// exclusion (the others are still a majority); restarting a second one
+// within the TTL lets a second holder in — the Redlock limit we document —
+// but its fencing token still increases while one instance remembers.
+TEST(Redlock, RestartWithoutPersistenceBehavesAsDocumented) {
+  Servers s = make(3);
+  auto c = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(c.ok());
+  const std::string name = unique("amnesia");
+  for (int i = 0; i < 3; ++i) {
+    auto l = c->try_acquire(name, opts(10s));
+    ASSERT_TRUE(l.ok());
+    ASSERT_TRUE(*c->release(*l));
+  }
+  auto first = c->try_acquire(name, opts(30s));
+  ASSERT_TRUE(first.ok());
+  s[0]->kill9();
+  s[0]->start();  // same port, empty: no appendonly file
+  EXPECT_TRUE(on(*s[0], name).holders.empty());
+  auto second = c->try_acquire(name, opts(30s));
+  ASSERT_FALSE(second.ok()) << "one amnesiac instance must not break safety";
+  EXPECT_EQ(second.error().code(), Errc::not_acquired);
+  s[1]->kill9();
+  s[1]->start();
+  auto third = c->try_acquire(name, opts(30s));
+  ASSERT_TRUE(third.ok()) << "documented: a majority of amnesiac instances "
+                             "grants again: "
+                          << third.error().to_string();
+  EXPECT_GT(third->fencing_token, first->fencing_token)
+      << "the instance that kept its data still pushes the token up";
+}
+
+TEST(Redlock, PausedInstanceDoesNotStallAcquire) {
+  Servers s = make(3);
+  auto c = open_client(redlock_url(s, "?timeout=100"), no_retry());
+  ASSERT_TRUE(c.ok());
+  const std::string name = unique("paused");
+  s[2]->pause();
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto l = c->try_acquire(name, opts(10s));
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    // Per-instance timeout 100 ms; generous slack for a loaded machine.
+    EXPECT_LT(took, 1500ms);
+    const auto rstart = std::chrono::steady_clock::now();
+    EXPECT_TRUE(*c->release(*l));
+    EXPECT_LT(std::chrono::steady_clock::now() - rstart, 1500ms);
+  }
+  s[2]->resume();
+}
+
+TEST(Redlock, LostReplyIsResolvedByTheOwnerToken) {
+  Servers s = make(3);
+  auto st = open_store(redlock_url(s));
+  ASSERT_TRUE(st.ok());
+  store::AcquireSpec spec;
+  spec.name = unique("lost-reply");
+  spec.token = OwnerToken::random();
+  spec.ttl = 10s;
+  auto first = (*st)->acquire(spec, 0ms);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  auto retry = (*st)->acquire(spec, 2s);
+  ASSERT_TRUE(retry.ok()) << retry.error().to_string();
+  EXPECT_EQ(retry->fencing_token, first->fencing_token);
+  for (auto& p : s) EXPECT_EQ(on(*p, spec.name).holders.size(), 1u);
+  EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
+  EXPECT_FALSE((*st)->release(spec.name, spec.token)->was_held);
+}
+
+}  // namespace
+}  // namespace baton::testing
