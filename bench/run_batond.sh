@@ -28,6 +28,11 @@ PY=/usr/bin/python3
 
 log() { echo "[run_batond] $*" >&2; }
 
+# Install what is missing (build deps, redis-server, jq), like scripts/test.
+# shellcheck source=../scripts/lib/deps.sh
+source "$ROOT/scripts/lib/deps.sh"
+baton_install_packages "${BATON_BUILD_PACKAGES[@]}" redis-server jq >&2
+
 if [[ -z ${SKIP_BUILD:-} ]]; then
   if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \

@@ -27,15 +27,12 @@ baton_missing_packages() {
   done
 }
 
-baton_install_deps() {
-  local want=("${BATON_BUILD_PACKAGES[@]}")
-  if [[ "${1:-build}" == servers ]]; then
-    want+=("${BATON_SERVER_PACKAGES[@]}")
-  fi
+# Installs those of the given packages that are missing (apt-get, as root).
+baton_install_packages() {
   local missing
-  missing=$(baton_missing_packages "${want[@]}")
+  missing=$(baton_missing_packages "$@")
   if [[ -z "$missing" ]]; then
-    echo "deps: all ${#want[@]} packages present"
+    echo "deps: all $# packages present"
     return 0
   fi
   echo "deps: installing missing packages:" $missing
@@ -54,4 +51,12 @@ baton_install_deps() {
   "${sudo[@]}" apt-get install -y -q --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
     $missing </dev/null
+}
+
+baton_install_deps() {
+  local want=("${BATON_BUILD_PACKAGES[@]}")
+  if [[ "${1:-build}" == servers ]]; then
+    want+=("${BATON_SERVER_PACKAGES[@]}")
+  fi
+  baton_install_packages "${want[@]}"
 }
