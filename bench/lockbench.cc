@@ -1,5 +1,6 @@
-// baton_lockbench — lock load generator. See bench/loadgen.h and
-// docs/benchmarks.md.
+// baton_lockbench — the load generator of src/bench/loadgen.h without the
+// rest of the CLI (`baton bench` takes the same flags; docs/cli.md). Used by
+// bench/run_batond.sh.
 //
 //   baton_lockbench --store baton://127.0.0.1:7420 --clients 50
 //       --duration 10s --workload uncontended [--json]
@@ -24,8 +25,8 @@ constexpr const char* kUsage =
     "                  raw-redis://h:p[?script=eval|evalsha], or\n"
     "                  raw-baton://h:p (batond via hiredis, no baton::Client)\n"
     "                  (default baton://127.0.0.1:7420)\n"
-    "  --workload W    uncontended (default) | contended | handoff | hold |\n"
-    "                  waiters\n"
+    "  --workload W    uncontended (default) | contended | handoff | fair |\n"
+    "                  mixed | seed000 | seed003 | hold | waiters\n"
     "  --clients N     clients (threads, one connection each); hold: "
     "connections;\n"
     "                  waiters: number of waiters (default 1; handoff 2)\n"

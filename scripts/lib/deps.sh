@@ -17,6 +17,15 @@ BATON_BUILD_PACKAGES=(
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib
 )
+# bench/compare only (not scripts/test): the peers' servers and libraries,
+# the raw-engine tools and the chart.
+BATON_BENCH_PACKAGES=(
+  jq redis-tools postgresql-contrib mariadb-server mariadb-client
+  zookeeper etcd-server etcd-client
+  python3-redis python3-kazoo python3-tooz python3-etcd3
+  python3-psycopg2 python3-pymysql python3-matplotlib
+  nodejs
+)
 
 baton_missing_packages() {
   local p

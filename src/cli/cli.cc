@@ -62,6 +62,24 @@ Result<milliseconds> parse_duration_flag(std::string_view flag,
   return *d;
 }
 
+Result<LockFlags> parse_lock_flags(const Globals& globals,
+                                   std::string_view lock,
+                                   std::string_view ttl_text,
+                                   std::string_view wait_text,
+                                   std::uint32_t capacity) {
+  auto ttl = parse_duration_flag("--ttl", ttl_text, false);
+  if (!ttl) return ttl.error();
+  auto wait = parse_duration_flag("--wait", wait_text, true);
+  if (!wait) return wait.error();
+  for (Status s :
+       {core::validate_name(lock), core::validate_ttl(*ttl),
+        core::validate_capacity(capacity), core::validate_wait(*wait),
+        core::validate_label(globals.label)}) {
+    if (!s) return s.error();
+  }
+  return LockFlags{*ttl, *wait};
+}
+
 Result<Client> open_client(const Globals& globals) {
   ClientOptions options;
   options.label = globals.label;

@@ -64,6 +64,7 @@ Command add_extend_command(CLI::App& app, const Globals& globals);
 Command add_release_command(CLI::App& app, const Globals& globals);
 Command add_status_command(CLI::App& app, const Globals& globals);
 Command add_counter_command(CLI::App& app, const Globals& globals);
+Command add_bench_command(CLI::App& app, const Globals& globals);
 
 // The exit code documented for an error code.
 int exit_code_for(Errc code) noexcept;
@@ -80,6 +81,18 @@ int report(Errc code, std::string_view message);
 Result<std::chrono::milliseconds> parse_duration_flag(std::string_view flag,
                                                       std::string_view text,
                                                       bool allow_forever);
+
+// --ttl and --wait of a lock command, parsed and validated together with
+// the lock name, capacity and --label (the block `acquire` and `run` share).
+struct LockFlags {
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds wait{0};
+};
+Result<LockFlags> parse_lock_flags(const Globals& globals,
+                                   std::string_view lock,
+                                   std::string_view ttl_text,
+                                   std::string_view wait_text,
+                                   std::uint32_t capacity);
 
 // Opens the store named by --store with --label.
 Result<Client> open_client(const Globals& globals);

@@ -58,26 +58,19 @@ Result<Lease> lease_from_flags(const LeaseFlags& flags) {
 }
 
 int do_acquire(const Globals& globals, const LeaseFlags& flags) {
-  auto ttl = parse_duration_flag("--ttl", flags.ttl, false);
-  if (!ttl) return report(ttl.error());
-  auto wait = parse_duration_flag("--wait", flags.wait, true);
-  if (!wait) return report(wait.error());
-  for (Status s :
-       {core::validate_name(flags.lock), core::validate_ttl(*ttl),
-        core::validate_capacity(flags.capacity), core::validate_wait(*wait),
-        core::validate_label(globals.label)}) {
-    if (!s) return report(s.error());
-  }
+  auto parsed = parse_lock_flags(globals, flags.lock, flags.ttl, flags.wait,
+                                 flags.capacity);
+  if (!parsed) return report(parsed.error());
   auto client = open_client(globals);
   if (!client) return report(client.error());
   AcquireOptions options;
-  options.ttl = *ttl;
+  options.ttl = parsed->ttl;
   options.capacity = flags.capacity;
   options.label = globals.label;
   options.token = OwnerToken::random();
-  auto lease = *wait == milliseconds::zero()
+  auto lease = parsed->wait == milliseconds::zero()
                    ? client->try_acquire(flags.lock, options)
-                   : client->acquire(flags.lock, *wait, options);
+                   : client->acquire(flags.lock, parsed->wait, options);
   if (!lease) return report(lease.error());
   print_lease(*lease, flags.json);
   return kExitOk;

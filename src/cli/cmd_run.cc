@@ -102,18 +102,11 @@ int run_locked(const Globals& globals, const RunFlags& flags,
                   "run: no command given; usage: baton run <lock> [flags] -- "
                   "command [args...]");
   }
-  auto ttl = parse_duration_flag("--ttl", flags.ttl, false);
-  if (!ttl) return report(ttl.error());
-  auto wait = parse_duration_flag("--wait", flags.wait, true);
-  if (!wait) return report(wait.error());
+  auto parsed = parse_lock_flags(globals, flags.lock, flags.ttl, flags.wait,
+                                 flags.capacity);
+  if (!parsed) return report(parsed.error());
   auto grace = parse_duration_flag("--grace", flags.grace, false);
   if (!grace) return report(grace.error());
-  for (Status s :
-       {core::validate_name(flags.lock), core::validate_ttl(*ttl),
-        core::validate_capacity(flags.capacity), core::validate_wait(*wait),
-        core::validate_label(globals.label)}) {
-    if (!s) return report(s.error());
-  }
 
   auto client = open_client(globals);
   if (!client) return report(client.error());
@@ -121,7 +114,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
       globals.label.empty() ? client->label() : globals.label;
 
   AcquireOptions acquire_options;
-  acquire_options.ttl = *ttl;
+  acquire_options.ttl = parsed->ttl;
   acquire_options.capacity = flags.capacity;
   acquire_options.label = globals.label;
   acquire_options.token = OwnerToken::random();
@@ -139,7 +132,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     lost.store(true);
   };
 
-  auto keeper = acquire_with_progress(*client, flags.lock, *wait,
+  auto keeper = acquire_with_progress(*client, flags.lock, parsed->wait,
                                       acquire_options, keeper_options, label);
   if (!keeper) return report(keeper.error());
 

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   commands.push_back(baton::cli::add_status_command(app, globals));
   commands.push_back(baton::cli::add_elect_command(app, globals, trailing));
   commands.push_back(baton::cli::add_counter_command(app, globals));
+  commands.push_back(baton::cli::add_bench_command(app, globals));
 
   // CLI11 wants argv in reverse order for parse(vector).
   std::vector<std::string> reversed(args.rbegin(), args.rend());

@@ -1,5 +1,5 @@
-// bench/loadgen.h — the lock load generator behind `baton_lockbench` (and,
-// later, `baton bench`). Every run is bounded by its duration and stops
+// bench/loadgen.h — the lock load generator behind `baton bench` (the CLI)
+// and `baton_lockbench`. Every run is bounded by its duration and stops
 // itself; nothing here loops without a deadline.
 //
 // Stores:
@@ -20,6 +20,18 @@
 //   handoff      ping-pong on one lock: a holder waits until another client
 //                is parked in the queue, timestamps its release, and the
 //                waiter timestamps its grant (steady_clock, one process);
+//   fair         N clients contend on one lock (blocking acquire, hold
+//                --hold, release); the per-client grant counts give the
+//                Jain fairness index, the longest single wait the worst wait;
+//   mixed        per iteration, from a per-client seeded RNG: 60% try_acquire
+//                + release of the client's own lock; 25% blocking acquire
+//                of one of K shared locks, one extend, release; 15%
+//                try_acquire of a shared lock (busy is counted, not an
+//                error) and release if granted;
+//   seed000      the micro-batch scenario of seed 000 (seeds.h): FIFO
+//                acquire_some against try-lock polling, one half each;
+//   seed003      the guarded-counter scenario of seed 003 (seeds.h): 50x100
+//                read-modify-writes under one center lock, then 100 segments;
 //   hold         holds --locks leases with a long TTL, pipelined over
 //                --clients raw RESP connections, and reads the server's RSS
 //                (VmRSS of --server-pid) before and after (baton:// or
@@ -35,6 +47,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +56,17 @@
 
 namespace baton::bench {
 
-enum class Workload { uncontended, contended, handoff, hold, waiters };
+enum class Workload {
+  uncontended,
+  contended,
+  handoff,
+  fair,
+  mixed,
+  seed000,
+  seed003,
+  hold,
+  waiters
+};
 
 Result<Workload> parse_workload(std::string_view text);
 const char* workload_name(Workload w);
@@ -58,6 +81,10 @@ struct LoadOptions {
   std::string prefix;     // lock-name prefix; empty = "bench/<pid>"
   int server_pid = 0;     // hold: read this process's VmRSS (0 = skip)
   bool no_label = false;  // hold: send no LABEL (default "host:pid:prog")
+  std::chrono::microseconds hold{0};  // time a grant is held before release
+  // Called about once a second from the thread that called run_load()
+  // (closed-loop workloads only): seconds elapsed, pairs and errors so far.
+  std::function<void(double, std::uint64_t, std::uint64_t)> progress;
 };
 
 // Latency summary in microseconds.
@@ -81,6 +108,15 @@ struct LoadResult {
   Latency handoff;  // holder's release sent -> next holder's grant
   std::uint64_t errors = 0;
   std::string first_error;
+  std::uint64_t busy = 0;  // mixed: try_acquire of a shared lock refused
+  // Grants per client: Jain index (sum x)^2 / (n * sum x^2), 1 = all equal.
+  double jain = 0;
+  std::uint64_t min_client_pairs = 0, max_client_pairs = 0;
+  // Longest single wait for a grant, including a wait still unanswered
+  // when the run ended (a starving client shows here).
+  double worst_wait_ms = 0;
+  // seed000 / seed003: their own figures, as a JSON object and as text.
+  std::string scenario_json, scenario_text;
   // hold
   std::int64_t rss_before_kb = -1, rss_after_kb = -1;
   double bytes_per_lock = 0;
@@ -95,6 +131,9 @@ Result<LoadResult> run_load(const LoadOptions& options);
 
 std::string to_json(const LoadResult& r);
 std::string to_text(const LoadResult& r);
+
+// Jain's fairness index of per-client counts (0 if empty or all zero).
+double jain_index(const std::vector<std::uint64_t>& counts);
 
 // VmRSS of a process in KiB from /proc/PID/status, -1 if unreadable.
 std::int64_t read_rss_kb(int pid);
