@@ -65,6 +65,7 @@ Result<milliseconds> parse_duration_flag(std::string_view flag,
 Result<Client> open_client(const Globals& globals) {
   ClientOptions options;
   options.label = globals.label;
+  if (globals.retry_interval) options.retry_interval = *globals.retry_interval;
   return Client::open(globals.store, options);
 }
 
