@@ -83,6 +83,7 @@ Result<LockFlags> parse_lock_flags(const Globals& globals,
 Result<Client> open_client(const Globals& globals) {
   ClientOptions options;
   options.label = globals.label;
+  if (globals.retry_interval) options.retry_interval = *globals.retry_interval;
   return Client::open(globals.store, options);
 }
 

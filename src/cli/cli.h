@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,9 @@ inline constexpr int kExitNotFound = 127;    // command not found
 struct Globals {
   std::string store = "baton://127.0.0.1:7420";  // --store / BATON_STORE
   std::string label;                             // --label (owner label)
+  // RetryInterval from the config file (cli/config.h): the client's retry
+  // pause; unset = the library default.
+  std::optional<std::chrono::milliseconds> retry_interval;
 };
 
 // One subcommand: its CLI11 node and the action to run once parsed.

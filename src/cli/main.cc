@@ -2,12 +2,16 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/config.h"
 
 namespace {
 
@@ -30,6 +34,42 @@ std::vector<std::string> split_command(std::vector<std::string>& args) {
   return {};
 }
 
+// The --config FILE (or --config=FILE) on the command line (before or
+// after the subcommand; `args` no longer holds run's command), else
+// BATON_CONFIG; "" if neither.
+std::string config_path(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--config" && i + 1 < args.size()) return args[i + 1];
+    if (a.rfind("--config=", 0) == 0) return a.substr(9);
+  }
+  const char* env = std::getenv("BATON_CONFIG");
+  return env == nullptr ? "" : env;
+}
+
+// Adds `flag value` right after the subcommand if it is one of `commands`
+// and the flag is not on the command line already (flags win over the file).
+void default_flag(std::vector<std::string>& args,
+                  std::initializer_list<const char*> commands,
+                  const std::string& flag, const std::string& value) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--store" || a == "--label" || a == "--config") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    bool wanted = false;
+    for (const char* c : commands) wanted = wanted || a == c;
+    if (!wanted) return;
+    for (std::size_t j = i + 1; j < args.size(); ++j) {
+      if (args[j] == flag || args[j].rfind(flag + "=", 0) == 0) return;
+    }
+    args.insert(args.begin() + static_cast<long>(i) + 1, {flag, value});
+    return;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +88,30 @@ int main(int argc, char** argv) {
   app.fallthrough();
 
   baton::cli::Globals globals;
+  // Defaults from the YAML config file (cli/config.h); flags and
+  // BATON_STORE still win.
+  std::optional<baton::cli::CliConfig> config;
+  if (const std::string path = config_path(args); !path.empty()) {
+    auto c = baton::cli::load_cli_config(path);
+    if (!c.ok()) return baton::cli::report(c.error());
+    config = std::move(*c);
+    if (config->store) globals.store = *config->store;
+    if (config->label) globals.label = *config->label;
+    globals.retry_interval = config->retry_interval;
+    if (config->ttl) {
+      default_flag(args, {"run", "acquire", "extend", "elect"}, "--ttl",
+                   std::to_string(config->ttl->count()) + "ms");
+    }
+    if (config->retry_interval) {
+      default_flag(args, {"elect"}, "--retry-interval",
+                   std::to_string(config->retry_interval->count()) + "ms");
+    }
+  }
+  std::string config_flag;
+  app.add_option("--config", config_flag,
+                 "YAML config: Store, Label, TTL, RetryInterval and the "
+                 "postgres:// pool settings (docs/cli.md)")
+      ->envname("BATON_CONFIG");
   app.add_option("--store", globals.store,
                  "Store URL (memory:, baton://host:port, ...)")
       ->envname("BATON_STORE")
@@ -77,6 +141,11 @@ int main(int argc, char** argv) {
     std::cerr << "baton: invalid_argument: " << e.what() << "\n"
               << "Run with --help for more information.\n";
     return baton::cli::kExitUsage;
+  }
+  if (config) {
+    auto url = baton::cli::store_url_with_pool(*config, globals.store);
+    if (!url.ok()) return baton::cli::report(url.error());
+    globals.store = *url;
   }
   for (const Command& c : commands) {
     if (c.app->parsed()) return c.run();

@@ -12,6 +12,7 @@
 
 #include "baton/fence.h"
 #include "pg_test_util.h"
+#include "stores/postgres/schema.h"
 
 namespace baton::testing {
 namespace {
@@ -139,6 +140,63 @@ TEST(PostgresStore, ConcurrentFirstSchemaCreationFrom8Connections) {
   EXPECT_EQ(ok.load(), 8);
   Sql sql(pg_server().conninfo());
   EXPECT_EQ(sql.one("SELECT count(*) FROM " + schema + ".schema_version"), "1");
+}
+
+// A version-1 schema (before the fast paths: without the helpers version 2
+// added, version row 1) is migrated on open: one transaction replaces the
+// functions and records version 2; opening again changes nothing; a schema
+// newer than this build is refused with a clear error.
+TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
+  const std::string schema =
+      "old_" + OwnerToken::random().to_string().substr(0, 10);
+  const std::string name = unique_name("migrate");
+  Sql sql(pg_server().conninfo());
+  {
+    Client c = pg_client("schema=" + schema);
+    auto l = c.try_acquire(name, ttl_opts(30s));
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    EXPECT_EQ(l->fencing_token, 1u);
+  }
+  // Make it look like version 1 (with a lease held by it).
+  for (const char* f :
+       {"_grant_new(text, uuid, bigint, int, text, text, timestamptz)",
+        "_join(text, text, uuid, bigint, timestamptz)",
+        "_enqueue(text, uuid, bigint, int, bigint, text, text, timestamptz, "
+        "timestamptz, timestamptz)",
+        "_capacity_conflict(text, int)", "_check_capacity(int)",
+        "_durable()"}) {
+    ASSERT_EQ(sql.one("DROP FUNCTION " + schema + "." + f), "") << f;
+  }
+  ASSERT_EQ(sql.one("UPDATE " + schema + ".schema_version SET version = 1"),
+            "");
+  Client c = pg_client("schema=" + schema);
+  EXPECT_EQ(sql.one("SELECT string_agg(version::text, ',' ORDER BY version) "
+                    "FROM " +
+                    schema + ".schema_version"),
+            "1," + std::to_string(store::pg::kSchemaVersion));
+  EXPECT_EQ(sql.one("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON "
+                    "n.oid = p.pronamespace WHERE n.nspname = '" +
+                    schema + "' AND p.proname = '_grant_new'"),
+            "1");
+  // The lease taken before the migration is still there; fencing goes on.
+  auto busy = c.try_acquire(name, ttl_opts(5s));
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code(), Errc::not_acquired);
+  auto next = c.try_acquire(name + "/2", ttl_opts(5s));
+  ASSERT_TRUE(next.ok()) << next.error().to_string();
+  EXPECT_TRUE(*c.release(*next));
+  // Opening again is a no-op.
+  Client again = pg_client("schema=" + schema);
+  EXPECT_EQ(sql.one("SELECT count(*) FROM " + schema + ".schema_version"), "2");
+  // A newer schema than this build knows is refused, naming the versions.
+  ASSERT_EQ(sql.one("INSERT INTO " + schema +
+                    ".schema_version (version) VALUES (99)"),
+            "");
+  auto url = core::parse_url(pg_server().url("schema=" + schema));
+  auto refused = store::open_postgres_store(*url);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("version 99"), std::string::npos)
+      << refused.error().to_string();
 }
 
 // Seed 000: a frequent "recent" shard over every namespace and an

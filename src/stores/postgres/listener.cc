@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <string_view>
 
 namespace baton::store::pg {
@@ -61,14 +62,44 @@ bool Listener::Slot::wait(TimePoint until) {
   return woken;
 }
 
+std::optional<Listener::Slot::Granted> Listener::Slot::take_grant() {
+  std::lock_guard<std::mutex> lk(l_.mu_);
+  std::optional<Granted> g = std::move(granted_);
+  granted_.reset();
+  return g;
+}
+
+namespace {
+
+// "fencing:ttl_ms:expires_us:name" after the token (see _pump).
+std::optional<Listener::Slot::Granted> parse_grant(std::string_view p) {
+  Listener::Slot::Granted g;
+  std::int64_t* fields[] = {&g.fencing, &g.ttl_ms, &g.expires_us};
+  for (std::int64_t* f : fields) {
+    const std::size_t colon = p.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + colon, *f);
+    if (ec != std::errc() || end != p.data() + colon) return std::nullopt;
+    p.remove_prefix(colon + 1);
+  }
+  g.name = std::string(p);
+  if (g.fencing <= 0 || g.ttl_ms <= 0 || g.name.empty()) return std::nullopt;
+  return g;
+}
+
+}  // namespace
+
 void Listener::dispatch(const char* payload) {
   const std::string_view p(payload == nullptr ? "" : payload);
   auto token = OwnerToken::parse(p.substr(0, 32));
   if (!token.ok()) return;
+  std::optional<Slot::Granted> granted;
+  if (p.size() > 33 && p[32] == ':') granted = parse_grant(p.substr(33));
   std::lock_guard<std::mutex> lk(mu_);
   auto [b, e] = slots_.equal_range(*token);
   for (auto it = b; it != e; ++it) {
     it->second->woken_ = true;
+    if (granted) it->second->granted_ = granted;
     it->second->cv_.notify_all();
   }
 }

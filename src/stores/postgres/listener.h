@@ -3,10 +3,13 @@
 // A dedicated connection LISTENs on "<schema>_wake". Every scheduling pass
 // that grants a queued request (or drops one) sends NOTIFY with the
 // request's owner token / reservation as payload; the listener wakes the
-// calls of this process waiting on that token. When the connection is lost
-// it reconnects with backoff and wakes every waiter (a notification may have
-// been missed); waiters also re-check on a short jittered timer, so a missed
-// notification costs at most one re-check interval.
+// calls of this process waiting on that token. A plain single-name grant's
+// payload also carries the lease ("<token>:<fencing>:<ttl_ms>:<expires_us>:
+// <name>"; NOTIFY is delivered only after the granting commit), so the
+// waiter returns it without another round trip (Slot::take_grant). When the
+// connection is lost it reconnects with backoff and wakes every waiter (a
+// notification may have been missed); waiters also re-check on a short jittered
+// timer, so a missed notification costs at most one re-check interval.
 //
 // Thread safety: safe for concurrent use; one background thread.
 #ifndef BATON_STORES_POSTGRES_LISTENER_H_
@@ -16,6 +19,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,11 +49,22 @@ class Listener {
     // arrived since the last wait() returns at once.
     bool wait(TimePoint until);
 
+    // A single-name grant announced by a notification since the last call
+    // (the scheduling pass's payload), taken out of the slot.
+    struct Granted {
+      std::string name;
+      std::int64_t fencing = 0;
+      std::int64_t ttl_ms = 0;
+      std::int64_t expires_us = 0;
+    };
+    std::optional<Granted> take_grant();
+
    private:
     friend class Listener;
     Listener& l_;
     OwnerToken token_;
-    bool woken_ = false;  // guarded by l_.mu_
+    bool woken_ = false;              // guarded by l_.mu_
+    std::optional<Granted> granted_;  // guarded by l_.mu_
     std::condition_variable cv_;
   };
 

@@ -119,9 +119,12 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
     return bad(url, "timeouts and intervals must be positive");
   }
   params->emplace_back("application_name", app);
-  if (o.global_serialize) {
-    params->emplace_back("options", "-c baton.serialize=global");
-  }
+  // The store's statements look rows up by key: generic plans are always
+  // right for them, and re-planning every call (plan_cache_mode=auto often
+  // picks custom plans for PL/pgSQL statements) costs more than the query.
+  std::string session = "-c plan_cache_mode=force_generic_plan";
+  if (o.global_serialize) session += " -c baton.serialize=global";
+  params->emplace_back("options", session);
   *where = hosts + ":" + ports + (url.path.empty() ? "" : "/" + url.path);
   return o;
 }

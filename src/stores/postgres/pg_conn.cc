@@ -167,6 +167,29 @@ Result<PgResult> PgConn::query(const std::string& sql,
   return finish(deadline);
 }
 
+Result<PgResult> PgConn::query_prepared(const std::string& name,
+                                        const std::string& sql,
+                                        const std::vector<std::string>& params,
+                                        TimePoint deadline) {
+  if (prepared_.count(name) == 0) {
+    if (PQsendPrepare(conn_, name.c_str(), sql.c_str(),
+                      static_cast<int>(params.size()), nullptr) == 0) {
+      return lost("sending the request failed");
+    }
+    auto r = finish(deadline);
+    if (!r.ok()) return r;
+    prepared_.insert(name);
+  }
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p.c_str());
+  if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(params.size()),
+                          values.data(), nullptr, nullptr, 0) == 0) {
+    return lost("sending the request failed");
+  }
+  return finish(deadline);
+}
+
 Status PgConn::exec(const std::string& sql, TimePoint deadline) {
   if (PQsendQuery(conn_, sql.c_str()) == 0) {
     return lost("sending the request failed");

@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,12 @@ class PgConn {
   Result<PgResult> query(const std::string& sql,
                          const std::vector<std::string>& params,
                          TimePoint deadline);
+  // The same through a prepared statement named `name` (prepared on this
+  // connection the first time it is used): no parse or plan per call.
+  Result<PgResult> query_prepared(const std::string& name,
+                                  const std::string& sql,
+                                  const std::vector<std::string>& params,
+                                  TimePoint deadline);
   // A script of several statements without parameters.
   Status exec(const std::string& sql, TimePoint deadline);
 
@@ -73,6 +80,7 @@ class PgConn {
   PGconn* conn_;
   std::string where_;
   bool broken_ = false;
+  std::set<std::string> prepared_;  // statement names prepared here
   TimePoint created_;
   TimePoint last_used_;
 };

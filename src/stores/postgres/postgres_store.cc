@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -98,6 +99,7 @@ class PostgresStore final : public Store {
     }
     const TimePoint end = end_of(wait);
     pg::Listener::Slot slot(*listener_, spec.token);
+    const TimePoint sent = Clock::now();
     auto r = call_acquire(spec, "wait", ms_left(end));
     if (!r.ok()) return std::move(r).error();
     const std::int64_t arrival_us = (*r)[0].now_us;
@@ -110,6 +112,22 @@ class PostgresStore final : public Store {
       }
       if (Clock::now() >= end) break;
       slot.wait(std::min(end, Clock::now() + recheck_delay()));
+      // The notification carried the grant (committed before it was
+      // sent): no re-check needed. Reentrant joins and anything else
+      // re-check.
+      if (auto g = slot.take_grant(); g && g->name == spec.name) {
+        Grant grant;
+        grant.name = spec.name;
+        grant.token = spec.token;
+        grant.fencing_token = static_cast<std::uint64_t>(g->fencing);
+        grant.ttl = milliseconds{g->ttl_ms};
+        grant.holds = 1;
+        grant.capacity = spec.capacity;
+        grant.valid_for = std::chrono::microseconds{g->expires_us - arrival_us};
+        grant.store_expires_at_ms = g->expires_us / 1000;
+        // A lease that may have expired on the way re-checks instead.
+        if (grant.valid_for > Clock::now() - sent) return grant;
+      }
       if (Clock::now() >= end) break;
       r = call_acquire(spec, "recheck", ms_left(end));
     }
@@ -290,7 +308,10 @@ class PostgresStore final : public Store {
     const TimePoint deadline = Clock::now() + o_.request_timeout;
     auto c = pool_.get(deadline);
     if (!c.ok()) return std::move(c).error();
-    auto res = (*c)->query(sql, params, deadline);
+    // Prepared once per connection, named after a hash of its text.
+    auto res = (*c)->query_prepared(
+        "baton_" + std::to_string(std::hash<std::string>{}(sql)), sql, params,
+        deadline);
     if (!res.ok()) return std::move(res).error();
     std::vector<Row> rows = pg::parse_rows(res->get());
     if (rows.empty()) {

@@ -42,26 +42,21 @@ BEGIN
     SELECT @S@._check_name(y, 'lock name') INTO v_msg FROM unnest(p_names) y
      WHERE @S@._check_name(y, 'lock name') IS NOT NULL LIMIT 1;
   END IF;
-  v_msg := coalesce(v_msg, @S@._check_ttl(p_ttl_ms));
-  IF v_msg IS NULL AND (p_capacity IS NULL OR p_capacity < 1) THEN
-    v_msg := 'capacity ' || coalesce(p_capacity::text, 'NULL') ||
-             ' is invalid; it must be at least 1';
-  END IF;
+  v_msg := coalesce(v_msg, @S@._check_ttl(p_ttl_ms),
+                    @S@._check_capacity(p_capacity));
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
   END IF;
   v_now := @S@._begin(p_names);
   -- Decide before changing anything.
-  FOREACH x IN ARRAY p_names LOOP
-    IF @S@._active(x) AND (SELECT capacity FROM @S@.locks WHERE name = x)
-                          <> p_capacity THEN
-      RETURN NEXT @S@._err('invalid_argument', 'lock ' || @S@._quote(x) ||
-          ' has capacity ' || (SELECT capacity FROM @S@.locks WHERE name = x)
-          || '; request asked for ' || p_capacity);
-      RETURN;
-    END IF;
-  END LOOP;
+  SELECT @S@._capacity_conflict(y, p_capacity) INTO v_msg
+    FROM unnest(p_names) y
+   WHERE @S@._capacity_conflict(y, p_capacity) IS NOT NULL LIMIT 1;
+  IF v_msg IS NOT NULL THEN
+    RETURN NEXT @S@._err('invalid_argument', v_msg);
+    RETURN;
+  END IF;
   SELECT name INTO x FROM @S@.requests
    WHERE token = p_token AND name = ANY (p_names) AND kind <> v_kind LIMIT 1;
   IF FOUND THEN
@@ -110,8 +105,8 @@ BEGIN
         FOREACH x IN ARRAY p_names LOOP
           IF NOT EXISTS (SELECT 1 FROM @S@.holders
                           WHERE name = x AND token = p_token) THEN
-            PERFORM @S@._touch(x, p_capacity);
-            PERFORM @S@._grant(x, p_token, p_ttl_ms, p_label, '', v_now);
+            PERFORM @S@._grant_new(x, p_token, p_ttl_ms, p_capacity, p_label,
+                                   '', v_now);
           END IF;
         END LOOP;
       ELSIF p_mode = 'try' THEN
@@ -141,10 +136,9 @@ BEGIN
           IF NOT EXISTS (SELECT 1 FROM @S@.holders
                           WHERE name = x AND token = p_token) THEN
             PERFORM @S@._touch(x, p_capacity);
-            INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
-                                      arrived_at, deadline, heartbeat_until)
-            VALUES (x, p_token, v_seq, 2, p_ttl_ms, p_label, v_now,
-                    v_now + @S@._ms(p_wait_ms), v_now + @S@._ms(p_hb_ms));
+            PERFORM @S@._enqueue(x, p_token, v_seq, 2, p_ttl_ms, p_label, '',
+                                 v_now, v_now + @S@._ms(p_wait_ms),
+                                 v_now + @S@._ms(p_hb_ms));
             v_pending := v_pending + 1;
           END IF;
         END LOOP;
@@ -162,13 +156,12 @@ BEGIN
          WHERE name = x AND token = p_token;
         v_pending := v_pending + 1;
       ELSIF @S@._free(x) THEN
-        PERFORM @S@._touch(x, p_capacity);
-        PERFORM @S@._grant(x, p_token, p_ttl_ms, p_label, '', v_now);
+        PERFORM @S@._grant_new(x, p_token, p_ttl_ms, p_capacity, p_label, '',
+                               v_now);
       ELSIF p_mode <> 'try' THEN
-        INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
-                                  arrived_at, deadline, heartbeat_until)
-        VALUES (x, p_token, nextval('@S@.request_seq'), 1, p_ttl_ms, p_label,
-                v_now, v_now + @S@._ms(p_ttl_ms), NULL);
+        PERFORM @S@._enqueue(x, p_token, nextval('@S@.request_seq'), 1,
+                             p_ttl_ms, p_label, '', v_now,
+                             v_now + @S@._ms(p_ttl_ms), NULL);
         v_pending := v_pending + 1;
       END IF;
     END LOOP;

@@ -20,6 +20,7 @@ DECLARE
   ok boolean;
   cap int;
   cnt int;
+  g @S@.holders;
 BEGIN
   LOOP
     SELECT * INTO h FROM @S@.requests WHERE name = p_name
@@ -58,16 +59,8 @@ BEGIN
       CONTINUE;
     END IF;
     IF h.reentrancy_key <> '' THEN
-      UPDATE @S@.holders x SET
-          holds = x.holds + 1,
-          ttl_ms = CASE WHEN p_now + @S@._ms(h.ttl_ms) > x.expires_at
-                        THEN h.ttl_ms ELSE x.ttl_ms END,
-          expires_at = greatest(x.expires_at, p_now + @S@._ms(h.ttl_ms)),
-          aliases = CASE WHEN x.token = h.token THEN x.aliases
-                         ELSE x.aliases || h.token END
-        WHERE x.name = p_name AND x.reentrancy_key = h.reentrancy_key
-          AND x.holds < 2147483647;
-      IF FOUND THEN
+      IF (@S@._join(p_name, h.reentrancy_key, h.token, h.ttl_ms,
+                    p_now)).name IS NOT NULL THEN
         DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
         PERFORM pg_notify('@S@_wake', @S@._hex(h.token));
         CONTINUE;
@@ -77,9 +70,13 @@ BEGIN
     SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
     EXIT WHEN cnt >= coalesce(cap, 1);
     DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
-    PERFORM @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
-                       p_now);
-    PERFORM pg_notify('@S@_wake', @S@._hex(h.token));
+    g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
+                    p_now);
+    -- The payload carries the grant, so the waiter needs no re-check:
+    -- token:fencing:ttl_ms:expires_us:name (sent only after the commit).
+    PERFORM pg_notify('@S@_wake', @S@._hex(h.token) || ':' || g.fencing ||
+                      ':' || g.ttl_ms || ':' || @S@._us(g.expires_at) || ':' ||
+                      p_name);
   END LOOP;
 END $$;
 
@@ -120,20 +117,31 @@ BEGIN
     p_mode := 'wait';
   END IF;
   v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
-                    @S@._check_ttl(p_ttl_ms));
-  IF v_msg IS NULL AND (p_capacity IS NULL OR p_capacity < 1) THEN
-    v_msg := 'capacity ' || coalesce(p_capacity::text, 'NULL') ||
-             ' is invalid; it must be at least 1';
-  END IF;
+                    @S@._check_ttl(p_ttl_ms), @S@._check_capacity(p_capacity));
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
   END IF;
+  IF NOT v_recheck THEN
+    -- Fast path: an idle name (no queue, no live holder) is granted here:
+    -- its advisory lock, one upsert of the fencing counter, one insert.
+    PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+    v_now := clock_timestamp();
+    IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                        WHERE name = p_name AND expires_at > v_now) THEN
+      DELETE FROM @S@.holders WHERE name = p_name;  -- expired leftovers
+      h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
+                          p_rkey, v_now);
+      RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
+      RETURN;
+    END IF;
+  END IF;
   v_now := @S@._begin(ARRAY[p_name]);
   SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
-  IF @S@._active(p_name) AND v_cap <> p_capacity THEN
-    RETURN NEXT @S@._err('invalid_argument', 'lock ' || @S@._quote(p_name) ||
-        ' has capacity ' || v_cap || '; request asked for ' || p_capacity);
+  v_msg := @S@._capacity_conflict(p_name, p_capacity);
+  IF v_msg IS NOT NULL THEN
+    RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
   END IF;
   -- Idempotent retry of a granted request (or a reentrant alias).
@@ -188,22 +196,14 @@ BEGIN
             @S@._quote(p_name) || ' has reached the maximum hold count');
         RETURN;
       END IF;
-      UPDATE @S@.holders x SET
-          holds = x.holds + 1,
-          ttl_ms = CASE WHEN v_now + @S@._ms(p_ttl_ms) > x.expires_at
-                        THEN p_ttl_ms ELSE x.ttl_ms END,
-          expires_at = greatest(x.expires_at, v_now + @S@._ms(p_ttl_ms)),
-          aliases = CASE WHEN x.token = p_token THEN x.aliases
-                         ELSE x.aliases || p_token END
-        WHERE x.name = p_name AND x.token = h.token
-        RETURNING x.* INTO h;
+      h := @S@._join(p_name, p_rkey, p_token, p_ttl_ms, v_now);
       RETURN NEXT @S@._grant_row(h, v_cap, v_now);
       RETURN;
     END IF;
   END IF;
   IF @S@._free(p_name) THEN
-    PERFORM @S@._touch(p_name, p_capacity);
-    h := @S@._grant(p_name, p_token, p_ttl_ms, p_label, p_rkey, v_now);
+    h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
+                        p_rkey, v_now);
     RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
     RETURN;
   END IF;
@@ -225,12 +225,9 @@ BEGIN
                          @S@._quote(p_name) || ' passed before it was free');
     RETURN;
   END IF;
-  INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
-                            reentrancy_key, arrived_at, deadline,
-                            heartbeat_until)
-  VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms, p_label,
-          p_rkey, v_now, v_now + @S@._ms(p_wait_ms),
-          v_now + @S@._ms(p_hb_ms));
+  PERFORM @S@._enqueue(p_name, p_token, nextval('@S@.request_seq'), 0,
+                       p_ttl_ms, p_label, p_rkey, v_now,
+                       v_now + @S@._ms(p_wait_ms), v_now + @S@._ms(p_hb_ms));
   SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
   r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap, NULL,
            @S@._us(v_now), NULL, v_n, NULL, NULL, NULL);
@@ -274,6 +271,26 @@ BEGIN
   v_msg := @S@._check_name(p_name, 'lock name');
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
+    RETURN;
+  END IF;
+  -- Fast path: the last hold of a live lease. With nobody queued nothing
+  -- is handed over, so the commit need not wait for the WAL flush: if a
+  -- crash loses it, the lease only lives on until its expiry (no one else
+  -- was granted anything), and any later grant's durable commit flushes it.
+  PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+  v_now := clock_timestamp();
+  DELETE FROM @S@.holders WHERE name = p_name AND token = p_token
+     AND holds = 1 AND expires_at > v_now;
+  IF FOUND THEN
+    IF EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
+      PERFORM @S@._expire(p_name, v_now);
+      PERFORM @S@._pump(p_name, v_now);
+    ELSE
+      PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
+             @S@._us(v_now), NULL, 0, true, NULL, NULL);
+    RETURN NEXT r;
     RETURN;
   END IF;
   v_now := @S@._begin(ARRAY[p_name]);

@@ -5,9 +5,9 @@
 
 namespace baton::store::pg {
 
-// Version 1. Every statement is idempotent (IF NOT EXISTS, CREATE OR
-// REPLACE) and the whole script runs under a transaction-scoped advisory
-// lock, so concurrent first starts do not race.
+// Version 2 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// CREATE OR REPLACE) and the whole script runs under a transaction-scoped
+// advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
 CREATE SCHEMA IF NOT EXISTS @S@;
 
@@ -160,11 +160,12 @@ $$;
 
 CREATE OR REPLACE FUNCTION @S@._grant_row(h @S@.holders, p_capacity int,
                                            p_now timestamptz)
-RETURNS @S@.res LANGUAGE sql STABLE AS $$
-  SELECT ROW('grant', h.name, h.token, h.fencing, h.ttl_ms, h.holds,
+RETURNS @S@.res LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN ROW('grant', h.name, h.token, h.fencing, h.ttl_ms, h.holds,
              p_capacity, @S@._us(h.expires_at), @S@._us(p_now), h.label,
-             NULL, NULL, NULL, NULL)::@S@.res
-$$;
+             NULL, NULL, NULL, NULL)::@S@.res;
+END $$;
 
 -- Removes an acquire_all reservation's queued requests on every name.
 CREATE OR REPLACE FUNCTION @S@._drop_group(p_token uuid) RETURNS void
@@ -190,12 +191,89 @@ BEGIN
   END LOOP;
 END $$;
 
+CREATE OR REPLACE FUNCTION @S@._check_capacity(p_capacity int)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_capacity IS NULL OR p_capacity < 1
+    THEN 'capacity ' || coalesce(p_capacity::text, 'NULL') ||
+         ' is invalid; it must be at least 1' END
+$$;
+
+-- A grant must survive a crash (its fencing token is never handed out
+-- twice): its transaction commits durably even where the server's default
+-- is synchronous_commit = off.
+-- (Helpers on the hot path are PL/pgSQL, whose plans are cached per
+-- session; a LANGUAGE sql function that is not inlined is planned anew on
+-- every call.)
+CREATE OR REPLACE FUNCTION @S@._durable() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+END $$;
+
+-- Creates a lease on a name that has room for it: creates the lock row or
+-- (re)sets its capacity (the caller checked it may: the lock is idle or
+-- has this capacity already) and takes the next fencing token, in one
+-- upsert.
+CREATE OR REPLACE FUNCTION @S@._grant_new(p_name text, p_token uuid,
+    p_ttl_ms bigint, p_capacity int, p_label text, p_rkey text,
+    p_now timestamptz)
+RETURNS @S@.holders LANGUAGE plpgsql AS $$
+DECLARE f bigint; h @S@.holders;
+BEGIN
+  PERFORM @S@._durable();
+  INSERT INTO @S@.locks AS l (name, capacity, last_fencing)
+  VALUES (p_name, p_capacity, 1)
+  ON CONFLICT (name) DO UPDATE SET capacity = EXCLUDED.capacity,
+                                   last_fencing = l.last_fencing + 1
+  RETURNING l.last_fencing INTO f;
+  INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
+                           label, reentrancy_key, aliases, granted_at)
+  VALUES (p_name, p_token, f, p_ttl_ms, p_now + p_ttl_ms * interval '1 ms',
+          1, p_label, p_rkey, '{}', p_now)
+  RETURNING * INTO h;
+  RETURN h;
+END $$;
+
+-- A reentrant join: one more hold on the lease with this reentrancy key,
+-- its expiry pushed to now + ttl if later; NULL if there is none.
+CREATE OR REPLACE FUNCTION @S@._join(p_name text, p_rkey text, p_token uuid,
+    p_ttl_ms bigint, p_now timestamptz)
+RETURNS @S@.holders LANGUAGE sql AS $$
+  SELECT @S@._durable();
+  UPDATE @S@.holders x SET
+      holds = x.holds + 1,
+      ttl_ms = CASE WHEN p_now + @S@._ms(p_ttl_ms) > x.expires_at
+                    THEN p_ttl_ms ELSE x.ttl_ms END,
+      expires_at = greatest(x.expires_at, p_now + @S@._ms(p_ttl_ms)),
+      aliases = CASE WHEN x.token = p_token THEN x.aliases
+                     ELSE x.aliases || p_token END
+    WHERE x.name = p_name AND x.reentrancy_key = p_rkey
+      AND x.holds < 2147483647
+  RETURNING x.*
+$$;
+
+-- Queues a request.
+CREATE OR REPLACE FUNCTION @S@._enqueue(p_name text, p_token uuid,
+    p_seq bigint, p_kind int, p_ttl_ms bigint, p_label text,
+    p_rkey text, p_now timestamptz, p_deadline timestamptz,
+    p_heartbeat timestamptz)
+RETURNS void LANGUAGE sql AS $$
+  INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
+                            reentrancy_key, arrived_at, deadline,
+                            heartbeat_until)
+  VALUES (p_name, p_token, p_seq, p_kind, p_ttl_ms, p_label, p_rkey, p_now,
+          p_deadline, p_heartbeat)
+$$;
+
 -- Creates a lease: takes the name's next fencing token.
 CREATE OR REPLACE FUNCTION @S@._grant(p_name text, p_token uuid,
     p_ttl_ms bigint, p_label text, p_rkey text, p_now timestamptz)
 RETURNS @S@.holders LANGUAGE plpgsql AS $$
 DECLARE f bigint; h @S@.holders;
 BEGIN
+  PERFORM @S@._durable();
   UPDATE @S@.locks SET last_fencing = last_fencing + 1 WHERE name = p_name
     RETURNING last_fencing INTO f;
   INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
@@ -222,6 +300,17 @@ BEGIN
   INSERT INTO @S@.locks (name, capacity) VALUES (p_name, p_capacity)
   ON CONFLICT (name) DO UPDATE SET capacity = EXCLUDED.capacity;
 END $$;
+
+-- The error message if a request's capacity differs from the capacity of
+-- an active lock (NULL if it fits).
+CREATE OR REPLACE FUNCTION @S@._capacity_conflict(p_name text,
+                                                  p_capacity int)
+RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT 'lock ' || @S@._quote(p_name) || ' has capacity ' || l.capacity ||
+         '; request asked for ' || p_capacity
+    FROM @S@.locks l
+   WHERE l.name = p_name AND l.capacity <> p_capacity AND @S@._active(p_name)
+$$;
 
 -- Free for a new request right now: no queue and capacity left.
 CREATE OR REPLACE FUNCTION @S@._free(p_name text) RETURNS boolean
