@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <string_view>
+#include <vector>
 
 #include "core/duration.h"
 #include "core/validate.h"
@@ -35,6 +37,16 @@ std::string lower(std::string s) {
   return s;
 }
 
+// "MaxOpenConnections", "max_open_connections" and "maxopenconnections"
+// are one key (as in the store URL).
+std::string canonical(const std::string& key) {
+  std::string out;
+  for (char c : lower(key)) {
+    if (c != '_' && c != '-') out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<CliConfig> load_cli_config(const std::string& path) {
@@ -63,29 +75,30 @@ Result<CliConfig> load_cli_config(const std::string& path) {
       if (!d.ok()) return bad(path, key + ": " + d.error().message());
       return *d;
     };
-    if (key == "Store") {
+    const std::string k = canonical(key);
+    if (k == "store") {
       if (value.empty()) return bad(path, "Store is empty");
       c.store = value;
-    } else if (key == "Label") {
+    } else if (k == "label") {
       if (Status st = core::validate_label(value); !st.ok()) {
         return bad(path, "Label: " + st.error().message());
       }
       c.label = value;
-    } else if (key == "TTL") {
+    } else if (k == "ttl") {
       auto d = duration();
       if (!d.ok()) return std::move(d).error();
       if (Status st = core::validate_ttl(*d); !st.ok()) {
         return bad(path, "TTL: " + st.error().message());
       }
       c.ttl = *d;
-    } else if (key == "RetryInterval") {
+    } else if (k == "retryinterval") {
       auto d = duration();
       if (!d.ok()) return std::move(d).error();
       c.retry_interval = *d;
     } else {
       const PoolKey* pk = nullptr;
-      for (const PoolKey& k : kPoolKeys) {
-        if (key == k.name) pk = &k;
+      for (const PoolKey& pool_key : kPoolKeys) {
+        if (k == canonical(pool_key.name)) pk = &pool_key;
       }
       if (pk == nullptr) {
         return bad(path, "unknown setting \"" + key +
@@ -124,19 +137,26 @@ Result<std::string> store_url_with_pool(const CliConfig& config,
                                 scheme + ":");
   }
   const std::size_t q = url.find('?');
+  // The keys the URL sets already, canonical.
+  std::vector<std::string> present;
+  if (q != std::string::npos) {
+    std::string_view query(url);
+    query.remove_prefix(q + 1);
+    while (!query.empty()) {
+      const std::size_t amp = query.find('&');
+      const std::string_view item = query.substr(0, amp);
+      present.push_back(canonical(std::string(item.substr(0, item.find('=')))));
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+  }
   std::string out = url;
   char sep = q == std::string::npos ? '?' : '&';
-  const std::string query =
-      q == std::string::npos ? "" : lower(url.substr(q + 1));
   for (const auto& [key, value] : config.pool) {
-    const std::string k = lower(key);
-    for (std::size_t at = query.find(k); at != std::string::npos;
-         at = query.find(k, at + 1)) {
-      if ((at == 0 || query[at - 1] == '&') &&
-          query.compare(at + k.size(), 1, "=") == 0) {
-        return bad(config.path, key +
-                                    " is set both in the file and in the "
-                                    "store URL");
+    for (const std::string& p : present) {
+      if (p == canonical(key)) {
+        return bad(config.path,
+                   key + " is set both in the file and in the store URL");
       }
     }
     out += sep;

@@ -131,7 +131,7 @@ TEST(PostgresConfig, BadValuesAreRefusedNamingTheKey) {
   EXPECT_NE(other.error().message().find("MaxOpenConnections"),
             std::string::npos);
   auto twice =
-      cli::store_url_with_pool(*cfg, pg_server().url("maxopenconnections=2"));
+      cli::store_url_with_pool(*cfg, pg_server().url("max_open_connections=2"));
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.error().message().find("both"), std::string::npos);
 }
