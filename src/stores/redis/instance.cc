@@ -243,6 +243,10 @@ Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
     out.kind = MultiReply::Kind::timeout;
     return out;
   }
+  if (kind == "withdrawn") {
+    out.kind = MultiReply::Kind::withdrawn;
+    return out;
+  }
   if (kind == "busy") {
     out.kind = MultiReply::Kind::busy;
     out.busy = Error(Errc::not_acquired, str(at(rep, 1)))

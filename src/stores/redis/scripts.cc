@@ -166,8 +166,14 @@ return finish(out)
 )LUA";
 
 // ARGV: prefix, reservation, ttl_ms, capacity, label, all_or_nothing (0|1),
-// mode (try | wait | withdraw), queue_ms, n, names...
-// Reply: {'multi', pending, now, grants...} or busy / timeout / error.
+// mode (try | wait | refresh | withdraw), queue_ms, n, names...
+// `refresh` is a waiting thread's re-check: like `wait`, but answers
+// `withdrawn` if release() withdrew the reservation meanwhile (as acquire).
+// An all-or-nothing reservation is queued on one set of locks at a time;
+// `P g:<reservation>` names that set so another call cannot queue it on
+// other locks (two arrivals of one reservation could deadlock).
+// Reply: {'multi', pending, now, grants...} or busy / timeout / withdrawn /
+// error.
 const char* const kMultiBody = R"LUA(
 local tok, ttl, cap = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local label, aon, mode = ARGV[5], ARGV[6] == '1', ARGV[7]
@@ -200,8 +206,23 @@ for i, nm in ipairs(names) do
     end
   end
 end
+if mode == 'refresh' then
+  local any = false
+  for i = 1, n do
+    if plan[i] ~= 'none' then any = true end
+  end
+  if not any then
+    for i = 1, n do
+      if redis.call('EXISTS', P .. 'w:' .. tok .. ':' .. names[i]) == 1 then
+        return finish({'withdrawn'})
+      end
+    end
+  end
+  mode = 'wait'  -- else as wait (a pruned reservation queues again)
+end
 local qd = nil
 if mode == 'wait' and qms > 0 then qd = NOW + qms * 1000 end
+local gkey = P .. 'g:' .. tok
 local function free(i)
   local s = st[i]
   return not s or (#s.q == 0 and #s.h < s.c)
@@ -255,6 +276,8 @@ if aon then
         w.hb = NOW + HB
         mod(m)
       end
+      redis.call('SET', gkey, cmsgpack.pack(group), 'PXAT',
+                 num(math.floor(qd / 1000) + 1000))
     end
     return finish(reply(#group))
   end
@@ -281,6 +304,18 @@ if aon then
                    ' held, ' .. num(#s.q) .. ' waiting)', holders_of(s)})
   end
   if not qd then return finish({'timeout'}) end
+  local other = redis.call('GET', gkey)
+  if other then
+    for _, m in ipairs(cmsgpack.unpack(other)) do
+      local sm = load(m)
+      local wi = sm and find_waiter(sm, tok)
+      if wi and sm.q[wi].g then
+        return finish({'error', 'invalid_argument', 'reservation is ' ..
+                       'already queued on other locks (' .. quote(m) ..
+                       ' by acquire_all)'})
+      end
+    end
+  end
   for i = 1, n do
     if plan[i] == 'none' then
       local e = too_many(i)
@@ -297,8 +332,11 @@ if aon then
       st[i] = s
       s.q[#s.q + 1] = waiter(members)
       mod(nm)
+      redis.call('DEL', P .. 'w:' .. tok .. ':' .. nm)
     end
   end
+  redis.call('SET', gkey, cmsgpack.pack(members), 'PXAT',
+             num(math.floor(qd / 1000) + 1000))
   return finish(reply(#members))
 end
 -- acquire_some: every name on its own.
@@ -330,6 +368,7 @@ for i, nm in ipairs(names) do
     st[i] = s
     s.q[#s.q + 1] = waiter(nil)
     mod(nm)
+    redis.call('DEL', P .. 'w:' .. tok .. ':' .. nm)
     pending = pending + 1
   end
 end

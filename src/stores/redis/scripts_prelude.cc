@@ -83,6 +83,7 @@ local function join(n, le, alias, ttl)
   mod(n)
 end
 local function remove_group(tok, names)
+  redis.call('DEL', P .. 'g:' .. tok)
   for _, m in ipairs(names) do
     local sm = load(m)
     if sm then
@@ -119,6 +120,7 @@ local function pump(n)
     local w = s.q[1]
     if w.g then
       if not group_ready(w) then return end
+      redis.call('DEL', P .. 'g:' .. w.t)
       for _, m in ipairs(w.g) do
         local sm = load(m)
         local gw = table.remove(sm.q, 1)
