@@ -218,6 +218,7 @@ TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
   ASSERT_TRUE(eventually([&] { return subscribers(channel) == 1; }));
   EXPECT_EQ(a->describe(name)->waiters.size(), 1u);
   const auto delivered = hooks.delivered.load();
+  const auto pushed = hooks.pushed_grants.load();
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(*a->release(*held));
   // Far below the 20 s re-check: only the push can have woken it.
@@ -227,6 +228,14 @@ TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   EXPECT_LT(took, 10s);
   EXPECT_GT(hooks.delivered.load(), delivered);
+  // The message carried the grant: no re-check script was needed.
+  EXPECT_EQ(hooks.pushed_grants.load(), pushed + 1);
+  auto info = a->describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, got->fencing_token);
+  EXPECT_EQ(info->holders[0].label, "waiter");
+  EXPECT_GT(got->fencing_token, held->fencing_token);
   EXPECT_TRUE(*b->release(*got));
   // The channel is dropped once nobody waits on it (after the linger).
   EXPECT_TRUE(eventually([&] { return subscribers(channel) == 0; }));
@@ -254,6 +263,7 @@ TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {
   waiter.join();
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   EXPECT_GT(hooks.dropped.load(), dropped);  // the push was really lost
+  EXPECT_GT(got->fencing_token, held->fencing_token);
   EXPECT_TRUE(*b->release(*got));
 }
 

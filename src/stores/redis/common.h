@@ -61,8 +61,9 @@ inline std::int64_t ms_left(Steady::time_point end) {
 struct TestHooks {
   std::atomic<int> recheck_ms{0};  // > 0: re-check every that many ms
   std::atomic<bool> drop_messages{false};
-  std::atomic<std::uint64_t> delivered{0};  // messages passed to a Notifier
-  std::atomic<std::uint64_t> dropped{0};    // messages dropped by the hook
+  std::atomic<std::uint64_t> delivered{0};      // messages passed to a Notifier
+  std::atomic<std::uint64_t> dropped{0};        // messages dropped by the hook
+  std::atomic<std::uint64_t> pushed_grants{0};  // grants taken from a push
 };
 TestHooks& test_hooks();
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace baton::store::redis {
 namespace {
@@ -143,6 +144,19 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
                                  bool* reused) {
   auto ctx = take(reused);
   if (!ctx.ok()) return std::move(ctx).error();
+  if (use_functions_.load(std::memory_order_relaxed)) {
+    bool fallback = false;
+    auto r = fcall(ctx->get(), script, args, &fallback);
+    if (!fallback) {
+      if (!r.ok()) return std::move(r).error();  // the context is dropped
+      give(std::move(*ctx));
+      if ((*r)->type == REDIS_REPLY_ERROR) {
+        return from_error_reply(target_, r->get());
+      }
+      return r;
+    }
+    use_functions_ = false;
+  }
   std::string sha;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -180,6 +194,26 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
   return r;
 }
 
+Result<ReplyPtr> Pool::fcall(redisContext* ctx, const Script& script,
+                             const std::vector<std::string>& args,
+                             bool* fallback) {
+  std::vector<std::string> cmd = {"FCALL", script.function, "0"};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  auto r = command(ctx, target_, cmd);
+  if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR ||
+      !starts_with((*r)->str, (*r)->len, "ERR Function not found")) {
+    return r;
+  }
+  auto load =
+      command(ctx, target_, {"FUNCTION", "LOAD", "REPLACE", scripts().library});
+  if (!load.ok()) return std::move(load).error();
+  if ((*load)->type == REDIS_REPLY_ERROR) {
+    *fallback = true;  // no FUNCTION (Redis < 7) or not allowed by ACL
+    return r;
+  }
+  return command(ctx, target_, cmd);
+}
+
 std::shared_ptr<Notifier::Slot> Notifier::enter(const std::string& token) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& s = slots_[token];
@@ -194,12 +228,18 @@ void Notifier::leave(const std::string& token) {
   if (it != slots_.end() && --it->second->refs == 0) slots_.erase(it);
 }
 
-void Notifier::wake(const std::string& token) {
+void Notifier::wake(const std::string& token, std::string payload) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = slots_.find(token);
   if (it == slots_.end()) return;
   ++it->second->gen;
+  it->second->payload = std::move(payload);
   it->second->cv.notify_all();
+}
+
+std::string Notifier::take_payload(Slot& slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::exchange(slot.payload, std::string());
 }
 
 std::uint64_t Notifier::gen(Slot& slot) {
@@ -321,7 +361,9 @@ void Subscriber::on_reply(const redisReply* r) {
       return;
     }
     hooks.delivered.fetch_add(1);
-    notifier_.wake(std::string(r->element[2]->str, r->element[2]->len));
+    std::string payload(r->element[2]->str, r->element[2]->len);
+    std::string token = payload.substr(0, payload.find(' '));
+    notifier_.wake(token, std::move(payload));
     return;
   }
   if ((kind != "subscribe" && kind != "unsubscribe") ||

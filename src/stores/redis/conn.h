@@ -77,6 +77,11 @@ class Pool {
   Result<ReplyPtr> eval_once(const Script& script,
                              const std::vector<std::string>& args,
                              bool* reused);
+  // FCALL of the script's function (FUNCTION LOAD once if missing). Sets
+  // *fallback when the server refuses functions (too old, ACL): then
+  // EVALSHA is used from now on.
+  Result<ReplyPtr> fcall(redisContext* ctx, const Script& script,
+                         const std::vector<std::string>& args, bool* fallback);
   Result<ContextPtr> take(bool* reused);
   void give(ContextPtr ctx);
 
@@ -85,6 +90,7 @@ class Pool {
   std::mutex mu_;
   std::vector<ContextPtr> idle_;            // guarded by mu_
   std::map<std::string, std::string> sha_;  // script name -> sha, mu_
+  std::atomic<bool> use_functions_{true};
 };
 
 // Wake-ups for waiting threads, keyed by owner token (hex).
@@ -94,10 +100,13 @@ class Notifier {
     std::condition_variable cv;
     std::uint64_t gen = 0;
     int refs = 0;
+    std::string payload;  // the last message's payload
   };
   std::shared_ptr<Slot> enter(const std::string& token);
   void leave(const std::string& token);
-  void wake(const std::string& token);
+  void wake(const std::string& token, std::string payload = {});
+  // The last payload delivered to the slot (and forgets it); "" if none.
+  std::string take_payload(Slot& slot);
   // Waits until the slot is woken after `seen` or `until`; returns its gen.
   std::uint64_t wait(Slot& slot, std::uint64_t seen,
                      std::chrono::steady_clock::time_point until);

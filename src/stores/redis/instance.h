@@ -9,6 +9,7 @@
 #define BATON_STORES_REDIS_INSTANCE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,12 @@ struct MultiReply {
   std::vector<Grant> grants;  // every lease the reservation holds
   Error busy;
 };
+
+// The grant carried by a wake-up message for `name` (see publish_grant in
+// scripts_prelude.cc); nullopt if the payload carries none (a withdrawal,
+// a reservation's grant) or is for another lock.
+std::optional<AcqReply> parse_pushed_grant(std::string_view payload,
+                                           std::string_view name);
 
 // Options shared by both stores, from the URL query.
 struct StoreConfig {

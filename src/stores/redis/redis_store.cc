@@ -48,6 +48,13 @@ class RedisStore final : public Store {
     auto out = waiter.run<Grant>(
         end, true,
         [&](bool first, std::int64_t left) -> Round<Grant> {
+          // Woken by its grant's message: that is the reply (rule 10).
+          if (auto pushed =
+                  parse_pushed_grant(waiter.take_payload(), spec.name);
+              pushed && !first) {
+            test_hooks().pushed_grants.fetch_add(1);
+            return Result<Grant>(granted(*pushed));
+          }
           auto r = inst_.acquire(spec, first ? kWait : kRefresh, left);
           if (!r.ok()) return Result<Grant>(std::move(r).error());
           switch (r->kind) {

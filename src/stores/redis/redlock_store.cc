@@ -244,11 +244,16 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
   std::vector<OwnerToken> tokens(inst_.size(), spec.token);
   std::uint64_t top = 0;
   std::optional<Grant> g;
+  bool unanimous = true;  // every instance granted, with one token value
   for (std::size_t i = 0; i < replies.size(); ++i) {
     auto& r = replies[i];
-    if (!r.ok() || r->kind != AcqReply::Kind::granted) continue;
+    if (!r.ok() || r->kind != AcqReply::Kind::granted) {
+      unanimous = false;
+      continue;
+    }
     vf.push_back(r->grant.valid_for);
     tokens[i] = r->grant.token;
+    if (g && r->grant.fencing_token != top) unanimous = false;
     top = std::max(top, r->grant.fencing_token);
     if (!g) g = r->grant;
   }
@@ -260,12 +265,17 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
                      core::quote_name(spec.name) +
                      " was reached too late to leave any validity");
   }
-  auto fenced = raise_fence(spec.name, tokens, top);
-  if (!fenced.ok()) {
-    release_all(spec.name, spec.token);
-    return std::move(fenced).error();
+  // Every instance answered with the same token: each counter already is
+  // that token (its INCR returned it), so there is nothing to raise.
+  if (!unanimous) {
+    auto fenced = raise_fence(spec.name, tokens, top);
+    if (!fenced.ok()) {
+      release_all(spec.name, spec.token);
+      return std::move(fenced).error();
+    }
+    top = *fenced;
   }
-  g->fencing_token = *fenced;
+  g->fencing_token = top;
   g->valid_for = std::chrono::duration_cast<microseconds>(t0 - call_start) +
                  kth_largest(vf, q);
   return *g;

@@ -1,16 +1,17 @@
 // stores/redis/scripts.cc — one Lua script per Store operation. Each is the
-// shared prelude (scripts_prelude.cc) followed by its body. ARGV[1] is always
-// the key prefix. Replies are arrays whose first element says what happened.
+// shared prelude (scripts_prelude.cc) followed by its body, as an EVAL
+// script and as one function of the library that holds them all (loaded
+// once per server, so the prelude's functions are created once, not per
+// call). ARGV[1] is always the key prefix. Replies are arrays whose first
+// element says what happened.
 #include "stores/redis/scripts.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace baton::store::redis {
 namespace {
-
-std::string with_prelude(const char* body) {
-  return std::string(kPrelude) + body;
-}
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
 // mode (try | wait | refresh | withdraw), wait_ms. `refresh` is a waiting
@@ -415,18 +416,49 @@ return {'ok', redis.call('DECRBY', k, ARGV[3])}
 }  // namespace
 
 const Scripts& scripts() {
-  static const Scripts* s = new Scripts{
-      Script{"acquire", with_prelude(kAcquireBody)},
-      Script{"extend", with_prelude(kExtendBody)},
-      Script{"release", with_prelude(kReleaseBody)},
-      Script{"describe", with_prelude(kDescribeBody)},
-      Script{"list", with_prelude(kListBody)},
-      Script{"multi", with_prelude(kMultiBody)},
-      Script{"fence", with_prelude(kFenceBody)},
-      Script{"counter_get", kCounterGet},
-      Script{"counter_add", kCounterAdd},
-      Script{"counter_take", kCounterTake},
-  };
+  static const Scripts* s = [] {
+    struct Def {
+      Script Scripts::*member;
+      const char* name;
+      const char* body;
+      bool prelude;
+    };
+    const Def defs[] = {
+        {&Scripts::acquire, "acquire", kAcquireBody, true},
+        {&Scripts::extend, "extend", kExtendBody, true},
+        {&Scripts::release, "release", kReleaseBody, true},
+        {&Scripts::describe, "describe", kDescribeBody, true},
+        {&Scripts::list, "list", kListBody, true},
+        {&Scripts::multi, "multi", kMultiBody, true},
+        {&Scripts::fence, "fence", kFenceBody, true},
+        {&Scripts::counter_get, "counter_get", kCounterGet, false},
+        {&Scripts::counter_add, "counter_add", kCounterAdd, false},
+        {&Scripts::counter_take, "counter_take", kCounterTake, false},
+    };
+    // The library body without names, hashed (FNV-1a 64) to name it.
+    std::string body = std::string(kPreludeLibrary) + kPrelude;
+    for (const Def& d : defs) body += d.body;
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : body) h = (h ^ c) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(h));
+    const std::string lib = std::string("baton_") + hex;
+
+    auto* out = new Scripts();
+    out->library = "#!lua name=" + lib + "\n" + kPreludeLibrary + kPrelude;
+    for (const Def& d : defs) {
+      Script& sc = out->*d.member;
+      sc.name = d.name;
+      sc.text = d.prelude ? std::string(kPreludeEval) + kPrelude + d.body
+                          : std::string(d.body);
+      sc.function = lib + "_" + d.name;
+      out->library +=
+          "redis.register_function('" + sc.function + "', function(_, args)\n" +
+          (d.prelude ? "begin(args)\n" : "ARGV = args\n") + d.body + "\nend)\n";
+    }
+    return out;
+  }();
   return *s;
 }
 

@@ -68,6 +68,10 @@ class Waiter {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
+  // The payload of the last push to this waiter ("" if none since the last
+  // call): a round may use a grant carried by the message.
+  std::string take_payload() { return notifier_.take_payload(*slot_); }
+
   // Runs rounds until one returns a result (returned) or the wait ends
   // (nullopt: the caller withdraws). `round(first, left_ms)`: `first` is
   // true for the first round and after a requeue; `left_ms` is the wait
