@@ -267,6 +267,32 @@ TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {
   EXPECT_TRUE(*b->release(*got));
 }
 
+// The scripts run as functions (FCALL); a user whose ACL forbids functions
+// still gets every operation, through EVALSHA.
+TEST(RedisStore, ScriptsFallBackToEvalshaWhenFunctionsAreForbidden) {
+  redisContext* admin = redisConnect("127.0.0.1", server().port());
+  ASSERT_TRUE(admin != nullptr && admin->err == 0);
+  auto* r = static_cast<redisReply*>(
+      redisCommand(admin,
+                   "ACL SETUSER evalonly on >pw ~* &* +@all -fcall "
+                   "-fcall_ro -function"));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  redisFree(admin);
+  auto url = server().url();
+  url.insert(std::string("redis://").size(), "evalonly:pw@");
+  auto c = open_client(url);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("evalonly");
+  auto l = c->try_acquire(name, opts(10s, "evalonly"));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  auto info = c->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  EXPECT_EQ(info->holders.size(), 1u);
+  EXPECT_TRUE(*c->release(*l));
+}
+
 store::MultiSpec all_of(std::vector<std::string> names, OwnerToken r) {
   store::MultiSpec m;
   m.names = std::move(names);

@@ -200,10 +200,14 @@ Result<ReplyPtr> Pool::fcall(redisContext* ctx, const Script& script,
   std::vector<std::string> cmd = {"FCALL", script.function, "0"};
   cmd.insert(cmd.end(), args.begin(), args.end());
   auto r = command(ctx, target_, cmd);
-  if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR ||
-      !starts_with((*r)->str, (*r)->len, "ERR Function not found")) {
+  if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR) return r;
+  const char* e = (*r)->str;
+  const std::size_t n = (*r)->len;
+  if (starts_with(e, n, "NOPERM") || starts_with(e, n, "ERR unknown command")) {
+    *fallback = true;  // Redis < 7, or an ACL without +fcall: use EVALSHA
     return r;
   }
+  if (!starts_with(e, n, "ERR Function not found")) return r;
   auto load =
       command(ctx, target_, {"FUNCTION", "LOAD", "REPLACE", scripts().library});
   if (!load.ok()) return std::move(load).error();

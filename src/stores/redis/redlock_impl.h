@@ -10,11 +10,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "stores/redis/common.h"
 #include "stores/redis/instance.h"
+#include "stores/redis/task_pool.h"
 #include "stores/redis/wait.h"
 
 namespace baton::store::redis {
@@ -67,28 +67,19 @@ class RedlockStore final : public Store {
                                         std::to_string(quorum_) + failures);
   }
 
-  // Runs f on every instance in parallel (one thread per extra instance).
+  // Runs f on every instance in parallel (pooled threads, see TaskPool).
   template <typename T>
   std::vector<T> each(const std::function<T(Instance&)>& f) {
     std::vector<std::optional<T>> out(inst_.size());
-    std::vector<std::thread> threads;
-    for (std::size_t i = 1; i < inst_.size(); ++i) {
-      threads.emplace_back([&, i] { out[i].emplace(f(*inst_[i])); });
-    }
-    out[0].emplace(f(*inst_[0]));
-    for (auto& t : threads) t.join();
+    pool_.run_all(inst_.size(),
+                  [&](std::size_t i) { out[i].emplace(f(*inst_[i])); });
     std::vector<T> res;
     res.reserve(out.size());
     for (auto& o : out) res.push_back(std::move(*o));
     return res;
   }
   void each(const std::function<void(Instance&)>& f) {
-    std::vector<std::thread> threads;
-    for (std::size_t i = 1; i < inst_.size(); ++i) {
-      threads.emplace_back([&, i] { f(*inst_[i]); });
-    }
-    f(*inst_[0]);
-    for (auto& t : threads) t.join();
+    pool_.run_all(inst_.size(), [&](std::size_t i) { f(*inst_[i]); });
   }
   std::vector<Instance*> instances() const {
     std::vector<Instance*> out;
@@ -155,6 +146,7 @@ class RedlockStore final : public Store {
   Notifier notifier_;  // before inst_: their subscribers wake it
   std::vector<std::unique_ptr<Instance>> inst_;
   std::size_t quorum_ = 1;
+  TaskPool pool_;  // last: joined before the instances go
 };
 
 }  // namespace baton::store::redis
