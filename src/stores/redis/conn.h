@@ -1,7 +1,8 @@
 // stores/redis/conn.h — hiredis plumbing for the redis:// and redlock://
-// stores (internal): a small connection pool that runs scripts (EVALSHA with
-// a NOSCRIPT fallback to EVAL), and a per-lock pub/sub subscriber that wakes
-// waiting threads.
+// stores (internal): a small connection pool that runs scripts (FCALL of the
+// library's function, FUNCTION LOAD when missing; EVALSHA with a NOSCRIPT
+// fallback to EVAL when the server refuses functions), and a per-lock
+// pub/sub subscriber that wakes waiting threads.
 //
 // Errors: connect/IO failures and timeouts are `unavailable` naming the
 // instance ("redis 127.0.0.1:6379: Connection refused"); a connection that
