@@ -253,7 +253,8 @@ struct TcpProxy::Impl {
       c.connecting = false;
       uev &= ~(POLLOUT);
     }
-    if ((cev & POLLERR) || (uev & POLLERR)) return reset_conn(c);
+    if (cev & POLLERR) return reset_conn(c);
+    if ((uev & POLLERR) && passing) return reset_conn(c);
     const auto due = now + d;
     if (cev & (POLLIN | POLLERR | POLLHUP)) {
       if (!c.c2u.eof_in && !read_side(c.client, c.c2u, passing, due)) {
@@ -266,9 +267,16 @@ struct TcpProxy::Impl {
     }
     if (c.upstream >= 0 && !c.connecting &&
         (uev & (POLLIN | POLLERR | POLLHUP))) {
-      if (!c.u2c.eof_in && !read_side(c.upstream, c.u2c, passing, due)) {
-        return reset_conn(c);
+      const bool failed =
+          (uev & POLLERR) ||
+          (!c.u2c.eof_in && !read_side(c.upstream, c.u2c, passing, due));
+      if (!passing && (failed || c.u2c.eof_in)) {
+        // The server went away behind the blackhole: the client sees
+        // nothing now, and a reset once the mode is pass again.
+        plain_close(c.upstream);
+        return;
       }
+      if (failed) return reset_conn(c);
       if ((uev & POLLHUP) && c.u2c.eof_in) {
         c.c2u.clear();
         c.c2u.shut_out = true;

@@ -7,7 +7,9 @@
 //   mode pass       forward both ways (plus set_delay(), each direction).
 //   mode blackhole  keep accepting and reading both sides, forward nothing
 //                   either way; data queued for delay is dropped. Peers see a
-//                   silent network: no reply, no EOF, no reset.
+//                   silent network: no reply, no EOF, no reset. An upstream
+//                   that closes or resets meanwhile is closed quietly; its
+//                   client is reset when the mode is pass again.
 //   mode refuse     reset every current connection and every new one at once
 //                   (like a server that is down: connect "works", then RST).
 //   cut_all()       reset (SO_LINGER 0) every current connection, both sides;

@@ -271,6 +271,28 @@ TEST(TcpProxy, BlackholeDropsQueuedDelayedBytes) {
   ::close(fd);
 }
 
+TEST(TcpProxy, BlackholeHidesAnUpstreamThatWentAway) {
+  auto echo = std::make_unique<EchoServer>();
+  auto proxy = start_proxy(echo->port());
+  ASSERT_NE(proxy, nullptr);
+  const int fd = connect_to(proxy->port());
+  ASSERT_GE(fd, 0);
+  send_all(fd, "a");
+  ASSERT_EQ(read_for(fd, 1, 2s).data, "a");
+  proxy->set_mode(TcpProxy::Mode::blackhole);
+  echo.reset();  // the server closes its side of every connection
+  Got g = read_for(fd, 1, 300ms);
+  EXPECT_TRUE(g.timed_out);  // silence: no EOF, no reset
+  EXPECT_FALSE(g.eof);
+  EXPECT_EQ(g.err, 0);
+  EXPECT_EQ(proxy->connections(), 1u);
+  proxy->set_mode(TcpProxy::Mode::pass);
+  g = read_for(fd, 1, 2s);
+  EXPECT_EQ(g.err, ECONNRESET);
+  EXPECT_TRUE(eventually([&] { return proxy->connections() == 0; }));
+  ::close(fd);
+}
+
 TEST(TcpProxy, RefuseResetsNewAndCurrentConnections) {
   EchoServer echo;
   auto proxy = start_proxy(echo.port());
