@@ -9,6 +9,7 @@
 
 #include "baton/counter.h"
 #include "redis_process.h"
+#include "stores/redis/common.h"
 #include "stores/redis/instance.h"
 
 namespace baton::testing {
@@ -151,6 +152,219 @@ TEST(RedisStore, UrlsAreCheckedAndUnreachableIsUnavailable) {
   ASSERT_FALSE(down.ok());
   EXPECT_EQ(down.error().code(), Errc::unavailable);
   EXPECT_NE(down.error().message().find("127.0.0.1"), std::string::npos);
+}
+
+// Test hooks reset at the end of a test.
+struct HooksGuard {
+  ~HooksGuard() {
+    auto& h = store::redis::test_hooks();
+    h.recheck_ms = 0;
+    h.drop_messages = false;
+  }
+};
+
+// Subscribers of one channel, asked of the server (PUBSUB NUMSUB).
+long long subscribers(const std::string& channel) {
+  redisContext* c = redisConnect("127.0.0.1", server().port());
+  long long n = -1;
+  if (c != nullptr && c->err == 0) {
+    auto* r = static_cast<redisReply*>(
+        redisCommand(c, "PUBSUB NUMSUB %b", channel.data(), channel.size()));
+    if (r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+      n = r->element[1]->integer;
+    }
+    if (r != nullptr) freeReplyObject(r);
+  }
+  if (c != nullptr) redisFree(c);
+  return n;
+}
+
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return cond();
+}
+
+// Rule 10: the handoff is pushed. With the re-check period set to 20 s, a
+// waiter that gets the lock well before that was woken by its message; the
+// channel is per lock and subscribed only while someone waits.
+TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
+  HooksGuard guard;
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20'000;
+  auto a = open_client(server().url());
+  auto b = open_client(server().url());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string name = unique("push");
+  const std::string channel = "baton:ch:" + name;
+  // An uncontended blocking acquire subscribes nothing.
+  auto free_lease = b->acquire(name, 5s, opts(60s));
+  ASSERT_TRUE(free_lease.ok());
+  EXPECT_EQ(subscribers(channel), 0);
+  ASSERT_TRUE(*b->release(*free_lease));
+
+  auto held = a->try_acquire(name, opts(60s, "holder"));
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> done{false};
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread waiter([&] {
+    got = b->acquire(name, 60s, opts(30s, "waiter"));
+    done = true;
+  });
+  ASSERT_TRUE(eventually([&] { return subscribers(channel) == 1; }));
+  EXPECT_EQ(a->describe(name)->waiters.size(), 1u);
+  const auto delivered = hooks.delivered.load();
+  const auto pushed = hooks.pushed_grants.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(*a->release(*held));
+  // Far below the 20 s re-check: only the push can have woken it.
+  EXPECT_TRUE(eventually([&] { return done.load(); }, 10s));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_LT(took, 10s);
+  EXPECT_GT(hooks.delivered.load(), delivered);
+  // The message carried the grant: no re-check script was needed.
+  EXPECT_EQ(hooks.pushed_grants.load(), pushed + 1);
+  auto info = a->describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, got->fencing_token);
+  EXPECT_EQ(info->holders[0].label, "waiter");
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_TRUE(*b->release(*got));
+  // The channel is dropped once nobody waits on it (after the linger).
+  EXPECT_TRUE(eventually([&] { return subscribers(channel) == 0; }));
+}
+
+// Rule 10's fallback: the wake-up message is lost, the jittered re-check
+// (50–200 ms) still hands the lock over.
+TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {
+  HooksGuard guard;
+  auto& hooks = store::redis::test_hooks();
+  auto a = open_client(server().url());
+  auto b = open_client(server().url());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string name = unique("lost-push");
+  auto held = a->try_acquire(name, opts(60s, "holder"));
+  ASSERT_TRUE(held.ok());
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread waiter([&] { got = b->acquire(name, 60s, opts(30s)); });
+  ASSERT_TRUE(eventually([&] { return subscribers("baton:ch:" + name) == 1; }));
+  ASSERT_TRUE(
+      eventually([&] { return a->describe(name)->waiters.size() == 1; }));
+  hooks.drop_messages = true;
+  const auto dropped = hooks.dropped.load();
+  ASSERT_TRUE(*a->release(*held));
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(hooks.dropped.load(), dropped);  // the push was really lost
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_TRUE(*b->release(*got));
+}
+
+// The scripts run as functions (FCALL); a user whose ACL forbids functions
+// still gets every operation, through EVALSHA.
+TEST(RedisStore, ScriptsFallBackToEvalshaWhenFunctionsAreForbidden) {
+  redisContext* admin = redisConnect("127.0.0.1", server().port());
+  ASSERT_TRUE(admin != nullptr && admin->err == 0);
+  auto* r = static_cast<redisReply*>(
+      redisCommand(admin,
+                   "ACL SETUSER evalonly on >pw ~* &* +@all -fcall "
+                   "-fcall_ro -function"));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  redisFree(admin);
+  auto url = server().url();
+  url.insert(std::string("redis://").size(), "evalonly:pw@");
+  auto c = open_client(url);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("evalonly");
+  auto l = c->try_acquire(name, opts(10s, "evalonly"));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  auto info = c->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  EXPECT_EQ(info->holders.size(), 1u);
+  EXPECT_TRUE(*c->release(*l));
+}
+
+store::MultiSpec all_of(std::vector<std::string> names, OwnerToken r) {
+  store::MultiSpec m;
+  m.names = std::move(names);
+  m.reservation = r;
+  m.ttl = 30s;
+  m.all_or_nothing = true;
+  return m;
+}
+
+// acquire_all: one reservation is queued on one set of locks at a time (as
+// core::LockTable); a second arrival elsewhere is refused, and a release()
+// that withdraws the queued reservation stops its waiting call.
+TEST(RedisStore, AcquireAllReservationQueuesOnOneSetOfLocks) {
+  auto s = open_store(server().url());
+  ASSERT_TRUE(s.ok());
+  const std::string a = unique("all-a"), b = unique("all-b"),
+                    c = unique("all-c"), d = unique("all-d");
+  store::AcquireSpec hold;
+  hold.token = OwnerToken::random();
+  hold.ttl = 60s;
+  for (const auto& n : {a, c}) {
+    hold.name = n;
+    ASSERT_TRUE((*s)->acquire(hold, 0ms).ok());
+  }
+  const OwnerToken r = OwnerToken::random();
+  Result<std::vector<store::Grant>> first = Error(Errc::internal, "not run");
+  std::thread waiting([&] {
+    first = (*s)->acquire_multi(all_of({a, b}, r), 20s);
+  });
+  ASSERT_TRUE(
+      eventually([&] { return (*s)->describe(b)->waiters.size() == 1; }));
+
+  // The same reservation on other locks: refused, nothing changes.
+  auto other = (*s)->acquire_multi(all_of({c, d}, r), 2s);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code(), Errc::invalid_argument)
+      << other.error().to_string();
+  EXPECT_NE(other.error().message().find("already queued on other locks"),
+            std::string::npos)
+      << other.error().to_string();
+  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
+  EXPECT_TRUE((*s)->describe(d)->waiters.empty());
+
+  // The holder of a leaves: the reservation gets {a, b} at once.
+  ASSERT_TRUE((*s)->release(a, hold.token)->was_held);
+  waiting.join();
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_EQ(first->size(), 2u);
+  for (const auto& n : {a, b}) EXPECT_TRUE((*s)->release(n, r)->was_held);
+
+  // Granted and released: the reservation may queue elsewhere again.
+  auto again = (*s)->acquire_multi(all_of({c, d}, r), 300ms);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Errc::timeout) << again.error().to_string();
+  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
+
+  // Queued again, then withdrawn by release(): the waiting call stops
+  // (not_acquired) instead of queueing again at the tail.
+  Result<std::vector<store::Grant>> third = Error(Errc::internal, "not run");
+  std::thread withdrawn([&] {
+    third = (*s)->acquire_multi(all_of({c, d}, r), 20s);
+  });
+  ASSERT_TRUE(
+      eventually([&] { return (*s)->describe(d)->waiters.size() == 1; }));
+  EXPECT_FALSE((*s)->release(c, r)->was_held);
+  withdrawn.join();
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code(), Errc::not_acquired)
+      << third.error().to_string();
+  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
+  EXPECT_TRUE((*s)->describe(d)->waiters.empty());
+  EXPECT_TRUE((*s)->release(c, hold.token)->was_held);
 }
 
 }  // namespace

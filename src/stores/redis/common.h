@@ -4,6 +4,7 @@
 #define BATON_STORES_REDIS_COMMON_H_
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <random>
 #include <string_view>
@@ -56,9 +57,22 @@ inline std::int64_t ms_left(Steady::time_point end) {
   return std::chrono::ceil<milliseconds>(end - now).count();
 }
 
+// Test hooks: a fixed re-check period, dropped wake-up messages.
+struct TestHooks {
+  std::atomic<int> recheck_ms{0};  // > 0: re-check every that many ms
+  std::atomic<bool> drop_messages{false};
+  std::atomic<std::uint64_t> delivered{0};      // messages passed to a Notifier
+  std::atomic<std::uint64_t> dropped{0};        // messages dropped by the hook
+  std::atomic<std::uint64_t> pushed_grants{0};  // grants taken from a push
+};
+TestHooks& test_hooks();
+
 // The jittered re-check period of a waiter (a missed wake-up costs at most
 // this): uniform in [50, 200] ms.
 inline milliseconds recheck_period() {
+  if (const int fixed = test_hooks().recheck_ms.load(); fixed > 0) {
+    return milliseconds(fixed);
+  }
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return milliseconds(std::uniform_int_distribution<int>(50, 200)(rng));
 }

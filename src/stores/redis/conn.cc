@@ -1,10 +1,16 @@
-// stores/redis/conn.cc — hiredis pool, notifier and subscriber.
+// stores/redis/conn.cc — hiredis pool, notifier and per-lock subscriber.
 #include "stores/redis/conn.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace baton::store::redis {
 namespace {
@@ -138,6 +144,19 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
                                  bool* reused) {
   auto ctx = take(reused);
   if (!ctx.ok()) return std::move(ctx).error();
+  if (use_functions_.load(std::memory_order_relaxed)) {
+    bool fallback = false;
+    auto r = fcall(ctx->get(), script, args, &fallback);
+    if (!fallback) {
+      if (!r.ok()) return std::move(r).error();  // the context is dropped
+      give(std::move(*ctx));
+      if ((*r)->type == REDIS_REPLY_ERROR) {
+        return from_error_reply(target_, r->get());
+      }
+      return r;
+    }
+    use_functions_ = false;
+  }
   std::string sha;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -175,6 +194,30 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
   return r;
 }
 
+Result<ReplyPtr> Pool::fcall(redisContext* ctx, const Script& script,
+                             const std::vector<std::string>& args,
+                             bool* fallback) {
+  std::vector<std::string> cmd = {"FCALL", script.function, "0"};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  auto r = command(ctx, target_, cmd);
+  if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR) return r;
+  const char* e = (*r)->str;
+  const std::size_t n = (*r)->len;
+  if (starts_with(e, n, "NOPERM") || starts_with(e, n, "ERR unknown command")) {
+    *fallback = true;  // Redis < 7, or an ACL without +fcall: use EVALSHA
+    return r;
+  }
+  if (!starts_with(e, n, "ERR Function not found")) return r;
+  auto load =
+      command(ctx, target_, {"FUNCTION", "LOAD", "REPLACE", scripts().library});
+  if (!load.ok()) return std::move(load).error();
+  if ((*load)->type == REDIS_REPLY_ERROR) {
+    *fallback = true;  // no FUNCTION (Redis < 7) or not allowed by ACL
+    return r;
+  }
+  return command(ctx, target_, cmd);
+}
+
 std::shared_ptr<Notifier::Slot> Notifier::enter(const std::string& token) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& s = slots_[token];
@@ -189,12 +232,18 @@ void Notifier::leave(const std::string& token) {
   if (it != slots_.end() && --it->second->refs == 0) slots_.erase(it);
 }
 
-void Notifier::wake(const std::string& token) {
+void Notifier::wake(const std::string& token, std::string payload) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = slots_.find(token);
   if (it == slots_.end()) return;
   ++it->second->gen;
+  it->second->payload = std::move(payload);
   it->second->cv.notify_all();
+}
+
+std::string Notifier::take_payload(Slot& slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::exchange(slot.payload, std::string());
 }
 
 std::uint64_t Notifier::gen(Slot& slot) {
@@ -209,57 +258,177 @@ std::uint64_t Notifier::wait(Slot& slot, std::uint64_t seen,
   return slot.gen;
 }
 
+TestHooks& test_hooks() {
+  static TestHooks* hooks = new TestHooks();
+  return *hooks;
+}
+
+Subscriber::Subscriber(Target target, Notifier& notifier, milliseconds linger)
+    : target_(std::move(target)), notifier_(notifier), linger_(linger) {
+  int fds[2];
+  if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
+    wake_r_ = fds[0];
+    wake_w_ = fds[1];
+  }
+}
+
 Subscriber::~Subscriber() {
   stop_ = true;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    cv_.notify_all();
   }
+  wake();
   if (thread_.joinable()) thread_.join();
+  if (wake_r_ >= 0) ::close(wake_r_);
+  if (wake_w_ >= 0) ::close(wake_w_);
 }
 
-void Subscriber::ensure_started() {
+void Subscriber::wake() {
+  if (wake_w_ < 0) return;
+  const char b = 1;
+  [[maybe_unused]] const auto n = ::write(wake_w_, &b, 1);
+}
+
+void Subscriber::add(const std::string& channel) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!started_ && wake_r_ >= 0) {
+    started_ = true;
+    thread_ = std::thread([this] { run(); });
+  }
+  Channel& ch = channels_[channel];
+  if (++ch.refs == 1 && !ch.sent_sub) wake();
+}
+
+std::optional<std::chrono::steady_clock::time_point> Subscriber::await_active(
+    const std::string& channel, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (started_) return;  // later waiters rely on re-checks meanwhile
-  started_ = true;
-  thread_ = std::thread([this] { run(); });
-  cv_.wait_for(lk, target_.timeout, [&] { return subscribed_; });
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return std::nullopt;
+  Channel& ch = it->second;  // kept while it has a reference
+  cv_.wait_until(lk, until, [&] { return ch.active_since || stop_; });
+  return ch.active_since;
+}
+
+void Subscriber::unsubscribe(const std::string& channel) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = channels_.find(channel);
+  if (it == channels_.end() || it->second.refs == 0) return;
+  if (--it->second.refs == 0) {
+    it->second.idle_since = std::chrono::steady_clock::now();
+    wake();  // the thread re-arms its linger timer
+  }
+}
+
+int Subscriber::reconcile(redisContext* ctx,
+                          std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::int64_t timeout = -1;
+  for (auto it = channels_.begin(); it != channels_.end();) {
+    Channel& ch = it->second;
+    bool want = ch.refs > 0;
+    if (!want && ch.sent_sub) {
+      const auto until = ch.idle_since + linger_;
+      if (now < until) {
+        want = true;  // lingering
+        const auto ms = std::chrono::ceil<milliseconds>(until - now).count();
+        timeout = timeout < 0 ? ms : std::min<std::int64_t>(timeout, ms);
+      }
+    }
+    if (want != ch.sent_sub) {
+      const char* argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE",
+                             it->first.c_str()};
+      const std::size_t lens[2] = {std::strlen(argv[0]), it->first.size()};
+      redisAppendCommandArgv(ctx, 2, argv, lens);
+      ch.sent_sub = want;
+      ch.active_since.reset();
+      ++ch.inflight;
+    }
+    if (ch.refs == 0 && !ch.sent_sub && ch.inflight == 0) {
+      it = channels_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return static_cast<int>(std::min<std::int64_t>(timeout, 60000));
+}
+
+void Subscriber::on_reply(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY) return;
+  if (r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING) return;
+  const std::string kind(r->element[0]->str, r->element[0]->len);
+  const redisReply* ch = r->element[1];
+  if (kind == "message" && r->element[2]->type == REDIS_REPLY_STRING) {
+    TestHooks& hooks = test_hooks();
+    if (hooks.drop_messages.load()) {
+      hooks.dropped.fetch_add(1);
+      return;
+    }
+    hooks.delivered.fetch_add(1);
+    std::string payload(r->element[2]->str, r->element[2]->len);
+    std::string token = payload.substr(0, payload.find(' '));
+    notifier_.wake(token, std::move(payload));
+    return;
+  }
+  if ((kind != "subscribe" && kind != "unsubscribe") ||
+      ch->type != REDIS_REPLY_STRING) {
+    return;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = channels_.find(std::string(ch->str, ch->len));
+  if (it == channels_.end() || it->second.inflight == 0) return;
+  Channel& c = it->second;
+  if (--c.inflight == 0 && c.sent_sub) {
+    c.active_since = std::chrono::steady_clock::now();
+    cv_.notify_all();
+  }
+}
+
+bool Subscriber::serve(redisContext* ctx) {
+  for (;;) {
+    const int timeout = reconcile(ctx, std::chrono::steady_clock::now());
+    int done = 0;
+    while (!done) {
+      if (redisBufferWrite(ctx, &done) != REDIS_OK) return false;
+    }
+    pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {wake_r_, POLLIN, 0}};
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return false;
+    if (stop_) return true;
+    if (fds[1].revents & POLLIN) {
+      char buf[64];
+      while (::read(wake_r_, buf, sizeof buf) > 0) {
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
+      if (redisBufferRead(ctx) != REDIS_OK) return false;
+      for (;;) {
+        void* raw = nullptr;
+        if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) return false;
+        if (raw == nullptr) break;
+        ReplyPtr reply(static_cast<redisReply*>(raw));
+        on_reply(reply.get());
+      }
+    }
+  }
 }
 
 void Subscriber::run() {
   while (!stop_) {
     auto ctx = connect(target_);
     if (ctx.ok()) {
-      auto r = command(ctx->get(), target_, {"PSUBSCRIBE", pattern_});
-      if (r.ok() && (*r)->type == REDIS_REPLY_ARRAY) {
-        redisSetTimeout(ctx->get(), timeval{0, 0});  // block until a message
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          fd_ = (*ctx)->fd;
-          subscribed_ = true;
-          if (stop_) ::shutdown(fd_, SHUT_RDWR);
-        }
-        cv_.notify_all();
-        for (;;) {
-          void* raw = nullptr;
-          if (redisGetReply(ctx->get(), &raw) != REDIS_OK || raw == nullptr) {
-            break;
-          }
-          ReplyPtr msg(static_cast<redisReply*>(raw));
-          if (msg->type == REDIS_REPLY_ARRAY && msg->elements == 4 &&
-              msg->element[3]->type == REDIS_REPLY_STRING) {
-            notifier_.wake(
-                std::string(msg->element[3]->str, msg->element[3]->len));
-          }
-        }
-        std::lock_guard<std::mutex> lk(mu_);
-        fd_ = -1;
-        subscribed_ = false;
+      serve(ctx->get());
+      // The server forgot every subscription with the connection.
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& [name, ch] : channels_) {
+        ch.sent_sub = false;
+        ch.inflight = 0;
+        ch.active_since.reset();
       }
+      cv_.notify_all();
     }
-    for (int i = 0; i < 10 && !stop_; ++i) {
-      std::this_thread::sleep_for(milliseconds(10));
-    }
+    // Wait before reconnecting (woken early only by the destructor).
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, milliseconds(100), [&] { return stop_.load(); });
   }
 }
 

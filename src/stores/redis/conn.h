@@ -1,7 +1,8 @@
 // stores/redis/conn.h — hiredis plumbing for the redis:// and redlock://
-// stores (internal): a small connection pool that runs scripts (EVALSHA with
-// a NOSCRIPT fallback to EVAL), and a pub/sub subscriber that wakes waiting
-// threads.
+// stores (internal): a small connection pool that runs scripts (FCALL of the
+// library's function, FUNCTION LOAD when missing; EVALSHA with a NOSCRIPT
+// fallback to EVAL when the server refuses functions), and a per-lock
+// pub/sub subscriber that wakes waiting threads.
 //
 // Errors: connect/IO failures and timeouts are `unavailable` naming the
 // instance ("redis 127.0.0.1:6379: Connection refused"); a connection that
@@ -21,12 +22,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "baton/error.h"
+#include "stores/redis/common.h"
 #include "stores/redis/scripts.h"
 
 namespace baton::store::redis {
@@ -75,6 +78,11 @@ class Pool {
   Result<ReplyPtr> eval_once(const Script& script,
                              const std::vector<std::string>& args,
                              bool* reused);
+  // FCALL of the script's function (FUNCTION LOAD once if missing). Sets
+  // *fallback when the server refuses functions (too old, ACL): then
+  // EVALSHA is used from now on.
+  Result<ReplyPtr> fcall(redisContext* ctx, const Script& script,
+                         const std::vector<std::string>& args, bool* fallback);
   Result<ContextPtr> take(bool* reused);
   void give(ContextPtr ctx);
 
@@ -83,6 +91,7 @@ class Pool {
   std::mutex mu_;
   std::vector<ContextPtr> idle_;            // guarded by mu_
   std::map<std::string, std::string> sha_;  // script name -> sha, mu_
+  std::atomic<bool> use_functions_{true};
 };
 
 // Wake-ups for waiting threads, keyed by owner token (hex).
@@ -92,10 +101,13 @@ class Notifier {
     std::condition_variable cv;
     std::uint64_t gen = 0;
     int refs = 0;
+    std::string payload;  // the last message's payload
   };
   std::shared_ptr<Slot> enter(const std::string& token);
   void leave(const std::string& token);
-  void wake(const std::string& token);
+  void wake(const std::string& token, std::string payload = {});
+  // The last payload delivered to the slot (and forgets it); "" if none.
+  std::string take_payload(Slot& slot);
   // Waits until the slot is woken after `seen` or `until`; returns its gen.
   std::uint64_t wait(Slot& slot, std::uint64_t seen,
                      std::chrono::steady_clock::time_point until);
@@ -106,31 +118,58 @@ class Notifier {
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // mu_
 };
 
-// One connection PSUBSCRIBEd to "<prefix>ch:*": every message's payload is
-// an owner token, woken in the Notifier. Reconnects after failures.
+// One connection SUBSCRIBEd to the channels ("<prefix>ch:<name>") of the
+// locks that threads of this store wait on. Reference-counted: the first
+// waiter of a lock subscribes, and the channel is unsubscribed once nobody
+// has waited on it for `linger` (so a client that waits on the same lock
+// again and again pays no SUBSCRIBE round trip). Each message's payload is
+// the owner token that was granted (or withdrawn), which wakes only that
+// token's waiter in the Notifier. The connection is opened on the first
+// subscribe (uncontended acquires never open it) and reopened after a
+// failure; waiters re-check periodically, so a lost message or a dead
+// subscription costs latency, never correctness.
 class Subscriber {
  public:
-  Subscriber(Target target, std::string pattern, Notifier& notifier)
-      : target_(std::move(target)),
-        pattern_(std::move(pattern)),
-        notifier_(notifier) {}
+  Subscriber(Target target, Notifier& notifier,
+             milliseconds linger = milliseconds(2000));
   ~Subscriber();
-  // Starts the thread once and waits (up to the target's timeout) until
-  // the subscription is active. Waiters still re-check periodically, so a
-  // failure here only costs latency.
-  void ensure_started();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // Adds a reference to `channel` (subscribing if needed) without waiting.
+  void add(const std::string& channel);
+  // Waits until the server confirmed the subscription of `channel` (added
+  // before) or `until`. Returns when it became active (steady clock), or
+  // nullopt if it is not active yet.
+  std::optional<std::chrono::steady_clock::time_point> await_active(
+      const std::string& channel, std::chrono::steady_clock::time_point until);
+  // Drops a reference taken by add().
+  void unsubscribe(const std::string& channel);
 
  private:
+  struct Channel {
+    int refs = 0;
+    bool sent_sub = false;  // the last command sent was SUBSCRIBE
+    int inflight = 0;       // commands sent, not yet confirmed
+    std::optional<std::chrono::steady_clock::time_point> active_since;
+    std::chrono::steady_clock::time_point idle_since{};
+  };
   void run();
+  void wake();
+  bool serve(redisContext* ctx);  // one connection's life; false: failed
+  // Appends (UN)SUBSCRIBE for channels whose wanted state changed; returns
+  // the poll timeout until the next linger expiry (ms, -1: none).
+  int reconcile(redisContext* ctx, std::chrono::steady_clock::time_point now);
+  void on_reply(const redisReply* r);
 
   const Target target_;
-  const std::string pattern_;
   Notifier& notifier_;
+  const milliseconds linger_;
+  int wake_r_ = -1, wake_w_ = -1;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool started_ = false;     // mu_
-  bool subscribed_ = false;  // mu_
-  int fd_ = -1;              // mu_: the live socket, for shutdown()
+  std::map<std::string, Channel> channels_;  // mu_
+  bool started_ = false;                     // mu_
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -94,6 +94,42 @@ LockInfo parse_info(const redisReply* r) {
 
 }  // namespace
 
+std::optional<AcqReply> parse_pushed_grant(std::string_view payload,
+                                           std::string_view name) {
+  // "waiter lease fencing ttl holds capacity expiry_us now_us name"
+  std::string_view f[8];
+  std::string_view rest = payload;
+  for (auto& field : f) {
+    const auto sp = rest.find(' ');
+    if (sp == std::string_view::npos) return std::nullopt;
+    field = rest.substr(0, sp);
+    rest.remove_prefix(sp + 1);
+  }
+  if (rest != name) return std::nullopt;
+  auto token = OwnerToken::parse(f[1]);
+  if (!token.ok()) return std::nullopt;
+  std::int64_t v[6];
+  for (int i = 0; i < 6; ++i) {
+    const std::string s(f[2 + i]);
+    char* end = nullptr;
+    v[i] = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0') return std::nullopt;
+  }
+  AcqReply out;
+  out.kind = AcqReply::Kind::granted;
+  out.grant.token = *token;
+  out.grant.fencing_token = static_cast<std::uint64_t>(v[0]);
+  out.grant.ttl = milliseconds(v[1]);
+  out.grant.holds = static_cast<std::uint32_t>(v[2]);
+  out.grant.capacity = static_cast<std::uint32_t>(v[3]);
+  out.expiry_us = v[4];
+  out.now_us = v[5];
+  out.grant.valid_for = microseconds(v[4] - v[5]);
+  out.grant.store_expires_at_ms = v[4] / 1000;
+  out.grant.name = std::string(name);
+  return out;
+}
+
 Result<StoreConfig> parse_config(const core::Url& url,
                                  milliseconds default_timeout) {
   StoreConfig c;
@@ -241,6 +277,10 @@ Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
   if (kind == "error") return script_error(rep);
   if (kind == "timeout") {
     out.kind = MultiReply::Kind::timeout;
+    return out;
+  }
+  if (kind == "withdrawn") {
+    out.kind = MultiReply::Kind::withdrawn;
     return out;
   }
   if (kind == "busy") {

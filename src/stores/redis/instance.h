@@ -9,6 +9,7 @@
 #define BATON_STORES_REDIS_INSTANCE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,12 +45,18 @@ struct AcqReply {
 };
 
 struct MultiReply {
-  enum class Kind { ok, busy, timeout } kind = Kind::ok;
+  enum class Kind { ok, busy, timeout, withdrawn } kind = Kind::ok;
   std::size_t pending = 0;
   std::int64_t now_us = 0;
   std::vector<Grant> grants;  // every lease the reservation holds
   Error busy;
 };
+
+// The grant carried by a wake-up message for `name` (see publish_grant in
+// scripts_prelude.cc); nullopt if the payload carries none (a withdrawal,
+// a reservation's grant) or is for another lock.
+std::optional<AcqReply> parse_pushed_grant(std::string_view payload,
+                                           std::string_view name);
 
 // Options shared by both stores, from the URL query.
 struct StoreConfig {
@@ -65,9 +72,7 @@ Result<StoreConfig> parse_config(const core::Url& url,
 class Instance {
  public:
   Instance(Target target, std::string prefix, Notifier& notifier)
-      : pool_(target),
-        prefix_(std::move(prefix)),
-        sub_(target, prefix_ + "ch:*", notifier) {}
+      : pool_(target), prefix_(std::move(prefix)), sub_(target, notifier) {}
 
   Result<AcqReply> acquire(const AcquireSpec& spec, const char* mode,
                            std::int64_t wait_ms);
@@ -86,10 +91,19 @@ class Instance {
   Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta);
   Result<std::int64_t> counter_take(std::string_view name, std::int64_t n);
 
-  void ensure_subscribed() { sub_.ensure_started(); }
+  // Per-lock wake-up channel "<prefix>ch:<name>" (see Subscriber).
+  void subscribe(std::string_view name) { sub_.add(channel(name)); }
+  std::optional<std::chrono::steady_clock::time_point> await_subscribed(
+      std::string_view name, std::chrono::steady_clock::time_point until) {
+    return sub_.await_active(channel(name), until);
+  }
+  void unsubscribe(std::string_view name) { sub_.unsubscribe(channel(name)); }
   const Target& target() const { return pool_.target(); }
 
  private:
+  std::string channel(std::string_view name) const {
+    return prefix_ + "ch:" + std::string(name);
+  }
   Result<ReplyPtr> run(const Script& s, std::vector<std::string> args);
 
   Pool pool_;

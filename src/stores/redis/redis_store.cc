@@ -5,6 +5,7 @@
 
 #include "stores/redis/common.h"
 #include "stores/redis/instance.h"
+#include "stores/redis/wait.h"
 
 namespace baton::store {
 namespace {
@@ -35,9 +36,6 @@ class RedisStore final : public Store {
                    "lock " + core::quote_name(spec.name) + " is not free");
     }
     const auto end = wait_end(wait);
-    inst_.ensure_subscribed();
-    const std::string key = spec.token.to_string();
-    auto slot = notifier_.enter(key);
     std::int64_t arrival_us = 0;
     auto granted = [&](AcqReply& r) {
       if (arrival_us > 0 &&
@@ -46,35 +44,40 @@ class RedisStore final : public Store {
       }
       return r.grant;
     };
-    for (bool first = true;; first = false) {
-      const std::uint64_t seen = notifier_.gen(*slot);
-      const std::int64_t left = ms_left(end);
-      if (left <= 0) break;
-      auto r = inst_.acquire(spec, first ? kWait : kRefresh, left);
-      if (!r.ok()) {
-        notifier_.leave(key);
-        return std::move(r).error();
-      }
-      if (r->kind == AcqReply::Kind::granted) {
-        notifier_.leave(key);
-        return granted(*r);
-      }
-      if (r->kind == AcqReply::Kind::withdrawn) {
-        notifier_.leave(key);
-        return withdrawn(spec.name);
-      }
-      if (r->kind != AcqReply::Kind::queued) break;
-      if (arrival_us == 0) arrival_us = r->now_us;
-      milliseconds nap = recheck_period();
-      if (r->next_us > 0) {
-        const auto to_expiry = std::chrono::ceil<milliseconds>(
-                                   microseconds(r->next_us - r->now_us)) +
-                               milliseconds(1);
-        nap = std::clamp(to_expiry, milliseconds(1), nap);
-      }
-      notifier_.wait(*slot, seen, std::min(end, Steady::now() + nap));
-    }
-    notifier_.leave(key);
+    Waiter waiter(notifier_, spec.token.to_string(), {&inst_}, {spec.name});
+    auto out = waiter.run<Grant>(
+        end, true,
+        [&](bool first, std::int64_t left) -> Round<Grant> {
+          // Woken by its grant's message: that is the reply (rule 10).
+          if (auto pushed =
+                  parse_pushed_grant(waiter.take_payload(), spec.name);
+              pushed && !first) {
+            test_hooks().pushed_grants.fetch_add(1);
+            return Result<Grant>(granted(*pushed));
+          }
+          auto r = inst_.acquire(spec, first ? kWait : kRefresh, left);
+          if (!r.ok()) return Result<Grant>(std::move(r).error());
+          switch (r->kind) {
+            case AcqReply::Kind::granted:
+              return Result<Grant>(granted(*r));
+            case AcqReply::Kind::withdrawn:
+              return Result<Grant>(withdrawn(spec.name));
+            case AcqReply::Kind::queued:
+              break;
+            default:
+              return Keep{.expired = true};
+          }
+          if (arrival_us == 0) arrival_us = r->now_us;
+          Keep keep;
+          if (r->next_us > 0) {  // re-check at the holder's expiry
+            keep.nap = std::chrono::ceil<milliseconds>(
+                           microseconds(r->next_us - r->now_us)) +
+                       milliseconds(1);
+          }
+          return keep;
+        },
+        [] {});
+    if (out) return std::move(*out);
     auto r = inst_.acquire(spec, kWithdraw, 0);
     if (!r.ok()) return std::move(r).error();
     if (r->kind == AcqReply::Kind::granted) return granted(*r);
@@ -125,36 +128,32 @@ class RedisStore final : public Store {
     }
     const auto end = wait_end(wait);
     const std::int64_t queue_ms = spec.ttl.count();
-    inst_.ensure_subscribed();
-    const std::string key = spec.reservation.to_string();
-    auto slot = notifier_.enter(key);
-    std::vector<Grant> last;
-    for (bool first = true;; first = false) {
-      const std::uint64_t seen = notifier_.gen(*slot);
-      const std::int64_t left = ms_left(end);
-      if (spec.all_or_nothing && left <= 0) break;
-      auto r = inst_.multi(spec, kWait, spec.all_or_nothing ? left : queue_ms);
-      if (!r.ok()) {
-        notifier_.leave(key);
-        return std::move(r).error();
-      }
-      if (r->kind == MultiReply::Kind::timeout) break;
-      if (r->kind == MultiReply::Kind::busy) {
-        notifier_.leave(key);
-        return r->busy;
-      }
-      if (spec.all_or_nothing
-              ? r->grants.size() == n
-              : (!r->grants.empty() || r->pending == 0 || left <= 0 ||
-                 (first && wait <= milliseconds::zero()))) {
-        notifier_.leave(key);
-        return r->grants;
-      }
-      last = r->grants;
-      notifier_.wait(*slot, seen,
-                     std::min(end, Steady::now() + recheck_period()));
-    }
-    notifier_.leave(key);
+    Waiter waiter(notifier_, spec.reservation.to_string(), {&inst_},
+                  spec.names);
+    auto out = waiter.run<std::vector<Grant>>(
+        end, spec.all_or_nothing,
+        [&](bool first, std::int64_t left) -> Round<std::vector<Grant>> {
+          using R = Result<std::vector<Grant>>;
+          auto r = inst_.multi(spec, first ? kWait : kRefresh,
+                               spec.all_or_nothing ? left : queue_ms);
+          if (!r.ok()) return R(std::move(r).error());
+          if (r->kind == MultiReply::Kind::timeout)
+            return Keep{.expired = true};
+          if (r->kind == MultiReply::Kind::busy) return R(r->busy);
+          if (r->kind == MultiReply::Kind::withdrawn) {
+            return R(Error(Errc::not_acquired,
+                           "the reservation was withdrawn while it waited"));
+          }
+          if (spec.all_or_nothing
+                  ? r->grants.size() == n
+                  : (!r->grants.empty() || r->pending == 0 || left <= 0 ||
+                     (first && wait <= milliseconds::zero()))) {
+            return R(r->grants);
+          }
+          return Keep{};
+        },
+        [] {});
+    if (out) return std::move(*out);
     auto r = inst_.multi(spec, kWithdraw, 0);
     if (!r.ok()) return std::move(r).error();
     if (r->kind == MultiReply::Kind::ok && r->grants.size() == n) {

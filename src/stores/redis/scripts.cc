@@ -1,16 +1,17 @@
 // stores/redis/scripts.cc — one Lua script per Store operation. Each is the
-// shared prelude (scripts_prelude.cc) followed by its body. ARGV[1] is always
-// the key prefix. Replies are arrays whose first element says what happened.
+// shared prelude (scripts_prelude.cc) followed by its body, as an EVAL
+// script and as one function of the library that holds them all (loaded
+// once per server, so the prelude's functions are created once, not per
+// call). ARGV[1] is always the key prefix. Replies are arrays whose first
+// element says what happened.
 #include "stores/redis/scripts.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace baton::store::redis {
 namespace {
-
-std::string with_prelude(const char* body) {
-  return std::string(kPrelude) + body;
-}
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
 // mode (try | wait | refresh | withdraw), wait_ms. `refresh` is a waiting
@@ -166,8 +167,14 @@ return finish(out)
 )LUA";
 
 // ARGV: prefix, reservation, ttl_ms, capacity, label, all_or_nothing (0|1),
-// mode (try | wait | withdraw), queue_ms, n, names...
-// Reply: {'multi', pending, now, grants...} or busy / timeout / error.
+// mode (try | wait | refresh | withdraw), queue_ms, n, names...
+// `refresh` is a waiting thread's re-check: like `wait`, but answers
+// `withdrawn` if release() withdrew the reservation meanwhile (as acquire).
+// An all-or-nothing reservation is queued on one set of locks at a time;
+// `P g:<reservation>` names that set so another call cannot queue it on
+// other locks (two arrivals of one reservation could deadlock).
+// Reply: {'multi', pending, now, grants...} or busy / timeout / withdrawn /
+// error.
 const char* const kMultiBody = R"LUA(
 local tok, ttl, cap = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local label, aon, mode = ARGV[5], ARGV[6] == '1', ARGV[7]
@@ -200,8 +207,23 @@ for i, nm in ipairs(names) do
     end
   end
 end
+if mode == 'refresh' then
+  local any = false
+  for i = 1, n do
+    if plan[i] ~= 'none' then any = true end
+  end
+  if not any then
+    for i = 1, n do
+      if redis.call('EXISTS', P .. 'w:' .. tok .. ':' .. names[i]) == 1 then
+        return finish({'withdrawn'})
+      end
+    end
+  end
+  mode = 'wait'  -- else as wait (a pruned reservation queues again)
+end
 local qd = nil
 if mode == 'wait' and qms > 0 then qd = NOW + qms * 1000 end
+local gkey = P .. 'g:' .. tok
 local function free(i)
   local s = st[i]
   return not s or (#s.q == 0 and #s.h < s.c)
@@ -255,6 +277,8 @@ if aon then
         w.hb = NOW + HB
         mod(m)
       end
+      redis.call('SET', gkey, cmsgpack.pack(group), 'PXAT',
+                 num(math.floor(qd / 1000) + 1000))
     end
     return finish(reply(#group))
   end
@@ -281,6 +305,18 @@ if aon then
                    ' held, ' .. num(#s.q) .. ' waiting)', holders_of(s)})
   end
   if not qd then return finish({'timeout'}) end
+  local other = redis.call('GET', gkey)
+  if other then
+    for _, m in ipairs(cmsgpack.unpack(other)) do
+      local sm = load(m)
+      local wi = sm and find_waiter(sm, tok)
+      if wi and sm.q[wi].g then
+        return finish({'error', 'invalid_argument', 'reservation is ' ..
+                       'already queued on other locks (' .. quote(m) ..
+                       ' by acquire_all)'})
+      end
+    end
+  end
   for i = 1, n do
     if plan[i] == 'none' then
       local e = too_many(i)
@@ -297,8 +333,11 @@ if aon then
       st[i] = s
       s.q[#s.q + 1] = waiter(members)
       mod(nm)
+      redis.call('DEL', P .. 'w:' .. tok .. ':' .. nm)
     end
   end
+  redis.call('SET', gkey, cmsgpack.pack(members), 'PXAT',
+             num(math.floor(qd / 1000) + 1000))
   return finish(reply(#members))
 end
 -- acquire_some: every name on its own.
@@ -330,6 +369,7 @@ for i, nm in ipairs(names) do
     st[i] = s
     s.q[#s.q + 1] = waiter(nil)
     mod(nm)
+    redis.call('DEL', P .. 'w:' .. tok .. ':' .. nm)
     pending = pending + 1
   end
 end
@@ -376,18 +416,49 @@ return {'ok', redis.call('DECRBY', k, ARGV[3])}
 }  // namespace
 
 const Scripts& scripts() {
-  static const Scripts* s = new Scripts{
-      Script{"acquire", with_prelude(kAcquireBody)},
-      Script{"extend", with_prelude(kExtendBody)},
-      Script{"release", with_prelude(kReleaseBody)},
-      Script{"describe", with_prelude(kDescribeBody)},
-      Script{"list", with_prelude(kListBody)},
-      Script{"multi", with_prelude(kMultiBody)},
-      Script{"fence", with_prelude(kFenceBody)},
-      Script{"counter_get", kCounterGet},
-      Script{"counter_add", kCounterAdd},
-      Script{"counter_take", kCounterTake},
-  };
+  static const Scripts* s = [] {
+    struct Def {
+      Script Scripts::*member;
+      const char* name;
+      const char* body;
+      bool prelude;
+    };
+    const Def defs[] = {
+        {&Scripts::acquire, "acquire", kAcquireBody, true},
+        {&Scripts::extend, "extend", kExtendBody, true},
+        {&Scripts::release, "release", kReleaseBody, true},
+        {&Scripts::describe, "describe", kDescribeBody, true},
+        {&Scripts::list, "list", kListBody, true},
+        {&Scripts::multi, "multi", kMultiBody, true},
+        {&Scripts::fence, "fence", kFenceBody, true},
+        {&Scripts::counter_get, "counter_get", kCounterGet, false},
+        {&Scripts::counter_add, "counter_add", kCounterAdd, false},
+        {&Scripts::counter_take, "counter_take", kCounterTake, false},
+    };
+    // The library body without names, hashed (FNV-1a 64) to name it.
+    std::string body = std::string(kPreludeLibrary) + kPrelude;
+    for (const Def& d : defs) body += d.body;
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : body) h = (h ^ c) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(h));
+    const std::string lib = std::string("baton_") + hex;
+
+    auto* out = new Scripts();
+    out->library = "#!lua name=" + lib + "\n" + kPreludeLibrary + kPrelude;
+    for (const Def& d : defs) {
+      Script& sc = out->*d.member;
+      sc.name = d.name;
+      sc.text = d.prelude ? std::string(kPreludeEval) + kPrelude + d.body
+                          : std::string(d.body);
+      sc.function = lib + "_" + d.name;
+      out->library +=
+          "redis.register_function('" + sc.function + "', function(_, args)\n" +
+          (d.prelude ? "begin(args)\n" : "ARGV = args\n") + d.body + "\nend)\n";
+    }
+    return out;
+  }();
   return *s;
 }
 

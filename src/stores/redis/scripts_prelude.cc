@@ -1,17 +1,19 @@
 // stores/redis/scripts_prelude.cc — the Lua prelude shared by every lock
 // script (see docs/stores/redis.md for the key layout and the rules).
 //
-// Every script starts with this prelude. It reads the time from the Redis
-// server (TIME, once per script: all decisions of one script use one
-// instant), loads lock states lazily, "advances" each loaded lock to that
-// instant (expired leases and dead waiters leave in time order, freed
-// capacity goes to the queue head: core::LockTable::advance), and at the end
-// (finish) writes back what changed and publishes wake-ups.
+// Every script starts with this prelude (as an EVAL script, or once in the
+// function library, see scripts.cc). It reads the time from the Redis
+// server (TIME, once per call: all decisions of one call use one instant),
+// loads lock states lazily, "advances" each loaded lock to that instant
+// (expired leases and dead waiters leave in time order, freed capacity goes to
+// the queue head: core::LockTable::advance), and at the end (finish) writes
+// back what changed and publishes wake-ups.
 #include "stores/redis/scripts.h"
 
 namespace baton::store::redis {
 
-const char* const kPrelude = R"LUA(
+// The per-call state, as an EVAL script sets it up.
+const char* const kPreludeEval = R"LUA(
 local P = ARGV[1]
 local TM = redis.call('TIME')
 local NOW = tonumber(TM[1]) * 1000000 + tonumber(TM[2])
@@ -19,6 +21,27 @@ local HB = 2000000
 local MAXQ = 100000
 local cache, touched, changed, dirty, pubs = {}, {}, {}, {}, {}
 local load
+)LUA";
+
+// The same state in the function library: upvalues shared by every
+// function, reset by begin() at the start of each call (Redis runs one
+// function at a time, so they never interleave).
+const char* const kPreludeLibrary = R"LUA(
+local ARGV, P, NOW
+local HB = 2000000
+local MAXQ = 100000
+local cache, touched, changed, dirty, pubs
+local load
+local function begin(args)
+  ARGV = args
+  P = args[1]
+  local tm = redis.call('TIME')
+  NOW = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  cache, touched, changed, dirty, pubs = {}, {}, {}, {}, {}
+end
+)LUA";
+
+const char* const kPrelude = R"LUA(
 
 local function quote(n)
   local s = string.sub(n, 1, 64)
@@ -32,6 +55,14 @@ local function num(x) return string.format('%d', x) end
 local function mod(n) changed[n] = true end
 local function mark(n) mod(n); dirty[#dirty + 1] = n end
 local function publish(n, tok) pubs[#pubs + 1] = {n, tok} end
+-- A single-lock grant's message carries the grant, so the woken waiter
+-- needs no further round trip: "waiter lease fencing ttl holds capacity
+-- expiry_us now_us name".
+local function publish_grant(n, s, le, tok)
+  publish(n, tok .. ' ' .. le.t .. ' ' .. num(le.f) .. ' ' .. num(le.ttl) ..
+          ' ' .. num(le.n) .. ' ' .. num(s.c) .. ' ' .. num(le.e) .. ' ' ..
+          num(NOW) .. ' ' .. n)
+end
 local function dead_at(w)
   if w.hb and w.hb < w.d then return w.hb end
   return w.d
@@ -83,6 +114,7 @@ local function join(n, le, alias, ttl)
   mod(n)
 end
 local function remove_group(tok, names)
+  redis.call('DEL', P .. 'g:' .. tok)
   for _, m in ipairs(names) do
     local sm = load(m)
     if sm then
@@ -119,6 +151,7 @@ local function pump(n)
     local w = s.q[1]
     if w.g then
       if not group_ready(w) then return end
+      redis.call('DEL', P .. 'g:' .. w.t)
       for _, m in ipairs(w.g) do
         local sm = load(m)
         local gw = table.remove(sm.q, 1)
@@ -131,12 +164,12 @@ local function pump(n)
       if le and le.n < 4294967295 then
         table.remove(s.q, 1)
         join(n, le, w.t, w.ttl)
-        publish(n, w.t)
+        publish_grant(n, s, le, w.t)
       else
         if #s.h >= s.c then return end
         table.remove(s.q, 1)
-        add_lease(n, s, w.t, w.ttl, w.l, w.k)
-        publish(n, w.t)
+        local le2 = add_lease(n, s, w.t, w.ttl, w.l, w.k)
+        publish_grant(n, s, le2, w.t)
       end
     end
   end
