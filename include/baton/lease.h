@@ -29,8 +29,9 @@ struct OwnerToken {
   std::uint64_t hi = 0;
   std::uint64_t lo = 0;
 
-  // 128 bits from getrandom(2). Never fails in practice; aborts if the
-  // kernel cannot supply randomness (no safe fallback exists).
+  // 128 bits from getrandom(2) (fetched for 16 tokens at a time per thread;
+  // refetched after fork). Never fails in practice; aborts if the kernel
+  // cannot supply randomness (no safe fallback exists).
   static OwnerToken random();
   // Parses exactly 32 hex digits (either case).
   static Result<OwnerToken> parse(std::string_view hex);

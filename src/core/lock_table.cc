@@ -26,20 +26,18 @@ std::chrono::milliseconds floor_ms(Nanos d) {
 
 // ---------------------------------------------------------------- helpers
 
-LockE* LockTable::Impl::find_lock(std::string_view name) {
-  auto it = locks.find(std::string(name));
-  return it == locks.end() ? nullptr : &it->second;
+LockTable::Impl::~Impl() {
+  // Waiters and leases die with their locks; nothing else points at them.
+  locks.clear();
 }
 
 LockE& LockTable::Impl::get_or_create_lock(std::string_view name,
                                            std::uint32_t capacity) {
-  auto [it, inserted] = locks.try_emplace(std::string(name));
-  if (inserted) {
-    it->second.name = it->first;
-    it->second.capacity = capacity;
-    names.insert(it->first);
-  }
-  return it->second;
+  const std::uint32_t h = name_hash(name);
+  if (LockE* l = locks.find(name, h)) return *l;
+  LockE* l = LockE::create(name, h, capacity);
+  locks.insert(l);
+  return *l;
 }
 
 void LockTable::Impl::mark_dirty(LockE& lock) {
@@ -56,34 +54,39 @@ void LockTable::Impl::settle(Instant now) {
     lock->dirty = false;
     pump(*lock, now);
     if (lock->dirty) continue;  // re-marked by a group grant; handled later
-    if (lock->holders.empty() && lock->queue.empty()) {
-      names.erase(lock->name);
-      locks.erase(lock->name);
+    if (lock->holders == 0 && lock->queue_empty()) {
+      locks.erase(lock);
+      LockE::destroy(lock);
+    } else if (lock->ext && lock->ext->queue.empty() &&
+               lock->ext->more.empty() && lock->ext->aliases.empty() &&
+               lock->ext->by_reentrancy_key.empty()) {
+      lock->ext.reset();  // back to the compact form
     }
   }
 }
 
 bool LockTable::Impl::group_ready(const GroupE& group) const {
   for (const auto& [lock, it] : group.members) {
-    if (lock->queue.begin() != it) return false;
-    if (lock->holders.size() >= lock->capacity) return false;
+    if (lock->ext->queue.begin() != it) return false;
+    if (lock->holders >= lock->capacity) return false;
   }
   return true;
 }
 
 void LockTable::Impl::pump(LockE& lock, Instant now) {
-  while (!lock.queue.empty()) {
-    WaiterIt head = lock.queue.begin();
+  while (!lock.queue_empty()) {
+    WaiterIt head = lock.ext->queue.begin();
     if (head->group != nullptr) {
       if (!group_ready(*head->group)) return;
       grant_group(*head->group, now);
       continue;
     }
     if (!head->reentrancy_key.empty()) {
-      auto joined = lock.by_reentrancy_key.find(head->reentrancy_key);
-      if (joined != lock.by_reentrancy_key.end() &&
+      auto& keys = lock.ext->by_reentrancy_key;
+      auto joined = keys.find(head->reentrancy_key);
+      if (joined != keys.end() &&
           joined->second->holds < std::numeric_limits<std::uint32_t>::max()) {
-        LeaseIt lease = joined->second;
+        LeaseE* lease = joined->second;
         Instant arrival = head->arrival;
         OwnerToken token = head->token;
         join_lease(lock, lease, token, head->ttl, now);
@@ -93,91 +96,110 @@ void LockTable::Impl::pump(LockE& lock, Instant now) {
         continue;
       }
     }
-    if (lock.holders.size() >= lock.capacity) return;
+    if (lock.holders >= lock.capacity) return;
     grant_waiter(lock, head, now);
   }
 }
 
-LeaseIt LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
+LeaseE* LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
                                    Nanos ttl, Instant now,
                                    std::string_view label,
                                    std::string_view reentrancy_key,
                                    SessionId session) {
-  LeaseE lease;
-  lease.token = token;
-  lease.fencing = ++fencing;
-  lease.ttl = ttl;
-  lease.expiry = now + ttl;
-  lease.label = std::string(label);
-  lease.reentrancy_key = std::string(reentrancy_key);
-  lease.session = session;
-  lock.holders.push_back(std::move(lease));
-  LeaseIt it = std::prev(lock.holders.end());
-  lock.last_fencing = std::max(lock.last_fencing, it->fencing);
-  it->timer = timers.emplace(it->expiry, TimerRef{&lock, true, it, {}});
-  leases.emplace(Key{lock.name, token}, std::make_pair(&lock, it));
-  if (!it->reentrancy_key.empty()) {
-    lock.by_reentrancy_key.emplace(it->reentrancy_key, it);
+  LeaseE* lease = &lock.first;
+  if (lock.first.holds > 0) {
+    lease = &lock.extra().more.try_emplace(token).first->second;
   }
-  if (session != 0) {
-    LeaseLinks& links = session_leases[session];
-    it->session_link = links.insert(links.end(), {&lock, it});
+  lease->lock = &lock;
+  lease->is_lease = true;
+  lease->token = token;
+  lease->fencing = ++fencing;
+  lease->ttl = ttl;
+  lease->expiry = now + ttl;
+  lease->holds = 1;
+  lease->label = labels.acquire(label);
+  if (!reentrancy_key.empty() || session != 0) {
+    lease->extra = std::make_unique<LeaseExtra>();
+    lease->extra->reentrancy_key = std::string(reentrancy_key);
+    lease->extra->session = session;
   }
+  ++lock.holders;
+  lock.last_fencing = std::max(lock.last_fencing, lease->fencing);
+  timers.set(lease, lease->expiry);
+  if (!reentrancy_key.empty()) {
+    lock.extra().by_reentrancy_key.emplace(std::string(reentrancy_key), lease);
+  }
+  if (session != 0) session_leases[session].insert(lease);
   ++totals.grants;
   ++totals.leases;
-  sink_put(lock, *it);
-  return it;
+  sink_put(lock, *lease);
+  return lease;
 }
 
-void LockTable::Impl::remove_lease(LockE& lock, LeaseIt it) {
-  timers.erase(it->timer);
-  leases.erase(Key{lock.name, it->token});
-  for (const OwnerToken& alias : it->aliases) {
-    leases.erase(Key{lock.name, alias});
-  }
-  if (!it->reentrancy_key.empty()) {
-    auto k = lock.by_reentrancy_key.find(it->reentrancy_key);
-    if (k != lock.by_reentrancy_key.end() && k->second == it) {
-      lock.by_reentrancy_key.erase(k);
+void LockTable::Impl::remove_lease(LockE& lock, LeaseE* lease) {
+  timers.erase(lease);
+  if (lease->extra) {
+    LeaseExtra& x = *lease->extra;
+    for (const OwnerToken& alias : x.aliases) lock.ext->aliases.erase(alias);
+    if (!x.reentrancy_key.empty()) {
+      auto& keys = lock.ext->by_reentrancy_key;
+      auto k = keys.find(x.reentrancy_key);
+      if (k != keys.end() && k->second == lease) keys.erase(k);
+    }
+    if (x.session != 0) {
+      auto s = session_leases.find(x.session);
+      s->second.erase(lease);
+      if (s->second.empty()) session_leases.erase(s);
     }
   }
-  if (it->session != 0) {
-    auto s = session_leases.find(it->session);
-    s->second.erase(it->session_link);
-    if (s->second.empty()) session_leases.erase(s);
-  }
+  labels.release(lease->label);
   --totals.leases;
-  lock.holders.erase(it);
+  --lock.holders;
+  if (lease == &lock.first) {
+    lease->holds = 0;
+    lease->label = nullptr;
+    lease->extra.reset();
+  } else {
+    lock.ext->more.erase(lease->token);
+  }
   mark_dirty(lock);
 }
 
-void LockTable::Impl::set_expiry(LockE& lock, LeaseIt it, Instant expiry) {
-  if (it->expiry == expiry) return;
-  timers.erase(it->timer);
-  it->expiry = expiry;
-  it->timer = timers.emplace(expiry, TimerRef{&lock, true, it, {}});
+void LockTable::Impl::set_expiry(LeaseE* lease, Instant expiry) {
+  if (lease->expiry == expiry) return;
+  lease->expiry = expiry;
+  timers.set(lease, expiry);
 }
 
-void LockTable::Impl::join_lease(LockE& lock, LeaseIt lease,
+void LockTable::Impl::add_alias(LockE& lock, LeaseE* lease,
+                                const OwnerToken& alias) {
+  if (!lease->extra) lease->extra = std::make_unique<LeaseExtra>();
+  lease->extra->aliases.push_back(alias);
+  lock.extra().aliases.emplace(alias, lease);
+}
+
+void LockTable::Impl::join_lease(LockE& lock, LeaseE* lease,
                                  const OwnerToken& alias, Nanos ttl,
                                  Instant now) {
   lease->holds += 1;
   if (now + ttl > lease->expiry) {
     lease->ttl = ttl;
-    set_expiry(lock, lease, now + ttl);
+    set_expiry(lease, now + ttl);
   }
-  if (alias != lease->token) {
-    lease->aliases.push_back(alias);
-    leases.emplace(Key{lock.name, alias}, std::make_pair(&lock, lease));
-  }
+  if (alias != lease->token) add_alias(lock, lease, alias);
   sink_put(lock, *lease);
 }
 
 WaiterIt LockTable::Impl::add_waiter(LockE& lock, WaiterE waiter) {
-  lock.queue.push_back(std::move(waiter));
-  WaiterIt it = std::prev(lock.queue.end());
-  it->timer = timers.emplace(it->deadline, TimerRef{&lock, false, {}, it});
-  waiters.emplace(Key{lock.name, it->token}, std::make_pair(&lock, it));
+  auto& queue = lock.extra().queue;
+  queue.push_back(std::move(waiter));
+  WaiterIt it = std::prev(queue.end());
+  it->lock = &lock;
+  it->is_lease = false;
+  it->heap_pos = kNoTimer;
+  timers.set(&*it, it->deadline);
+  waiters.emplace(Key{std::string(lock.name()), it->token},
+                  std::make_pair(&lock, it));
   if (it->session != 0) {
     WaiterLinks& links = session_waiters[it->session];
     it->session_link = links.insert(links.end(), {&lock, it});
@@ -185,15 +207,20 @@ WaiterIt LockTable::Impl::add_waiter(LockE& lock, WaiterE waiter) {
   return it;
 }
 
+void LockTable::Impl::set_deadline(WaiterIt it, Instant deadline) {
+  it->deadline = deadline;
+  timers.set(&*it, deadline);
+}
+
 void LockTable::Impl::remove_waiter(LockE& lock, WaiterIt it) {
-  timers.erase(it->timer);
-  waiters.erase(Key{lock.name, it->token});
+  timers.erase(&*it);
+  waiters.erase(Key{std::string(lock.name()), it->token});
   if (it->session != 0) {
     auto s = session_waiters.find(it->session);
     s->second.erase(it->session_link);
     if (s->second.empty()) session_waiters.erase(s);
   }
-  lock.queue.erase(it);
+  lock.ext->queue.erase(it);
   mark_dirty(lock);
 }
 
@@ -209,7 +236,7 @@ void LockTable::Impl::remove_group(GroupE& group,
 }
 
 void LockTable::Impl::grant_waiter(LockE& lock, WaiterIt it, Instant now) {
-  LeaseIt lease =
+  LeaseE* lease =
       add_lease(lock, it->token, it->ttl, now, it->label, it->reentrancy_key,
                 it->ephemeral ? it->session : 0);
   Instant arrival = it->arrival;
@@ -224,7 +251,7 @@ void LockTable::Impl::grant_group(GroupE& group, Instant now) {
   auto members = std::move(group.members);
   groups.erase(token);
   for (auto& [lock, it] : members) {
-    LeaseIt lease = add_lease(*lock, token, it->ttl, now, it->label, {}, 0);
+    LeaseE* lease = add_lease(*lock, token, it->ttl, now, it->label, {}, 0);
     Instant arrival = it->arrival;
     remove_waiter(*lock, it);
     push_event(Event::Kind::granted, *lock, token,
@@ -235,7 +262,7 @@ void LockTable::Impl::grant_group(GroupE& group, Instant now) {
 CoreGrant LockTable::Impl::make_grant(const LockE& lock, const LeaseE& lease,
                                       Instant arrival) const {
   CoreGrant g;
-  g.name = lock.name;
+  g.name = std::string(lock.name());
   g.token = lease.token;
   g.fencing_token = lease.fencing;
   g.ttl = lease.ttl;
@@ -249,25 +276,35 @@ CoreGrant LockTable::Impl::make_grant(const LockE& lock, const LeaseE& lease,
 LeaseRecord LockTable::Impl::make_record(const LockE& lock,
                                          const LeaseE& lease) const {
   LeaseRecord r;
-  r.name = lock.name;
+  r.name = std::string(lock.name());
   r.token = lease.token;
   r.fencing_token = lease.fencing;
   r.ttl = lease.ttl;
   r.expiry = lease.expiry;
   r.holds = lease.holds;
   r.capacity = lock.capacity;
-  r.label = lease.label;
-  r.reentrancy_key = lease.reentrancy_key;
-  r.aliases = lease.aliases;
+  r.label = std::string(lease.label_view());
+  if (lease.extra) {
+    r.reentrancy_key = lease.extra->reentrancy_key;
+    r.aliases = lease.extra->aliases;
+  }
   return r;
 }
 
 std::vector<HolderInfo> LockTable::Impl::holders_of(const LockE& lock,
                                                     Instant now) const {
+  std::vector<const LeaseE*> held;
+  held.reserve(lock.holders);
+  lock.for_each_holder([&](const LeaseE& l) { held.push_back(&l); });
+  // Grant order (fencing tokens are handed out in grant order).
+  std::sort(held.begin(), held.end(), [](const LeaseE* a, const LeaseE* b) {
+    return a->fencing < b->fencing;
+  });
   std::vector<HolderInfo> out;
-  out.reserve(lock.holders.size());
-  for (const LeaseE& l : lock.holders) {
-    out.push_back({l.label, l.fencing, floor_ms(l.expiry - now), l.holds});
+  out.reserve(held.size());
+  for (const LeaseE* l : held) {
+    out.push_back({std::string(l->label_view()), l->fencing,
+                   floor_ms(l->expiry - now), l->holds});
   }
   return out;
 }
@@ -278,12 +315,14 @@ void LockTable::Impl::sink_put(const LockE& lock, const LeaseE& lease) {
 
 void LockTable::Impl::push_event(Event::Kind kind, const LockE& lock,
                                  const OwnerToken& token, CoreGrant grant) {
-  events.push_back(Event{kind, lock.name, token, std::move(grant)});
+  events.push_back(
+      Event{kind, std::string(lock.name()), token, std::move(grant)});
 }
 
 std::size_t LockTable::Impl::position_of(const LockE& lock, WaiterIt it) const {
   std::size_t pos = 1;
-  for (auto i = lock.queue.begin(); i != lock.queue.end() && i != it; ++i) {
+  for (auto i = lock.ext->queue.begin(); i != lock.ext->queue.end() && i != it;
+       ++i) {
     ++pos;
   }
   return pos;
@@ -291,16 +330,21 @@ std::size_t LockTable::Impl::position_of(const LockE& lock, WaiterIt it) const {
 
 void LockTable::Impl::advance() {
   const Instant now = clock.now();
-  while (!timers.empty() && timers.begin()->first <= now) {
-    const Instant t = timers.begin()->first;
+  while (!timers.empty() && timers.top_when() <= now) {
+    const Instant t = timers.top_when();
     // Everything due at instant t: wait deadlines first (a waiter whose
     // deadline is t is not granted by a lease that also dies at t), then
-    // expiries, then hand out the freed capacity.
+    // expiries (in grant order), then hand out the freed capacity.
     std::vector<Key> due_waiters;
-    for (auto it = timers.begin(); it != timers.end() && it->first == t; ++it) {
-      if (!it->second.is_lease) {
-        due_waiters.push_back(
-            Key{it->second.lock->name, it->second.waiter->token});
+    std::vector<LeaseE*> due_leases;
+    while (!timers.empty() && timers.top_when() == t) {
+      TimerNode* node = timers.top();
+      timers.erase(node);
+      if (node->is_lease) {
+        due_leases.push_back(static_cast<LeaseE*>(node));
+      } else {
+        const auto* w = static_cast<WaiterE*>(node);
+        due_waiters.push_back(Key{std::string(w->lock->name()), w->token});
       }
     }
     for (const Key& key : due_waiters) {
@@ -316,14 +360,17 @@ void LockTable::Impl::advance() {
         push_event(Event::Kind::wait_timed_out, *lock, token);
       }
     }
-    while (!timers.empty() && timers.begin()->first == t) {
-      TimerRef ref = timers.begin()->second;
-      LockE& lock = *ref.lock;
+    std::sort(due_leases.begin(), due_leases.end(),
+              [](const LeaseE* a, const LeaseE* b) {
+                return a->fencing < b->fencing;
+              });
+    for (LeaseE* lease : due_leases) {
+      LockE& lock = *lease->lock;
       ++totals.expirations;
-      CoreGrant dead = make_grant(lock, *ref.lease, ref.lease->expiry);
-      OwnerToken token = ref.lease->token;
-      remove_lease(lock, ref.lease);
-      if (sink != nullptr) sink->lease_removed(lock.name, token);
+      CoreGrant dead = make_grant(lock, *lease, lease->expiry);
+      OwnerToken token = lease->token;
+      remove_lease(lock, lease);
+      if (sink != nullptr) sink->lease_removed(lock.name(), token);
       push_event(Event::Kind::lease_expired, lock, token, std::move(dead));
     }
     settle(now);
@@ -365,14 +412,15 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   AcquireOutcome out;
   if (lock != nullptr) {
     // Idempotent retry of a granted request (or a reentrant alias).
-    if (auto l = leases.find(Key{std::string(r.name), r.token});
-        l != leases.end()) {
+    if (LeaseE* l = lock->find_lease(r.token)) {
       out.granted = true;
-      out.grant = make_grant(*lock, *l->second.second, now);
+      out.grant = make_grant(*lock, *l, now);
       return out;
     }
     // Retry of a queued request: it keeps its place.
-    if (auto w = waiters.find(Key{std::string(r.name), r.token});
+    if (auto w = lock->queue_empty()
+                     ? waiters.end()
+                     : waiters.find(Key{std::string(r.name), r.token});
         w != waiters.end()) {
       WaiterIt it = w->second.second;
       if (r.wait_deadline) {
@@ -386,18 +434,17 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
           return Error(Errc::timeout, "wait deadline for lock " +
                                           quote_name(r.name) + " passed");
         }
-        timers.erase(it->timer);
-        it->deadline = *r.wait_deadline;
-        it->timer = timers.emplace(it->deadline, TimerRef{lock, false, {}, it});
+        set_deadline(it, *r.wait_deadline);
       }
       out.position = position_of(*lock, it);
       return out;
     }
     // Reentrant join.
-    if (!r.reentrancy_key.empty()) {
-      auto k = lock->by_reentrancy_key.find(std::string(r.reentrancy_key));
-      if (k != lock->by_reentrancy_key.end()) {
-        LeaseIt lease = k->second;
+    if (!r.reentrancy_key.empty() && lock->ext) {
+      auto& keys = lock->ext->by_reentrancy_key;
+      auto k = keys.find(std::string(r.reentrancy_key));
+      if (k != keys.end()) {
+        LeaseE* lease = k->second;
         if (lease->holds == std::numeric_limits<std::uint32_t>::max()) {
           return invalid("lock " + quote_name(r.name) +
                          " has reached the maximum hold count");
@@ -409,15 +456,15 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
       }
     }
   }
-  const bool free = lock == nullptr || (lock->queue.empty() &&
-                                        lock->holders.size() < lock->capacity);
+  const bool free = lock == nullptr ||
+                    (lock->queue_empty() && lock->holders < lock->capacity);
   if (lock == nullptr && locks.size() >= limits.max_locks) {
     return invalid("the table holds " + std::to_string(locks.size()) +
                    " locks; the limit is " + std::to_string(limits.max_locks));
   }
   if (free) {
     LockE& l = get_or_create_lock(r.name, r.capacity);
-    LeaseIt lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
+    LeaseE* lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
                               r.ephemeral ? r.session : 0);
     out.granted = true;
     out.grant = make_grant(l, *lease, now);
@@ -425,11 +472,11 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   }
   if (!r.wait_deadline) {
     std::string msg = "lock " + quote_name(r.name);
-    if (lock->holders.size() >= lock->capacity) {
-      msg += " is held (" + std::to_string(lock->holders.size()) + " of " +
+    if (lock->holders >= lock->capacity) {
+      msg += " is held (" + std::to_string(lock->holders) + " of " +
              std::to_string(lock->capacity) + ")";
     } else {
-      msg += " has " + std::to_string(lock->queue.size()) +
+      msg += " has " + std::to_string(lock->queue_size()) +
              " waiters ahead of this request";
     }
     return Error(Errc::not_acquired, std::move(msg))
@@ -439,9 +486,9 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
     return Error(Errc::timeout, "wait deadline for lock " + quote_name(r.name) +
                                     " passed before it was free");
   }
-  if (lock->queue.size() >= limits.max_waiters_per_lock) {
+  if (lock->queue_size() >= limits.max_waiters_per_lock) {
     return invalid("lock " + quote_name(r.name) + " has " +
-                   std::to_string(lock->queue.size()) +
+                   std::to_string(lock->queue_size()) +
                    " waiters; the limit is " +
                    std::to_string(limits.max_waiters_per_lock));
   }
@@ -455,7 +502,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   w.arrival = now;
   w.deadline = *r.wait_deadline;
   add_waiter(*lock, std::move(w));
-  out.position = lock->queue.size();
+  out.position = lock->queue_size();
   return out;
 }
 
@@ -466,15 +513,15 @@ Result<CoreGrant> LockTable::extend(std::string_view name,
   const Instant now = m.clock.now();
   if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
   if (Status s = validate_ttl(ttl); !s.ok()) return std::move(s).error();
-  auto l = m.leases.find(Key{std::string(name), token});
-  if (l == m.leases.end()) {
+  LockE* lock = m.find_lock(name);
+  LeaseE* lease = lock == nullptr ? nullptr : lock->find_lease(token);
+  if (lease == nullptr) {
     return Error(Errc::lock_lost, "lock " + quote_name(name) +
                                       " is not held with this owner token "
                                       "(expired, released or never granted)");
   }
-  auto [lock, lease] = l->second;
   lease->ttl = ttl;
-  m.set_expiry(*lock, lease, now + ttl);
+  m.set_expiry(lease, now + ttl);
   m.sink_put(*lock, *lease);
   return m.make_grant(*lock, *lease, now);
 }
@@ -486,22 +533,24 @@ Result<ReleaseOutcome> LockTable::release(std::string_view name,
   const Instant now = m.clock.now();
   if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
   ReleaseOutcome out;
-  if (auto l = m.leases.find(Key{std::string(name), token});
-      l != m.leases.end()) {
-    auto [lock, lease] = l->second;
+  LockE* lock = m.find_lock(name);
+  LeaseE* lease = lock == nullptr ? nullptr : lock->find_lease(token);
+  if (lease != nullptr) {
     out.was_held = true;
     lease->holds -= 1;
     out.holds_left = lease->holds;
     if (lease->holds == 0) {
       OwnerToken lease_token = lease->token;
       m.remove_lease(*lock, lease);
-      if (m.sink != nullptr) m.sink->lease_removed(lock->name, lease_token);
+      if (m.sink != nullptr) m.sink->lease_removed(lock->name(), lease_token);
     } else {
       m.sink_put(*lock, *lease);
     }
-  } else if (auto w = m.waiters.find(Key{std::string(name), token});
+  } else if (auto w = lock == nullptr || lock->queue_empty()
+                          ? m.waiters.end()
+                          : m.waiters.find(Key{std::string(name), token});
              w != m.waiters.end()) {
-    auto [lock, it] = w->second;
+    WaiterIt it = w->second.second;
     out.withdrew_waiter = true;
     if (it->group != nullptr) {
       m.remove_group(*it->group, std::nullopt);
@@ -515,72 +564,6 @@ Result<ReleaseOutcome> LockTable::release(std::string_view name,
 
 Result<MultiOutcome> LockTable::acquire_multi(const MultiRequest& request) {
   return impl_->acquire_multi(request);
-}
-
-namespace {
-LockInfo describe_lock(const LockTable::Impl& m, const LockE& lock,
-                       Instant now) {
-  LockInfo info;
-  info.name = lock.name;
-  info.capacity = lock.capacity;
-  info.holders = m.holders_of(lock, now);
-  info.waiters.reserve(lock.queue.size());
-  for (const WaiterE& w : lock.queue) {
-    info.waiters.push_back(
-        {w.label, floor_ms(now - w.arrival), w.group != nullptr});
-  }
-  info.last_fencing_token = lock.last_fencing;
-  return info;
-}
-}  // namespace
-
-Result<LockInfo> LockTable::describe(std::string_view name) {
-  impl_->advance();
-  if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
-  const LockE* lock = impl_->find_lock(name);
-  if (lock == nullptr) {
-    LockInfo info;
-    info.name = std::string(name);
-    return info;
-  }
-  return describe_lock(*impl_, *lock, impl_->clock.now());
-}
-
-std::vector<LockInfo> LockTable::list(std::string_view prefix,
-                                      std::size_t limit) {
-  impl_->advance();
-  const Instant now = impl_->clock.now();
-  std::vector<LockInfo> out;
-  for (auto it = impl_->names.lower_bound(prefix);
-       it != impl_->names.end() && out.size() < limit &&
-       it->substr(0, prefix.size()) == prefix;
-       ++it) {
-    out.push_back(describe_lock(*impl_, *impl_->find_lock(*it), now));
-  }
-  return out;
-}
-
-// ----------------------------------------------------------------- timers
-
-void LockTable::advance() { impl_->advance(); }
-
-std::optional<Instant> LockTable::next_deadline() const {
-  if (impl_->timers.empty()) return std::nullopt;
-  return impl_->timers.begin()->first;
-}
-
-std::vector<Event> LockTable::take_events() {
-  std::vector<Event> out;
-  out.swap(impl_->events);
-  return out;
-}
-
-TableStats LockTable::stats() const {
-  TableStats s = impl_->totals;
-  s.locks = impl_->locks.size();
-  s.waiters = impl_->waiters.size();
-  s.counters = impl_->counters.size();
-  return s;
 }
 
 }  // namespace baton::core

@@ -52,6 +52,7 @@
 #define BATON_CORE_LOCK_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -239,6 +240,8 @@ class LockTable {
   void restore_counter(std::string_view name, std::int64_t value);
   // Every live lease and counter (for journal compaction).
   std::vector<LeaseRecord> snapshot_leases() const;
+  // The same, one record at a time (no copy of the whole table).
+  void for_each_lease(const std::function<void(const LeaseRecord&)>& fn) const;
   std::vector<std::pair<std::string, std::int64_t>> snapshot_counters() const;
 
   TableStats stats() const;

@@ -1,13 +1,27 @@
 // core/lock_table_impl.h — private data structures of LockTable (see
 // lock_table.h for the semantics). Only lock_table*.cc include this.
+//
+// Storage is laid out for the common case (one holder, no waiters, no
+// reentrancy; see docs/design.md, "Core storage"):
+// - a lock is one allocation: LockE followed by its name bytes (the name is
+//   stored once; the index and every lookup use string_views into it);
+// - the first holder lives inline in LockE; more holders, the wait queue,
+//   aliases and reentrancy keys live in a LockExtra allocated only when
+//   needed; a lease's reentrancy key, aliases and session likewise;
+// - labels are interned (one copy per distinct label, reference-counted);
+// - LockIndex is an open-addressing table of LockE pointers;
+// - timers are a 4-ary min-heap of (instant, node) pairs; every lease and
+//   waiter embeds its TimerNode, which records its heap position.
 #ifndef BATON_CORE_LOCK_TABLE_IMPL_H_
 #define BATON_CORE_LOCK_TABLE_IMPL_H_
 
+#include <functional>
 #include <list>
-#include <map>
-#include <set>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -16,41 +30,71 @@
 namespace baton::core {
 
 struct LockE;
-struct LeaseE;
-struct WaiterE;
 struct GroupE;
 
-using LeaseIt = std::list<LeaseE>::iterator;
-using WaiterIt = std::list<WaiterE>::iterator;
+inline constexpr std::uint32_t kNoTimer = 0xFFFFFFFFu;
 
-// One entry of the ordered timer index: a lease expiry or a wait deadline.
-struct TimerRef {
+// What the timer heap points at: a lease (expiry) or a waiter (deadline).
+struct TimerNode {
   LockE* lock = nullptr;
+  std::uint32_t heap_pos = kNoTimer;
   bool is_lease = false;
-  LeaseIt lease{};
-  WaiterIt waiter{};
 };
-using Timers = std::multimap<Instant, TimerRef>;
-using TimerIt = Timers::iterator;
 
-using LeaseLinks = std::list<std::pair<LockE*, LeaseIt>>;
-using WaiterLinks = std::list<std::pair<LockE*, WaiterIt>>;
+// 4-ary min-heap; each node's heap_pos is kept up to date.
+class TimerHeap {
+ public:
+  bool empty() const { return v_.empty(); }
+  std::size_t size() const { return v_.size(); }
+  Instant top_when() const { return v_.front().when; }
+  TimerNode* top() const { return v_.front().node; }
+  void set(TimerNode* node, Instant when);  // insert, or move if present
+  void erase(TimerNode* node);              // no-op if absent
 
-struct LeaseE {
+ private:
+  struct Entry {
+    Instant when;
+    TimerNode* node;
+  };
+  void place(std::size_t i, const Entry& e) {
+    v_[i] = e;
+    e.node->heap_pos = static_cast<std::uint32_t>(i);
+  }
+  void sift_up(std::size_t i);
+  void sift_down(std::size_t i);
+  std::vector<Entry> v_;
+};
+
+// Rarely needed parts of a lease.
+struct LeaseExtra {
+  std::string reentrancy_key;
+  std::vector<OwnerToken> aliases;  // reentrant request tokens
+  SessionId session = 0;            // non-zero: ephemeral, bound to it
+};
+
+struct LeaseE : TimerNode {
   OwnerToken token;
   std::uint64_t fencing = 0;
   Nanos ttl{0};
   Instant expiry{0};
-  std::uint32_t holds = 1;
-  std::string label;
-  std::string reentrancy_key;
-  std::vector<OwnerToken> aliases;
-  SessionId session = 0;  // non-zero: ephemeral, bound to this session
-  TimerIt timer;
-  LeaseLinks::iterator session_link;
+  std::uint32_t holds = 0;             // 0: this (inline) slot is unused
+  const std::string* label = nullptr;  // interned; nullptr = ""
+  std::unique_ptr<LeaseExtra> extra;   // nullptr = none of it
+
+  std::string_view label_view() const {
+    return label == nullptr ? std::string_view() : std::string_view(*label);
+  }
+  std::string_view reentrancy_key() const {
+    return extra ? std::string_view(extra->reentrancy_key) : std::string_view();
+  }
+  SessionId session() const { return extra ? extra->session : 0; }
 };
 
-struct WaiterE {
+struct WaiterE;
+using WaiterIt = std::list<WaiterE>::iterator;
+using WaiterLinks = std::list<std::pair<LockE*, WaiterIt>>;
+
+struct WaiterE : TimerNode {
   OwnerToken token;
   Nanos ttl{0};
   std::string label;
@@ -60,18 +104,97 @@ struct WaiterE {
   Instant arrival{0};
   Instant deadline{0};
   GroupE* group = nullptr;  // all-or-nothing reservation, if any
-  TimerIt timer;
   WaiterLinks::iterator session_link;
 };
 
+// Holders beyond the inline one, the queue and the reentrancy indexes.
+struct LockExtra {
+  std::unordered_map<OwnerToken, LeaseE, OwnerTokenHash> more;
+  std::unordered_map<OwnerToken, LeaseE*, OwnerTokenHash> aliases;
+  std::unordered_map<std::string, LeaseE*> by_reentrancy_key;
+  std::list<WaiterE> queue;  // arrival order
+};
+
 struct LockE {
-  std::string name;
-  std::uint32_t capacity = 1;
-  std::list<LeaseE> holders;  // grant order
-  std::list<WaiterE> queue;   // arrival order
+  LeaseE first;  // inline holder slot
+  std::unique_ptr<LockExtra> ext;
   std::uint64_t last_fencing = 0;
-  std::unordered_map<std::string, LeaseIt> by_reentrancy_key;
+  std::uint32_t capacity = 1;
+  std::uint32_t holders = 0;
+  std::uint32_t name_len = 0;
+  std::uint32_t hash = 0;
   bool dirty = false;
+
+  std::string_view name() const {
+    return {reinterpret_cast<const char*>(this + 1), name_len};
+  }
+  // One allocation: the struct, then the name bytes.
+  static LockE* create(std::string_view name, std::uint32_t hash,
+                       std::uint32_t capacity);
+  static void destroy(LockE* lock);
+
+  LockExtra& extra() {
+    if (!ext) ext = std::make_unique<LockExtra>();
+    return *ext;
+  }
+  bool queue_empty() const { return !ext || ext->queue.empty(); }
+  std::size_t queue_size() const { return ext ? ext->queue.size() : 0; }
+  // The lease held with `token` (own token or reentrant alias), if any.
+  LeaseE* find_lease(const OwnerToken& token);
+  template <typename F>
+  void for_each_holder(F&& f) {
+    if (first.holds > 0) f(first);
+    if (ext) {
+      for (auto& [t, l] : ext->more) f(l);
+    }
+  }
+  template <typename F>
+  void for_each_holder(F&& f) const {
+    if (first.holds > 0) f(first);
+    if (ext) {
+      for (const auto& [t, l] : ext->more) f(l);
+    }
+  }
+};
+
+std::uint32_t name_hash(std::string_view name);
+
+// Open addressing (linear probing, backward-shift deletion) of LockE*.
+class LockIndex {
+ public:
+  ~LockIndex();
+  std::size_t size() const { return size_; }
+  LockE* find(std::string_view name, std::uint32_t hash) const;
+  void insert(LockE* lock);  // name not present
+  void erase(LockE* lock);   // present
+  template <typename F>
+  void for_each(F&& f) const {
+    for (LockE* l : slots_) {
+      if (l != nullptr) f(*l);
+    }
+  }
+  void clear();
+
+ private:
+  void grow();
+  std::vector<LockE*> slots_;
+  std::size_t size_ = 0;
+};
+
+// Interned strings with reference counts (lease labels).
+class Interner {
+ public:
+  const std::string* acquire(std::string_view s);
+  void release(const std::string* s);
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> refs_;
 };
 
 // An all-or-nothing reservation queued on several locks at once.
@@ -93,27 +216,29 @@ struct KeyHash {
 
 struct LockTable::Impl {
   Impl(const Clock& c, Limits l) : clock(c), limits(l) {}
+  ~Impl();
 
   const Clock& clock;
   Limits limits;
   ChangeSink* sink = nullptr;
 
-  std::unordered_map<std::string, LockE> locks;
-  std::set<std::string_view> names;  // sorted view of locks' keys, for list()
-  std::unordered_map<Key, std::pair<LockE*, LeaseIt>, KeyHash> leases;
+  LockIndex locks;
+  Interner labels;
   std::unordered_map<Key, std::pair<LockE*, WaiterIt>, KeyHash> waiters;
   std::unordered_map<OwnerToken, GroupE, OwnerTokenHash> groups;
-  std::unordered_map<SessionId, LeaseLinks> session_leases;
+  std::unordered_map<SessionId, std::unordered_set<LeaseE*>> session_leases;
   std::unordered_map<SessionId, WaiterLinks> session_waiters;
   std::unordered_map<std::string, std::int64_t> counters;
-  Timers timers;
+  TimerHeap timers;
   std::vector<LockE*> dirty;
   std::vector<Event> events;
   std::uint64_t fencing = 0;
-  TableStats totals;  // grants, expirations, wait_timeouts
+  TableStats totals;  // grants, expirations, wait_timeouts, leases
 
   // --- helpers (lock_table.cc) ---
-  LockE* find_lock(std::string_view name);
+  LockE* find_lock(std::string_view name) const {
+    return locks.find(name, name_hash(name));
+  }
   LockE& get_or_create_lock(std::string_view name, std::uint32_t capacity);
   void mark_dirty(LockE& lock);
   // Grants every queued request that can be granted on dirty locks, then
@@ -122,14 +247,16 @@ struct LockTable::Impl {
   void pump(LockE& lock, Instant now);
   bool group_ready(const GroupE& group) const;
 
-  LeaseIt add_lease(LockE& lock, const OwnerToken& token, Nanos ttl,
+  LeaseE* add_lease(LockE& lock, const OwnerToken& token, Nanos ttl,
                     Instant now, std::string_view label,
                     std::string_view reentrancy_key, SessionId session);
-  void remove_lease(LockE& lock, LeaseIt it);
-  void join_lease(LockE& lock, LeaseIt lease, const OwnerToken& alias,
+  void remove_lease(LockE& lock, LeaseE* lease);
+  void join_lease(LockE& lock, LeaseE* lease, const OwnerToken& alias,
                   Nanos ttl, Instant now);
-  void set_expiry(LockE& lock, LeaseIt it, Instant expiry);
+  void add_alias(LockE& lock, LeaseE* lease, const OwnerToken& alias);
+  void set_expiry(LeaseE* lease, Instant expiry);
   WaiterIt add_waiter(LockE& lock, WaiterE waiter);
+  void set_deadline(WaiterIt it, Instant deadline);
   void remove_waiter(LockE& lock, WaiterIt it);
   // Removes every queued request of an all-or-nothing reservation; one event
   // of `kind` per name unless `kind` is nullopt.

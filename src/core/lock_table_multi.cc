@@ -33,7 +33,7 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
   const std::size_t n = r.names.size();
   std::vector<LockE*> lock(n, nullptr);
   std::vector<Plan> plan(n, Plan::none);
-  std::vector<LeaseIt> held(n);
+  std::vector<LeaseE*> held(n, nullptr);
   std::vector<WaiterIt> queued(n);
   std::size_t new_locks = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -47,11 +47,14 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
                      std::to_string(lock[i]->capacity) +
                      "; request asked for " + std::to_string(r.capacity));
     }
-    Key key{std::string(r.names[i]), r.reservation};
-    if (auto l = leases.find(key); l != leases.end()) {
+    if (LeaseE* l = lock[i]->find_lease(r.reservation)) {
       plan[i] = Plan::held;
-      held[i] = l->second.second;
-    } else if (auto w = waiters.find(key); w != waiters.end()) {
+      held[i] = l;
+    } else if (auto w = lock[i]->queue_empty()
+                            ? waiters.end()
+                            : waiters.find(
+                                  Key{std::string(r.names[i]), r.reservation});
+               w != waiters.end()) {
       plan[i] = Plan::queued;
       queued[i] = w->second.second;
       if (r.all_or_nothing && queued[i]->group == nullptr) {
@@ -72,15 +75,10 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
       r.queue_deadline && *r.queue_deadline > now ? r.queue_deadline
                                                   : std::nullopt;
   auto can_grant_now = [&](std::size_t i) {
-    return lock[i] == nullptr || (lock[i]->queue.empty() &&
-                                  lock[i]->holders.size() < lock[i]->capacity);
+    return lock[i] == nullptr ||
+           (lock[i]->queue_empty() && lock[i]->holders < lock[i]->capacity);
   };
-  auto refresh = [&](std::size_t i) {
-    WaiterIt it = queued[i];
-    timers.erase(it->timer);
-    it->deadline = *deadline;
-    it->timer = timers.emplace(*deadline, TimerRef{lock[i], false, {}, it});
-  };
+  auto refresh = [&](std::size_t i) { set_deadline(queued[i], *deadline); };
   auto waiter_for = [&]() {
     WaiterE w;
     w.token = r.reservation;
@@ -93,9 +91,9 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
   };
   auto too_many_waiters = [&](std::size_t i) -> std::optional<Error> {
     if (lock[i] != nullptr &&
-        lock[i]->queue.size() >= limits.max_waiters_per_lock) {
+        lock[i]->queue_size() >= limits.max_waiters_per_lock) {
       return invalid("lock " + quote_name(r.names[i]) + " has " +
-                     std::to_string(lock[i]->queue.size()) +
+                     std::to_string(lock[i]->queue_size()) +
                      " waiters; the limit is " +
                      std::to_string(limits.max_waiters_per_lock));
     }
@@ -125,10 +123,8 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
         return Error(Errc::timeout, "wait deadline of the reservation passed");
       }
       if (deadline) {
-        for (auto& [l, it] : group->members) {
-          timers.erase(it->timer);
-          it->deadline = *deadline;
-          it->timer = timers.emplace(*deadline, TimerRef{l, false, {}, it});
+        for (auto& member : group->members) {
+          set_deadline(member.second, *deadline);
         }
       }
       for (std::size_t i = 0; i < n; ++i) {
@@ -146,7 +142,7 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
           continue;
         }
         LockE& l = get_or_create_lock(r.names[i], r.capacity);
-        LeaseIt lease = add_lease(l, r.reservation, r.ttl, now, r.label, {}, 0);
+        LeaseE* lease = add_lease(l, r.reservation, r.ttl, now, r.label, {}, 0);
         out.granted.push_back(make_grant(l, *lease, now));
       }
       return out;
@@ -155,9 +151,9 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
       LockE& l = *lock[first_blocked];
       return Error(Errc::not_acquired,
                    "lock " + quote_name(r.names[first_blocked]) +
-                       " is not free (" + std::to_string(l.holders.size()) +
-                       " of " + std::to_string(l.capacity) + " held, " +
-                       std::to_string(l.queue.size()) + " waiting)")
+                       " is not free (" + std::to_string(l.holders) + " of " +
+                       std::to_string(l.capacity) + " held, " +
+                       std::to_string(l.queue_size()) + " waiting)")
           .with_holders(holders_of(l, now));
     }
     if (!deadline) {
@@ -210,7 +206,7 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
         break;
       case Plan::grant: {
         LockE& l = get_or_create_lock(r.names[i], r.capacity);
-        LeaseIt lease = add_lease(l, r.reservation, r.ttl, now, r.label, {}, 0);
+        LeaseE* lease = add_lease(l, r.reservation, r.ttl, now, r.label, {}, 0);
         out.granted.push_back(make_grant(l, *lease, now));
         break;
       }

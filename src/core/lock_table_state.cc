@@ -1,5 +1,6 @@
-// core/lock_table_state.cc — LockTable counters, sessions and persistence
-// (restore_*, snapshot_*, fencing floor). Semantics: see lock_table.h.
+// core/lock_table_state.cc — LockTable counters, sessions, persistence
+// (restore_*, snapshot_*, fencing floor) and introspection (describe, list,
+// timers, stats). Semantics: see lock_table.h.
 #include <algorithm>
 #include <limits>
 
@@ -97,10 +98,11 @@ std::size_t LockTable::release_session_leases(SessionId session) {
   while (true) {
     auto s = m.session_leases.find(session);
     if (s == m.session_leases.end()) break;
-    auto [lock, lease] = s->second.front();
+    LeaseE* lease = *s->second.begin();
+    LockE* lock = lease->lock;
     OwnerToken token = lease->token;
     m.remove_lease(*lock, lease);
-    if (m.sink != nullptr) m.sink->lease_removed(lock->name, token);
+    if (m.sink != nullptr) m.sink->lease_removed(lock->name(), token);
     ++count;
   }
   m.settle(m.clock.now());
@@ -132,7 +134,7 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   m.fencing = std::max(m.fencing, record.fencing_token);
   if (record.expiry <= now) return {};
   LockE* lock = m.find_lock(record.name);
-  LeaseIt existing{};
+  LeaseE* existing = nullptr;
   bool replace = false;
   if (lock != nullptr) {
     if (lock->capacity != record.capacity) {
@@ -140,15 +142,14 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
                      std::to_string(lock->capacity) + "; record has " +
                      std::to_string(record.capacity));
     }
-    if (auto l = m.leases.find(Key{record.name, record.token});
-        l != m.leases.end()) {
-      if (l->second.second->token != record.token) {
+    if (LeaseE* l = lock->find_lease(record.token)) {
+      if (l->token != record.token) {
         return invalid("lease record token is an alias of another lease");
       }
-      existing = l->second.second;
+      existing = l;
       replace = true;
     }
-    std::size_t held = lock->holders.size() - (replace ? 1 : 0);
+    std::size_t held = lock->holders - (replace ? 1 : 0);
     if (held >= lock->capacity) {
       return Error(Errc::internal, "restoring a lease of lock " +
                                        quote_name(record.name) +
@@ -157,8 +158,8 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
     }
   }
   for (const OwnerToken& alias : record.aliases) {
-    auto l = m.leases.find(Key{record.name, alias});
-    if (l != m.leases.end() && !(replace && l->second.second == existing)) {
+    LeaseE* l = lock == nullptr ? nullptr : lock->find_lease(alias);
+    if (l != nullptr && !(replace && l == existing)) {
       return invalid("lease record alias is already in use");
     }
   }
@@ -171,7 +172,7 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   const std::uint64_t saved = m.fencing;
   LockE& l = m.get_or_create_lock(record.name, record.capacity);
   const std::uint64_t saved_last = l.last_fencing;
-  LeaseIt lease = m.add_lease(l, record.token, record.ttl, now, record.label,
+  LeaseE* lease = m.add_lease(l, record.token, record.ttl, now, record.label,
                               record.reentrancy_key, 0);
   m.sink = sink;
   m.fencing = saved;
@@ -179,11 +180,10 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   lease->fencing = record.fencing_token;
   l.last_fencing = std::max(saved_last, record.fencing_token);
   lease->holds = record.holds;
-  m.set_expiry(l, lease, record.expiry);
+  m.set_expiry(lease, record.expiry);
   for (const OwnerToken& alias : record.aliases) {
     if (alias == record.token) continue;
-    lease->aliases.push_back(alias);
-    m.leases.emplace(Key{record.name, alias}, std::make_pair(&l, lease));
+    m.add_alias(l, lease, alias);
   }
   m.settle(now);
   return {};
@@ -196,14 +196,25 @@ void LockTable::restore_counter(std::string_view name, std::int64_t value) {
 
 std::vector<LeaseRecord> LockTable::snapshot_leases() const {
   std::vector<LeaseRecord> out;
-  const Instant now = impl_->clock.now();
-  for (const auto& [name, lock] : impl_->locks) {
-    for (const LeaseE& lease : lock.holders) {
-      if (lease.expiry <= now) continue;
-      out.push_back(impl_->make_record(lock, lease));
-    }
-  }
+  for_each_lease([&](const LeaseRecord& r) { out.push_back(r); });
   return out;
+}
+
+void LockTable::for_each_lease(
+    const std::function<void(const LeaseRecord&)>& fn) const {
+  const Instant now = impl_->clock.now();
+  std::vector<const LeaseE*> held;
+  impl_->locks.for_each([&](const LockE& lock) {
+    // Per lock in grant (fencing) order.
+    held.clear();
+    lock.for_each_holder([&](const LeaseE& lease) {
+      if (lease.expiry > now) held.push_back(&lease);
+    });
+    std::sort(held.begin(), held.end(), [](const LeaseE* a, const LeaseE* b) {
+      return a->fencing < b->fencing;
+    });
+    for (const LeaseE* lease : held) fn(impl_->make_record(lock, *lease));
+  });
 }
 
 std::vector<std::pair<std::string, std::int64_t>> LockTable::snapshot_counters()
@@ -212,6 +223,95 @@ std::vector<std::pair<std::string, std::int64_t>> LockTable::snapshot_counters()
                                                         impl_->counters.end());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// ---------------------------------------------------------- introspection
+
+namespace {
+
+std::chrono::milliseconds floor_ms(Nanos d) {
+  if (d <= Nanos::zero()) return std::chrono::milliseconds{0};
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+LockInfo describe_lock(const LockTable::Impl& m, const LockE& lock,
+                       Instant now) {
+  LockInfo info;
+  info.name = std::string(lock.name());
+  info.capacity = lock.capacity;
+  info.holders = m.holders_of(lock, now);
+  info.waiters.reserve(lock.queue_size());
+  if (lock.ext) {
+    for (const WaiterE& w : lock.ext->queue) {
+      info.waiters.push_back(
+          {w.label, floor_ms(now - w.arrival), w.group != nullptr});
+    }
+  }
+  info.last_fencing_token = lock.last_fencing;
+  return info;
+}
+}  // namespace
+
+Result<LockInfo> LockTable::describe(std::string_view name) {
+  impl_->advance();
+  if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
+  const LockE* lock = impl_->find_lock(name);
+  if (lock == nullptr) {
+    LockInfo info;
+    info.name = std::string(name);
+    return info;
+  }
+  return describe_lock(*impl_, *lock, impl_->clock.now());
+}
+
+std::vector<LockInfo> LockTable::list(std::string_view prefix,
+                                      std::size_t limit) {
+  impl_->advance();
+  const Instant now = impl_->clock.now();
+  // No sorted name index is kept (it would cost ~50 bytes per lock): list
+  // scans the locks, an administrative call, O(locks + k log k).
+  std::vector<const LockE*> match;
+  impl_->locks.for_each([&](const LockE& l) {
+    if (l.name().substr(0, prefix.size()) == prefix) match.push_back(&l);
+  });
+  auto by_name = [](const LockE* a, const LockE* b) {
+    return a->name() < b->name();
+  };
+  if (match.size() > limit) {
+    std::partial_sort(match.begin(),
+                      match.begin() + static_cast<std::ptrdiff_t>(limit),
+                      match.end(), by_name);
+    match.resize(limit);
+  } else {
+    std::sort(match.begin(), match.end(), by_name);
+  }
+  std::vector<LockInfo> out;
+  out.reserve(match.size());
+  for (const LockE* l : match) out.push_back(describe_lock(*impl_, *l, now));
+  return out;
+}
+
+// ----------------------------------------------------------------- timers
+
+void LockTable::advance() { impl_->advance(); }
+
+std::optional<Instant> LockTable::next_deadline() const {
+  if (impl_->timers.empty()) return std::nullopt;
+  return impl_->timers.top_when();
+}
+
+std::vector<Event> LockTable::take_events() {
+  std::vector<Event> out;
+  out.swap(impl_->events);
+  return out;
+}
+
+TableStats LockTable::stats() const {
+  TableStats s = impl_->totals;
+  s.locks = impl_->locks.size();
+  s.waiters = impl_->waiters.size();
+  s.counters = impl_->counters.size();
+  return s;
 }
 
 }  // namespace baton::core

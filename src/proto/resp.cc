@@ -2,7 +2,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <memory>
 
 namespace baton::proto {
@@ -188,17 +190,126 @@ RequestParser::State RequestParser::next(Request* out, std::string* message) {
 
 // --- ReplyParser ----------------------------------------------------------
 
-ReplyParser::ReplyParser() : reader_(redisReaderCreate()) {}
+ReplyParser::ReplyParser() : ReplyParser(ReplyLimits{}) {}
+ReplyParser::ReplyParser(ReplyLimits limits)
+    : reader_(redisReaderCreate()), limits_(limits) {}
 ReplyParser::~ReplyParser() {
   redisReaderFree(static_cast<redisReader*>(reader_));
 }
 
 Status ReplyParser::feed(const char* data, std::size_t size) {
+  if (Status s = scan(data, size); !s.ok()) return s;
   if (redisReaderFeed(static_cast<redisReader*>(reader_), data, size) !=
       REDIS_OK) {
     return Error(Errc::invalid_argument, "malformed reply stream");
   }
   return {};
+}
+
+// Follows the RESP2 framing of the stream (header lines, bulk payloads,
+// open arrays) without building anything, so limits are enforced before
+// hiredis allocates for a header.
+Status ReplyParser::scan(const char* data, std::size_t size) {
+  if (!error_.empty()) return Error(Errc::invalid_argument, error_);
+  std::size_t i = 0;
+  while (i < size) {
+    if (skip_ > 0) {
+      std::size_t n =
+          static_cast<std::size_t>(std::min<std::uint64_t>(skip_, size - i));
+      skip_ -= n;
+      i += n;
+      reply_bytes_ += n;
+      if (skip_ == 0) item_done();
+      continue;
+    }
+    const char* nl =
+        static_cast<const char*>(std::memchr(data + i, '\n', size - i));
+    std::size_t end =
+        nl == nullptr ? size : static_cast<std::size_t>(nl - data) + 1;
+    line_.append(data + i, end - i);
+    reply_bytes_ += end - i;
+    i = end;
+    if (line_.size() > limits_.max_line_bytes) {
+      error_ = "reply line longer than " +
+               std::to_string(limits_.max_line_bytes) + " bytes";
+    } else if (nl != nullptr) {
+      if (Status s = header(line_); !s.ok()) error_ = s.error().message();
+      line_.clear();
+    }
+    if (error_.empty() && reply_bytes_ > limits_.max_reply_bytes) {
+      error_ = "reply larger than " + std::to_string(limits_.max_reply_bytes) +
+               " bytes";
+    }
+    if (!error_.empty()) return Error(Errc::invalid_argument, error_);
+  }
+  return {};
+}
+
+Status ReplyParser::header(std::string_view line) {
+  auto bad = [](std::string m) { return Error(Errc::invalid_argument, m); };
+  if (line.size() < 3 || line[line.size() - 2] != '\r') {
+    return bad("malformed reply: a line does not end in CRLF");
+  }
+  const char type = line[0];
+  const std::string_view body = line.substr(1, line.size() - 3);
+  if (type == '+' || type == '-' || type == ':') {
+    item_done();
+    return {};
+  }
+  if (type != '$' && type != '*') {
+    return bad("malformed reply: unknown type byte " +
+               std::to_string(static_cast<unsigned char>(type)));
+  }
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(body.data(), body.data() + body.size(), n);
+  if (ec != std::errc() || p != body.data() + body.size() || n < -1) {
+    return bad("malformed reply: bad length in a " + std::string(1, type) +
+               " header");
+  }
+  if (type == '$') {
+    if (n > static_cast<std::int64_t>(limits_.max_bulk_bytes)) {
+      return bad("reply bulk string of " + std::to_string(n) +
+                 " bytes exceeds the limit of " +
+                 std::to_string(limits_.max_bulk_bytes));
+    }
+    if (n < 0) {
+      item_done();
+    } else {
+      skip_ = static_cast<std::uint64_t>(n) + 2;
+    }
+    return {};
+  }
+  if (n > static_cast<std::int64_t>(limits_.max_array_elements)) {
+    return bad("reply array of " + std::to_string(n) +
+               " elements exceeds the limit of " +
+               std::to_string(limits_.max_array_elements));
+  }
+  if (n > 0) {
+    reply_elements_ += static_cast<std::uint64_t>(n);
+    if (reply_elements_ > limits_.max_total_elements) {
+      return bad("reply of more than " +
+                 std::to_string(limits_.max_total_elements) +
+                 " elements in all exceeds the limit");
+    }
+    if (open_.size() >= limits_.max_depth) {
+      return bad("reply nests arrays deeper than " +
+                 std::to_string(limits_.max_depth));
+    }
+    open_.push_back(n);
+  } else {
+    item_done();
+  }
+  return {};
+}
+
+// One value finished: count it in its array; a top-level one ends a reply.
+void ReplyParser::item_done() {
+  while (!open_.empty()) {
+    if (--open_.back() > 0) return;
+    open_.pop_back();
+  }
+  reply_elements_ = 0;
+  reply_bytes_ = 0;
 }
 
 namespace {

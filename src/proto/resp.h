@@ -5,7 +5,8 @@
 // Redis client send) and enforces limits *before* anything is allocated for a
 // frame: at most `max_request_bytes` per request and `max_args` arguments.
 // The frame is then decoded by hiredis' redisReader. ReplyParser decodes
-// server replies (any RESP2 value) with hiredis on the client side.
+// server replies (any RESP2 value) with hiredis on the client side, after
+// checking every header against ReplyLimits.
 //
 // A parser error is final: the caller replies with the error and closes the
 // connection (the stream position is lost).
@@ -74,19 +75,43 @@ struct Reply {
   std::vector<Reply> elements;  // array
 };
 
+// Bounds on one reply (hiredis 0.14 itself has none: an array header of
+// two billion elements would make it allocate 16 GB). Checked on every
+// header as bytes arrive, before hiredis sees them.
+struct ReplyLimits {
+  std::size_t max_array_elements = 1 << 20;  // per array
+  std::size_t max_total_elements = 1 << 22;  // per reply, nested included
+  std::size_t max_bulk_bytes = 64u << 20;    // per bulk string
+  std::size_t max_reply_bytes = 256u << 20;  // per reply, framing included
+  std::size_t max_depth = 7;                 // nested arrays
+  std::size_t max_line_bytes = 64u << 10;    // a status/error/header line
+};
+
 class ReplyParser {
  public:
   ReplyParser();
+  explicit ReplyParser(ReplyLimits limits);
   ~ReplyParser();
   ReplyParser(const ReplyParser&) = delete;
   ReplyParser& operator=(const ReplyParser&) = delete;
-  // invalid_argument on a malformed stream.
+  // invalid_argument on a malformed stream or a reply over the limits
+  // (final: the connection must be dropped).
   Status feed(const char* data, std::size_t size);
   // true and *out set when a complete reply is available.
   Result<bool> next(Reply* out);
 
  private:
+  Status scan(const char* data, std::size_t size);
+  Status header(std::string_view line);
+  void item_done();
+
   void* reader_;  // redisReader
+  ReplyLimits limits_;
+  std::string error_;               // set once the stream is refused
+  std::string line_;                // header line being assembled
+  std::uint64_t skip_ = 0;          // bulk payload (+ CRLF) still to pass
+  std::vector<std::int64_t> open_;  // elements left in each open array
+  std::uint64_t reply_elements_ = 0, reply_bytes_ = 0;
 };
 
 }  // namespace baton::proto

@@ -246,7 +246,12 @@ void Connection::cmd_acquire(const proto::Request& req) {
     std::string bytes;
     proto::RespWriter w(bytes);
     proto::write_grant(w, server_.to_grant(out->grant));
-    reply(std::move(bytes), {{out->grant.name, out->grant.token}});
+    // The grant to undo if persisting it fails (only with a journal).
+    std::vector<std::pair<std::string, OwnerToken>> grants;
+    if (server_.has_journal()) {
+      grants.emplace_back(std::move(out->grant.name), out->grant.token);
+    }
+    reply(std::move(bytes), std::move(grants));
   } else {
     ++server_.stats().waits;
     parked_ = true;

@@ -84,6 +84,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Staged> staged_;
   std::string out_, writing_;
   bool write_in_flight_ = false;
+  bool in_batch_ = false;  // read_loop is executing a batch of requests
 };
 
 }  // namespace baton::server

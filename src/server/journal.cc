@@ -449,19 +449,35 @@ Status Journal::maybe_compact(const core::LockTable& table) {
 }
 
 Status Journal::compact(const core::LockTable& table) {
-  std::string snap = encode_fence(table.fencing_high_water());
-  for (const auto& lease : table.snapshot_leases()) {
-    core::LeaseRecord r = lease;
-    r.expiry = core::Instant(to_wall_ms(lease.expiry));
-    snap += encode_lease_put(r);
-  }
-  for (const auto& [name, value] : table.snapshot_counters()) {
-    snap += encode_counter(name, value);
-  }
+  // Streamed to the file in ~1 MiB pieces: a snapshot of a million leases
+  // must not need a copy of the table in memory.
   const std::string tmp = options_.dir + "/snapshot.tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return errno_error("open " + tmp);
-  bool ok = write_all(fd, snap) && ::fsync(fd) == 0;
+  constexpr std::size_t kChunk = 1 << 20;
+  std::string snap = encode_fence(table.fencing_high_water());
+  std::uint64_t total = 0;
+  bool ok = true;
+  auto spill = [&](bool force) {
+    if (ok && (force || snap.size() >= kChunk)) {
+      ok = write_all(fd, snap);
+      total += snap.size();
+      snap.clear();
+    }
+  };
+  table.for_each_lease([&](const core::LeaseRecord& lease) {
+    core::LeaseRecord r = lease;
+    r.expiry = core::Instant(to_wall_ms(lease.expiry));
+    snap += encode_lease_put(r);
+    spill(false);
+  });
+  for (const auto& [name, value] : table.snapshot_counters()) {
+    snap += encode_counter(name, value);
+    spill(false);
+  }
+  spill(true);
+  std::string().swap(snap);
+  ok = ok && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) return errno_error("write " + tmp);
   if (::rename(tmp.c_str(), (options_.dir + "/snapshot").c_str()) != 0) {
@@ -484,7 +500,7 @@ Status Journal::compact(const core::LockTable& table) {
   buffer_.clear();
   written_ = durable_ = appended_;
   stats_.bytes = 0;
-  stats_.snapshot_bytes = snap.size();
+  stats_.snapshot_bytes = total;
   ++stats_.compactions;
   return {};
 }

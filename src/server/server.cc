@@ -160,6 +160,10 @@ std::uint64_t Server::reply_seq() const {
   return journal_ ? journal_->appended_seq() : 0;
 }
 
+std::uint64_t Server::durable_seq() const {
+  return journal_ ? journal_->durable_seq() : ~0ull;
+}
+
 bool Server::persistence_failed() const {
   return journal_ && journal_->failed();
 }
@@ -390,14 +394,16 @@ void Server::connection_closed(const std::shared_ptr<Connection>& c,
   after_table_call();
 }
 
+// One server-wide timer, re-armed only when the earliest deadline moves
+// earlier than the instant it is armed for (a new lease usually expires
+// after the earliest one, so most requests touch no timer). When it fires
+// early (the lease was released or extended) advance() finds nothing due
+// and the timer is armed again for the then-earliest deadline.
 void Server::arm_deadline_timer() {
   auto next = table_.next_deadline();
-  if (next == armed_) return;
+  if (!next) return;  // an armed timer fires once, harmlessly
+  if (armed_ && *armed_ <= *next) return;
   armed_ = next;
-  if (!next) {
-    deadline_timer_.cancel();
-    return;
-  }
   deadline_timer_.expires_at(std::chrono::steady_clock::time_point(
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(*next)));
   deadline_timer_.async_wait([this](std::error_code ec) {

@@ -5,7 +5,8 @@
 // closes; its EPHEMERAL leases are freed session_timeout later. Blocking
 // acquires are parked and answered when the table reports their grant
 // (take_events() is drained after every table call). Expiry is driven by one
-// steady_timer set to LockTable::next_deadline(). Replies that acknowledge a
+// steady_timer, re-armed only when LockTable::next_deadline() moves earlier
+// than the instant it is set for. Replies that acknowledge a
 // change are sent only once the journal covers it (fsync policy); the
 // fdatasync runs on the journal's sync thread and its result is posted back
 // to the io thread (group commit, see persist()).
@@ -61,6 +62,9 @@ class Server {
   std::size_t connection_count() const { return connections_.size(); }
   // Journal sequence a reply must wait for (0 if none).
   std::uint64_t reply_seq() const;
+  // Journal sequence that is durable now (everything, without a journal).
+  std::uint64_t durable_seq() const;
+  bool has_journal() const { return journal_ != nullptr; }
   bool persistence_failed() const;
   // Call after every table call: drains events, re-arms the timer, syncs.
   void after_table_call();

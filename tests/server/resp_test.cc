@@ -129,9 +129,83 @@ TEST(Replies, ErrorsMapToErrc) {
 
 TEST(Replies, MalformedReplyStream) {
   ReplyParser rp;
-  ASSERT_TRUE(rp.feed("?bad\r\n", 6));
+  Status fed = rp.feed("?bad\r\n", 6);
+  ASSERT_FALSE(fed);
+  EXPECT_NE(fed.error().message().find("unknown type byte"), std::string::npos)
+      << fed.error().message();
+  // Final: later bytes are refused too.
+  EXPECT_FALSE(rp.feed("+OK\r\n", 5));
+}
+
+TEST(Replies, HugeArrayHeaderIsRefusedBeforeAllocation) {
+  ReplyParser rp;
+  const std::string huge = "*2000000000\r\n";
+  Status fed = rp.feed(huge.data(), huge.size());
+  ASSERT_FALSE(fed);
+  EXPECT_EQ(fed.error().code(), Errc::invalid_argument);
+  EXPECT_NE(fed.error().message().find("reply array of 2000000000 elements "
+                                       "exceeds the limit"),
+            std::string::npos)
+      << fed.error().message();
+}
+
+TEST(Replies, ReplyLimitsAreEnforced) {
+  ReplyLimits lim;
+  lim.max_array_elements = 4;
+  lim.max_total_elements = 6;
+  lim.max_bulk_bytes = 8;
+  lim.max_depth = 2;
+  auto refused = [&](const std::string& bytes, const std::string& what) {
+    ReplyParser rp(lim);
+    Status fed = rp.feed(bytes.data(), bytes.size());
+    EXPECT_FALSE(fed) << bytes;
+    if (!fed) {
+      EXPECT_NE(fed.error().message().find(what), std::string::npos)
+          << fed.error().message();
+    }
+  };
+  refused("*5\r\n", "reply array of 5 elements exceeds the limit of 4");
+  refused("$9\r\n", "bulk string of 9 bytes exceeds the limit of 8");
+  refused("*1\r\n*1\r\n*1\r\n", "deeper than 2");
+  refused("*4\r\n*4\r\n", "elements in all exceeds the limit");
+  refused("$x\r\n", "bad length");
+  refused("+OK\n", "CRLF");
+  // Within the limits, and the counts start over for the next reply.
+  ReplyParser rp(lim);
+  const std::string ok =
+      "*2\r\n$8\r\n12345678\r\n*2\r\n:1\r\n$-1\r\n"
+      "*4\r\n+a\r\n-b\r\n*0\r\n*-1\r\n";
+  ASSERT_TRUE(rp.feed(ok.data(), ok.size()));
   Reply r;
-  EXPECT_FALSE(rp.next(&r));
+  ASSERT_TRUE(*rp.next(&r));
+  ASSERT_EQ(r.elements.size(), 2u);
+  EXPECT_EQ(r.elements[0].str, "12345678");
+  ASSERT_TRUE(*rp.next(&r));
+  EXPECT_EQ(r.elements.size(), 4u);
+}
+
+TEST(Replies, ScannerFollowsBytesSplitAnywhere) {
+  store::Grant g;
+  g.name = "split\r\nname";
+  g.token = OwnerToken{3, 4};
+  g.fencing_token = 9;
+  std::string out;
+  RespWriter w(out);
+  w.array(2);
+  write_grant(w, g);
+  w.bulk(std::string(100, 'x'));
+  w.integer(-5);
+  ReplyParser rp;
+  for (char c : out) ASSERT_TRUE(rp.feed(&c, 1));
+  Reply r;
+  ASSERT_TRUE(*rp.next(&r));
+  ASSERT_EQ(r.elements.size(), 2u);
+  auto back = read_grant(r.elements[0]);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(back->name, g.name);
+  EXPECT_EQ(r.elements[1].str, std::string(100, 'x'));
+  ASSERT_TRUE(*rp.next(&r));
+  EXPECT_EQ(r.integer, -5);
 }
 
 }  // namespace

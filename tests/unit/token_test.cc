@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
 
@@ -13,6 +15,41 @@ TEST(OwnerToken, RandomIsUniqueAndNonZero) {
     OwnerToken t = OwnerToken::random();
     EXPECT_FALSE(t.is_zero());
     EXPECT_TRUE(seen.insert(t).second);
+  }
+}
+
+TEST(OwnerToken, ForkedChildDoesNotRepeatParentTokens) {
+  // Leave buffered tokens in this thread, then fork: the child must not
+  // hand out the bytes the parent still has buffered.
+  (void)OwnerToken::random();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    OwnerToken t[4];
+    for (auto& x : t) x = OwnerToken::random();
+    ssize_t n = ::write(fds[1], t, sizeof t);
+    ::_exit(n == static_cast<ssize_t>(sizeof t) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  OwnerToken mine[4];
+  for (auto& x : mine) x = OwnerToken::random();
+  OwnerToken theirs[4];
+  std::size_t got = 0;
+  while (got < sizeof theirs) {
+    ssize_t n = ::read(fds[0], reinterpret_cast<char*>(theirs) + got,
+                       sizeof theirs - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_EQ(got, sizeof theirs);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (const auto& a : mine) {
+    for (const auto& b : theirs) EXPECT_NE(a, b);
   }
 }
 

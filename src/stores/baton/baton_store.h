@@ -4,12 +4,14 @@
 //   baton://:password@host:port      (password in the userinfo also works)
 //
 // Each Store call is one batond command on a pooled RESP connection (plain
-// blocking sockets with poll() deadlines). A blocking acquire holds one
-// connection for its wait. Connect/IO failures and timeouts are
-// `unavailable`: the client retries with the same owner token, which batond
-// answers idempotently (CONTRACT rule 17). A connection that failed is
-// dropped, never reused; new connections back off after failures (50 ms
-// doubling to 1 s).
+// blocking sockets; deadlines via SO_RCVTIMEO/SO_SNDTIMEO, so a call is one
+// send and one recv). Replies are size-checked (proto::ReplyLimits): an
+// oversize or malformed reply is `unavailable` and drops the connection. A
+// blocking acquire holds one connection for its wait. Connect/IO failures and
+// timeouts are `unavailable`: the client retries with the same owner token,
+// which batond answers idempotently (CONTRACT rule 17). A connection that
+// failed is dropped, never reused; new connections back off after failures (50
+// ms doubling to 1 s).
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_BATON_BATON_STORE_H_

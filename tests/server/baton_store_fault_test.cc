@@ -1,0 +1,126 @@
+// tests/server/baton_store_fault_test.cc — fault injection for the baton://
+// client: a fake server (not batond) on a loopback port answers every
+// request with a hostile reply; the store must refuse it with a clear error
+// quickly, without allocating for it, and drop the connection.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/url.h"
+#include "stores/baton/baton_store.h"
+
+namespace baton::store {
+namespace {
+
+// Accepts connections on 127.0.0.1:<free port> and answers each request
+// (any bytes) with `reply`. Stops within 100 ms of destruction.
+class FakeServer {
+ public:
+  explicit FakeServer(std::string reply) : reply_(std::move(reply)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (fd_ < 0 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd_, 8) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::uint16_t port() const { return port_; }
+  int requests() const { return requests_; }
+
+ private:
+  void run() {
+    std::vector<int> conns;
+    // Bounded: until the test ends, at most 5 minutes.
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (!stop_ && std::chrono::steady_clock::now() < until) {
+      std::vector<pollfd> p{{fd_, POLLIN, 0}};
+      for (int c : conns) p.push_back({c, POLLIN, 0});
+      if (::poll(p.data(), p.size(), 100) <= 0) continue;
+      if (p[0].revents & POLLIN) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) conns.push_back(c);
+      }
+      for (std::size_t i = 1; i < p.size(); ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
+        char buf[4096];
+        ssize_t n = ::recv(p[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) continue;
+        ++requests_;
+        (void)::send(p[i].fd, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+      }
+    }
+    for (int c : conns) ::close(c);
+  }
+
+  std::string reply_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+void expect_refused(const std::string& hostile, const std::string& what) {
+  FakeServer fake(hostile);
+  ASSERT_NE(fake.port(), 0);
+  auto url = core::parse_url(
+      "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
+  ASSERT_TRUE(url) << url.error().to_string();
+  auto store = open_baton_store(*url);
+  ASSERT_TRUE(store) << store.error().to_string();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*store)->describe("some-lock");
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r) << "a hostile reply was accepted: " << hostile.substr(0, 40);
+  EXPECT_EQ(r.error().code(), Errc::unavailable);
+  EXPECT_NE(r.error().message().find(what), std::string::npos)
+      << r.error().message();
+  // Refused on the header, not after the 3 s timeout.
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_GE(fake.requests(), 1);
+}
+
+TEST(BatonStoreFaults, HugeArrayIsRefused) {
+  expect_refused("*2000000000\r\n", "reply array of 2000000000 elements");
+}
+
+TEST(BatonStoreFaults, NestedHugeArraysAreRefused) {
+  std::string r;
+  for (int i = 0; i < 9; ++i) r += "*1000000\r\n";
+  expect_refused(r, "elements in all exceeds the limit");
+}
+
+TEST(BatonStoreFaults, HugeBulkStringIsRefused) {
+  expect_refused("$9000000000\r\nxx", "bulk string of 9000000000 bytes");
+}
+
+TEST(BatonStoreFaults, GarbageIsRefused) {
+  expect_refused("HTTP/1.1 400 Bad Request\r\n\r\n", "unknown type byte");
+}
+
+}  // namespace
+}  // namespace baton::store
