@@ -13,6 +13,7 @@ BATON_BUILD_PACKAGES=(
   libpq-dev                           # postgres:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
+  faketime fiu-utils                  # torture test: clock steps, I/O faults
 )
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib

@@ -222,6 +222,11 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
   Options o = options;
   o.counters = o.store_kind != "redlock";  // redlock:// offers no counters
   RunResult r;
+  if (o.clock_faults && ::access(kFaketime, R_OK) != 0) {
+    o.clock_faults = false;
+    r.skip_reasons.push_back(std::string("clock_step: no ") + kFaketime +
+                             " (Debian package faketime)");
+  }
   r.seed = seed;
   r.store_kind = o.store_kind;
   char tmpl[] = "/tmp/baton-torture-XXXXXX";

@@ -62,6 +62,18 @@ class Cluster : public StoreCluster {
         ports.push_back(batond_->port());
       } else if (k == "postgres") {
         pg_ = std::make_unique<PgServer>();
+        // PgServer runs with synchronous_commit=off (fast tests); with it a
+        // kill -9 loses acknowledged commits — grants and fencing counters
+        // (seen by this harness: one fencing token granted twice). The
+        // store needs synchronous_commit=on; a role setting overrides the
+        // server's command line for every session of the test user.
+        testing::Sql sql(pg_->conninfo());
+        const std::string set =
+            sql.one("ALTER ROLE postgres SET synchronous_commit = on");
+        if (set.rfind("ERROR", 0) == 0) {
+          *error = "postgres: " + set;
+          return false;
+        }
         ports.push_back(pg_->port());
       } else if (k == "redis" || k == "redlock") {
         const int n = k == "redis" ? 1 : 3;
