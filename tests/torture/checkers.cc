@@ -223,6 +223,10 @@ class Judge {
       const std::int64_t took = o.complete_us - o.invoke_us;
       if (took <= (o.wait_ms + 100) * 1000) continue;
       if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
+      // Reported either way; counted apart when no fault was near.
+      if (!any_fault(o.invoke_us, o.complete_us)) {
+        ++out_.counts["late_acquires_fault_free"];
+      }
       add("7-deadline", o.lock + ": worker " + std::to_string(o.worker) +
                             " acquire with wait " + std::to_string(o.wait_ms) +
                             " ms returned " + o.result + " after " +

@@ -84,7 +84,8 @@ void print_text(const bt::RunResult& r, int index, int total) {
 
 void print_json(const bt::RunResult& r) {
   std::cout << "{\"store\":\"" << r.store_kind << "\",\"seed\":" << r.seed
-            << ",\"error\":\"" << json_escape(r.error) << "\",\"faults\":{";
+            << ",\"error\":\"" << json_escape(r.error) << "\",\"dir\":\""
+            << json_escape(r.dir) << "\",\"faults\":{";
   bool first = true;
   for (auto& [k, n] : r.faults) {
     std::cout << (first ? "" : ",") << "\"" << k << "\":" << n;
@@ -98,7 +99,13 @@ void print_json(const bt::RunResult& r) {
   }
   std::cout << "},\"violations\":" << r.violations
             << ",\"worst_recovery_ms\":" << r.worst_recovery_ms
-            << ",\"details\":[";
+            << ",\"notes\":[";
+  first = true;
+  for (auto& n : r.skip_reasons) {
+    std::cout << (first ? "" : ",") << "\"" << json_escape(n) << "\"";
+    first = false;
+  }
+  std::cout << "],\"details\":[";
   first = true;
   for (auto& v : r.details) {
     std::cout << (first ? "" : ",") << "{\"checker\":\"" << v.checker

@@ -94,8 +94,9 @@ std::vector<Fault> run_nemesis(const Options& o,
   };
   std::vector<Heal> heals;
   std::set<int> stopped_slots, clock_slots;
-  std::set<int> down_servers;
-  bool disk_busy = false;
+  // A server that is down, or under a disk fault, takes no other server
+  // fault until it is healed (one restart at a time per server).
+  std::set<int> busy_servers;
 
   auto sleep_until = [](std::int64_t us) {
     const std::int64_t now = real_us();
@@ -123,7 +124,6 @@ std::vector<Fault> run_nemesis(const Options& o,
     if (!store.restart(i, &err)) {
       faults.push_back({"restart_failed", -1, real_us(), real_us(), err});
     }
-    down_servers.erase(i);
   };
 
   for (const Planned& p : plan) {
@@ -184,14 +184,17 @@ std::vector<Fault> run_nemesis(const Options& o,
       }
     } else if (p.kind == "kill_store") {
       const int i = static_cast<int>(p.amount);
-      if (down_servers.count(i) > 0) {
-        record("skip:" + p.kind, -1, "server already down");
+      if (busy_servers.count(i) > 0) {
+        record("skip:" + p.kind, -1, "server down or under a disk fault");
         continue;
       }
       const auto f = record(p.kind, -1, "server " + std::to_string(i));
       store.kill9(i);
-      down_servers.insert(i);
-      heals.push_back({heal_at, f, [&, i] { restart_server(i); }});
+      busy_servers.insert(i);
+      heals.push_back({heal_at, f, [&, i] {
+                         restart_server(i);
+                         busy_servers.erase(i);
+                       }});
     } else if (p.kind == "proxy_cut") {
       record(p.kind, -1, "server " + std::to_string(p.amount));
       store.proxy_cut(static_cast<int>(p.amount));
@@ -213,8 +216,8 @@ std::vector<Fault> run_nemesis(const Options& o,
                        }});
     } else if (p.kind == "fiu_fsync" || p.kind == "fiu_write" ||
                p.kind == "disk_full") {
-      if (disk_busy || down_servers.count(0) > 0) {
-        record("skip:" + p.kind, -1, "store busy with another disk fault");
+      if (busy_servers.count(0) > 0) {
+        record("skip:" + p.kind, -1, "server down or under a disk fault");
         continue;
       }
       std::string why;
@@ -228,7 +231,7 @@ std::vector<Fault> run_nemesis(const Options& o,
       }
       const auto f =
           record(p.kind, -1, p.kind == "disk_full" ? "tmpfs" : point);
-      disk_busy = true;
+      busy_servers.insert(0);
       // batond refuses changes after a failed write/fsync until restarted
       // (docs/server.md): the operator's restart is part of the fault.
       heals.push_back({heal_at, f, [&, kind = p.kind, point] {
@@ -239,7 +242,7 @@ std::vector<Fault> run_nemesis(const Options& o,
                          }
                          store.kill9(0);
                          restart_server(0);
-                         disk_busy = false;
+                         busy_servers.erase(0);
                        }});
     }
   }

@@ -235,6 +235,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
     return r;
   }
   r.dir = tmpl;
+  std::ofstream(r.dir + "/seed") << o.store_kind << " " << seed << "\n";
   std::vector<Fault> faults;
   std::vector<Write> writes;
   std::vector<Op> ops;
@@ -306,6 +307,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
     r.worst_recovery_ms = std::max(r.worst_recovery_ms, rec.elapsed_ms);
     if (!rec.acquired) {
       ++r.violations;
+      ++r.counts["violations_5-recovery"];
       r.details.push_back({"5-recovery", rec.lock + ": not acquired within " +
                                              std::to_string(rec.bound_ms) +
                                              " ms (waited " +

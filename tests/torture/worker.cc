@@ -62,6 +62,12 @@ class Worker {
     co.request_timeout = milliseconds(1500);
     co.max_retries = 2;
     auto client = Client::open(a_.url, co);
+    // The store may be down (nemesis): try again until the deadline.
+    while (!client && client.error().code() == Errc::unavailable &&
+           real_us() < a_.deadline_us && !std::filesystem::exists(a_.stop)) {
+      std::this_thread::sleep_for(milliseconds(100));
+      client = Client::open(a_.url, co);
+    }
     if (!client) {
       std::fprintf(stderr, "worker %d: %s\n", a_.id,
                    client.error().to_string().c_str());
@@ -302,6 +308,8 @@ int worker_main(int argc, char** argv) {
       a.deadline_us = std::stoll(v);
     else if (k == "--ttl-ms")
       a.ttl = milliseconds(std::stoll(v));
+    else if (k == "--counters")
+      a.counters = v == "1";
     else
       continue;
     ++i;
