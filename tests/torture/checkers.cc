@@ -59,6 +59,14 @@ class Judge {
   void fencing() {
     std::map<std::string, const Write*> last;
     for (const Write& w : writes_) {
+      // The SQL helper saw a subset of these writes, so its highest token
+      // is never above FencedResource's: it must accept what that accepts.
+      if (w.sql != 0) ++out_.counts[std::string("sql_fenced_write_") + w.sql];
+      if (w.accepted && w.sql == 'R') {
+        add("1-fencing", w.lock + ": SQL fenced_write rejected token " +
+                             std::to_string(w.fencing) +
+                             " that FencedResource accepted");
+      }
       if (!w.accepted) continue;
       ++out_.counts["writes_accepted"];
       const Write*& prev = last[w.lock];

@@ -1,6 +1,7 @@
 // tests/torture/resource.cc — see resource.h.
 #include "resource.h"
 
+#include <libpq-fe.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,10 +12,36 @@
 
 namespace baton::torture {
 
-GuardedResource::GuardedResource(std::string socket_path, bool fencing)
-    : path_(std::move(socket_path)), fencing_(fencing) {}
+GuardedResource::GuardedResource(std::string socket_path, bool fencing,
+                                 std::string pg_conninfo)
+    : path_(std::move(socket_path)),
+      fencing_(fencing),
+      pg_conninfo_(std::move(pg_conninfo)) {}
 
-GuardedResource::~GuardedResource() { stop(); }
+GuardedResource::~GuardedResource() {
+  stop();
+  if (pg_ != nullptr) PQfinish(static_cast<PGconn*>(pg_));
+}
+
+char GuardedResource::ask_sql(const Write& w) {
+  auto* c = static_cast<PGconn*>(pg_);
+  if (c == nullptr || PQstatus(c) != CONNECTION_OK) {
+    if (c != nullptr) PQfinish(c);
+    c = PQconnectdb((pg_conninfo_ + " connect_timeout=1").c_str());
+    pg_ = c;
+    if (PQstatus(c) != CONNECTION_OK) return '?';
+  }
+  const std::string token = std::to_string(w.fencing);
+  const char* params[2] = {w.lock.c_str(), token.c_str()};
+  PGresult* r = PQexecParams(c, "SELECT baton.fenced_write($1, $2::bigint)", 2,
+                             nullptr, params, nullptr, nullptr, 0);
+  char out = '?';
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    out = PQgetvalue(r, 0, 0)[0] == 't' ? 'A' : 'R';
+  }
+  PQclear(r);
+  return out;
+}
 
 bool GuardedResource::start() {
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -90,6 +117,7 @@ char GuardedResource::judge(const std::string& line) {
   auto& r = res_[w.lock];
   if (!r) r = std::make_unique<FencedResource>();
   w.accepted = r->try_write(w.fencing) || !fencing_;
+  if (!pg_conninfo_.empty() && fencing_) w.sql = ask_sql(w);
   w.at_us = real_us();
   writes_.push_back(w);
   return w.accepted ? 'A' : 'R';

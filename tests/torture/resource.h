@@ -25,7 +25,10 @@ namespace baton::torture {
 
 class GuardedResource {
  public:
-  GuardedResource(std::string socket_path, bool fencing);
+  // `pg_conninfo` (postgres runs): also ask the store's SQL helper
+  // baton.fenced_write for every write, and record its answer.
+  GuardedResource(std::string socket_path, bool fencing,
+                  std::string pg_conninfo = "");
   ~GuardedResource();
   GuardedResource(const GuardedResource&) = delete;
   GuardedResource& operator=(const GuardedResource&) = delete;
@@ -40,8 +43,12 @@ class GuardedResource {
   void serve(int fd);
   char judge(const std::string& line);
 
+  char ask_sql(const Write& w);  // called with mu_ held
+
   std::string path_;
   bool fencing_;
+  std::string pg_conninfo_;
+  void* pg_ = nullptr;  // PGconn*, guarded by mu_
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;

@@ -248,7 +248,8 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
       r.error = "store: " + err;
       return r;
     }
-    GuardedResource resource(r.dir + "/resource.sock", o.fencing);
+    GuardedResource resource(r.dir + "/resource.sock", o.fencing,
+                             store->pg_conninfo());
     if (!resource.start()) {
       r.error = "guarded resource: cannot listen on " + r.dir;
       return r;

@@ -110,6 +110,9 @@ class Cluster : public StoreCluster {
 
   std::string url() const override { return make_url(proxy_ports_); }
   std::string direct_url() const override { return make_url(direct_ports_); }
+  std::string pg_conninfo() const override {
+    return pg_ ? pg_->conninfo() : "";
+  }
   int servers() const override {
     return static_cast<int>(direct_ports_.size());
   }

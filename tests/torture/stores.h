@@ -26,6 +26,8 @@ class StoreCluster {
   virtual std::string url() const = 0;
   // URL straight to the servers (recovery probe, counter read).
   virtual std::string direct_url() const = 0;
+  // libpq conninfo straight to PostgreSQL ("" for other stores).
+  virtual std::string pg_conninfo() const = 0;
   // Number of servers that can be killed (0 for memory:).
   virtual int servers() const = 0;
   // kill -9 server i; restart it on the same port. restart() false + reason.

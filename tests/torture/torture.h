@@ -77,6 +77,9 @@ struct Write {
   std::uint64_t fencing = 0;
   bool accepted = false;
   std::int64_t at_us = 0;
+  // postgres runs: the SQL fenced_write's answer for the same write
+  // ('A' accepted, 'R' rejected, '?' no answer, 0 not asked).
+  char sql = 0;
 };
 
 // One fault the nemesis injected, with the time it started and healed.
