@@ -10,6 +10,7 @@
 // Every run prints its seed; --seed S replays S's fault schedule (run i of
 // a long run uses S + i). Exit 0: every run finished with no violation (with
 // --expect-violations: at least 90% of the runs reported one).
+#include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -24,6 +25,11 @@
 namespace bt = baton::torture;
 
 namespace {
+
+// SIGINT / SIGTERM: finish the current run (its servers and workers are
+// stopped and judged as usual), start no new one.
+volatile sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
 
 int usage(const std::string& why) {
   std::cerr << "baton_torture: " << why
@@ -199,8 +205,13 @@ int main(int argc, char** argv) {
   int done = 0, with_violations = 0, errors = 0;
   std::int64_t total_violations = 0, worst_recovery = 0;
   std::map<std::string, std::int64_t> fault_totals;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   for (int i = 0; i < o.runs; ++i) {
     if (stop_at != 0 && bt::real_us() >= stop_at) break;
+    if (g_stop != 0) break;
     const std::uint64_t seed = o.seed + static_cast<std::uint64_t>(i);
     if (!o.json) {
       std::cout << "run " << i + 1 << "/" << o.runs << " store=" << o.store_kind
