@@ -288,7 +288,9 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
   for (const auto& e : std::filesystem::directory_iterator(r.dir)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 5 && name[0] == 'w' && name.ends_with(".log")) {
-      auto v = read_ops(e.path().string());
+      int bad = 0;
+      auto v = read_ops(e.path().string(), &bad);
+      if (bad > 0) r.counts["log_lines_unparsed"] += bad;
       ops.insert(ops.end(), v.begin(), v.end());
     }
   }

@@ -119,7 +119,8 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
 int worker_main(int argc, char** argv);
 
 // Parses "v|k|lock|..." lines of one worker log.
-std::vector<Op> read_ops(const std::string& path);
+// `bad_lines` counts lines that do not parse.
+std::vector<Op> read_ops(const std::string& path, int* bad_lines);
 
 }  // namespace baton::torture
 

@@ -317,17 +317,23 @@ int worker_main(int argc, char** argv) {
   return Worker(std::move(a)).run();
 }
 
-std::vector<Op> read_ops(const std::string& path) {
+std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
   std::vector<Op> out;
   std::FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return out;
-  char kind[64], lock[600], result[64];
+  char line[2048], kind[64], lock[600], result[64];
   int id;
   long long inv, comp, exp, wait;
   unsigned long long fen, seq;
-  while (std::fscanf(f, "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu", &id,
-                     kind, lock, &inv, &comp, result, &fen, &exp, &wait,
-                     &seq) == 10) {
+  // Line by line: a torn last line (worker killed mid-write) is counted,
+  // never allowed to hide the lines after it.
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu",
+                    &id, kind, lock, &inv, &comp, result, &fen, &exp, &wait,
+                    &seq) != 10) {
+      ++*bad_lines;
+      continue;
+    }
     Op o;
     o.worker = id;
     o.kind = kind;
