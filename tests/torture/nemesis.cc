@@ -134,8 +134,8 @@ std::vector<Fault> run_nemesis(const Options& o,
     if (p.kind == "pause_holder" || p.kind == "kill_holder" ||
         p.kind == "clock_step") {
       std::vector<std::pair<int, int>> cands;
-      // Nobody eligible holds a lock right now: look again, 10 × 30 ms.
-      for (int tries = 0; tries < 10 && cands.empty(); ++tries) {
+      // Nobody eligible holds a lock right now: look again, 30 × 30 ms.
+      for (int tries = 0; tries < 30 && cands.empty(); ++tries) {
         if (tries > 0) std::this_thread::sleep_for(milliseconds(30));
         if (p.kind == "clock_step") {
           for (int s = 0; s < pool.slots(); ++s) cands.push_back({s, -1});
