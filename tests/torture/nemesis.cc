@@ -138,9 +138,13 @@ std::vector<Fault> run_nemesis(const Options& o,
       for (int tries = 0; tries < 30 && cands.empty(); ++tries) {
         if (tries > 0) std::this_thread::sleep_for(milliseconds(30));
         if (p.kind == "clock_step") {
-          for (int s = 0; s < pool.slots(); ++s) cands.push_back({s, -1});
+          for (int s = 0; s < pool.slots(); ++s) {
+            if (pool.clock_faked(s)) cands.push_back({s, -1});
+          }
         } else {
           cands = pool.holders();
+          std::erase_if(cands,
+                        [&](auto& c) { return pool.clock_faked(c.first); });
         }
         // Negative control: a mutex holder (locks 0 and 1).
         if (o.pause_longer) {

@@ -27,6 +27,10 @@ class WorkerPool {
   virtual int slots() const = 0;
   virtual pid_t pid(int slot) const = 0;
   virtual int incarnation(int slot) const = 0;
+  // True if slot's worker runs under libfaketime. Those workers take
+  // clock steps only: a SIGSTOP or kill -9 of a libfaketime process was
+  // seen to stall the other libfaketime processes (docs/reliability.md).
+  virtual bool clock_faked(int slot) const = 0;
   // Writes the libfaketime offset of slot's worker ("+0", "+3", "-2").
   virtual void set_clock(int slot, const std::string& offset) = 0;
 };
