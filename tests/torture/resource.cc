@@ -101,7 +101,8 @@ void GuardedResource::serve(int fd) {
       const char verdict = judge(buf.substr(0, nl));
       buf.erase(0, nl + 1);
       const char reply[2] = {verdict, '\n'};
-      if (::write(fd, reply, 2) != 2) break;
+      // MSG_NOSIGNAL: a worker killed -9 must not SIGPIPE the orchestrator.
+      if (::send(fd, reply, 2, MSG_NOSIGNAL) != 2) break;
     }
   }
   ::close(fd);

@@ -132,7 +132,7 @@ class Worker {
                        std::to_string(lease.fencing_token) + "\n";
     char reply[4] = {0};
     if (res_fd_ >= 0 &&
-        ::write(res_fd_, line.data(), line.size()) ==
+        ::send(res_fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(line.size()) &&
         ::read(res_fd_, reply, 2) == 2) {
       o.result = reply[0] == 'A' ? "accepted" : "rejected";
