@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
   int done = 0, with_violations = 0, errors = 0;
   std::int64_t total_violations = 0, worst_recovery = 0;
   std::map<std::string, std::int64_t> fault_totals;
+  // A peer that died (a worker killed -9, a server restarted) must not end
+  // the orchestrator: writes report EPIPE instead.
+  ::signal(SIGPIPE, SIG_IGN);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGINT, &sa, nullptr);
