@@ -4,6 +4,7 @@ checker, worst recovery.
 
   summarize.py FILE.jsonl [...]             text, with one example each
   summarize.py --markdown FILE.jsonl [...]  one table row per file
+  --exclude S1,S2 (first argument) leaves those seeds out
 """
 import collections
 import json
@@ -11,6 +12,9 @@ import sys
 
 CHECKERS = ["1-fencing", "2-exactly-once", "3-expired-grant", "4-non-owner",
             "5-recovery", "6-fifo", "7-deadline"]
+
+
+EXCLUDE = set()
 
 
 def load(path):
@@ -23,6 +27,8 @@ def load(path):
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
+            if r["seed"] in EXCLUDE:
+                continue
             s["runs"] += 1
             s["seeds"].append(r["seed"])
             if r["error"]:
@@ -48,6 +54,9 @@ def faults_text(s):
 
 
 args = sys.argv[1:]
+if args and args[0] == "--exclude":
+    EXCLUDE = {int(x) for x in args[1].split(",")}
+    args = args[2:]
 markdown = bool(args) and args[0] == "--markdown"
 if markdown:
     args = args[1:]
