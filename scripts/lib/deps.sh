@@ -13,7 +13,8 @@ BATON_BUILD_PACKAGES=(
   libpq-dev                           # postgres:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
-  faketime                            # postgres_cli_test: client clocks hours off
+  faketime                            # client clocks hours off (postgres, torture)
+  fiu-utils                           # torture test: fsync/write faults
 )
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib

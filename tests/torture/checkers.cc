@@ -1,0 +1,280 @@
+// tests/torture/checkers.cc — the judges (docs/reliability.md, "Checkers").
+// Checker 5 (recovery after faults stop) is measured live by run.cc.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "torture.h"
+
+namespace baton::torture {
+namespace {
+
+std::string us(std::int64_t t) { return std::to_string(t / 1000) + " ms"; }
+
+bool is_grant(const Op& o) {
+  return (o.kind == "acquire" || o.kind == "try") && o.result == "ok";
+}
+
+bool overlaps(std::int64_t a0, std::int64_t a1, std::int64_t b0,
+              std::int64_t b1) {
+  return a0 <= b1 && b0 <= a1;
+}
+
+class Judge {
+ public:
+  Judge(const Options& o, const std::vector<Op>& ops,
+        const std::vector<Write>& writes, const std::vector<Fault>& faults)
+      : o_(o), ops_(ops), writes_(writes), faults_(faults) {}
+
+  void add(const std::string& checker, const std::string& what) {
+    if (++per_checker_[checker] <= 20)
+      out_.violations.push_back({checker, what});
+  }
+
+  // A fault aimed at this worker (pause, clock step) during [a, b].
+  bool worker_disturbed(int worker, std::int64_t a, std::int64_t b) const {
+    for (const Fault& f : faults_) {
+      // A clock step takes effect, and is undone, up to 1 s late (the
+      // libfaketime cache): widen its window by that second.
+      const std::int64_t late = f.kind == "clock_step" ? 1'100'000 : 0;
+      if (f.worker == worker && f.kind.rfind("skip:", 0) != 0 &&
+          overlaps(a, b, f.start_us, f.end_us + late)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Any fault (plus a settling time) during [a, b].
+  bool any_fault(std::int64_t a, std::int64_t b) const {
+    const std::int64_t settle = 2 * o_.ttl.count() * 1000 + 500'000;
+    for (const Fault& f : faults_) {
+      if (f.kind.rfind("skip:", 0) == 0) continue;
+      if (overlaps(a, b, f.start_us, f.end_us + settle)) return true;
+    }
+    return false;
+  }
+
+  // (1) Accepted fencing tokens strictly increase per resource (equal only
+  // for writes of the same grant); no token granted twice; a grant that
+  // starts after another finished gets a larger token.
+  void fencing() {
+    std::map<std::string, const Write*> last;
+    for (const Write& w : writes_) {
+      // The SQL helper saw a subset of these writes, so its highest token
+      // is never above FencedResource's: it must accept what that accepts.
+      if (w.sql != 0) ++out_.counts[std::string("sql_fenced_write_") + w.sql];
+      if (w.accepted && w.sql == 'R') {
+        add("1-fencing", w.lock + ": SQL fenced_write rejected token " +
+                             std::to_string(w.fencing) +
+                             " that FencedResource accepted");
+      }
+      if (!w.accepted) continue;
+      ++out_.counts["writes_accepted"];
+      const Write*& prev = last[w.lock];
+      if (prev != nullptr &&
+          (w.fencing < prev->fencing ||
+           (w.fencing == prev->fencing && w.worker != prev->worker))) {
+        add("1-fencing", w.lock + ": accepted token " +
+                             std::to_string(w.fencing) + " (worker " +
+                             std::to_string(w.worker) + ") after token " +
+                             std::to_string(prev->fencing) + " (worker " +
+                             std::to_string(prev->worker) + ")");
+      }
+      prev = &w;
+    }
+    std::map<std::pair<std::string, std::uint64_t>, const Op*> seen;
+    std::map<std::string, std::vector<const Op*>> grants;
+    for (const Op& o : ops_) {
+      if (!is_grant(o)) continue;
+      ++out_.counts["grants"];
+      auto [it, fresh] = seen.insert({{o.lock, o.fencing}, &o});
+      if (!fresh) {
+        add("1-fencing",
+            o.lock + ": token " + std::to_string(o.fencing) +
+                " granted to worker " + std::to_string(it->second->worker) +
+                " and again to worker " + std::to_string(o.worker));
+      }
+      grants[o.lock].push_back(&o);
+    }
+    for (auto& [lock, g] : grants) {
+      std::sort(g.begin(), g.end(), [](const Op* a, const Op* b) {
+        return a->complete_us < b->complete_us;
+      });
+      std::vector<std::uint64_t> prefix_max(g.size());
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        prefix_max[i] = std::max(i ? prefix_max[i - 1] : 0, g[i]->fencing);
+      }
+      for (const Op* b : g) {
+        // Grants completed strictly before b was invoked.
+        auto end = std::lower_bound(
+            g.begin(), g.end(), b->invoke_us,
+            [](const Op* a, std::int64_t t) { return a->complete_us < t; });
+        if (end == g.begin()) continue;
+        const auto before =
+            prefix_max[static_cast<std::size_t>(end - g.begin() - 1)];
+        if (b->fencing <= before) {
+          add("1-fencing", lock + ": worker " + std::to_string(b->worker) +
+                               " granted token " + std::to_string(b->fencing) +
+                               " at " + us(b->complete_us) + " after token " +
+                               std::to_string(before) + " was already granted");
+        }
+      }
+    }
+  }
+
+  // (2) Every acknowledged update is present exactly once: resource writes
+  // by (worker, seq); store counter: distinct returned values and
+  // acked <= final <= acked + uncertain.
+  void exactly_once(std::int64_t final_value, bool known) {
+    std::map<std::pair<int, std::uint64_t>, int> at_resource;
+    for (const Write& w : writes_) {
+      if (++at_resource[{w.worker, w.seq}] == 2) {
+        add("2-exactly-once", "write " + std::to_string(w.worker) + "/" +
+                                  std::to_string(w.seq) + " recorded twice");
+      }
+    }
+    for (const Op& o : ops_) {
+      if (o.kind != "write" || o.result != "accepted") continue;
+      auto it = at_resource.find({o.worker, o.seq});
+      if (it == at_resource.end()) {
+        add("2-exactly-once", "acknowledged write " + std::to_string(o.worker) +
+                                  "/" + std::to_string(o.seq) + " missing");
+      }
+    }
+    std::int64_t begun = 0, acked = 0;
+    std::map<std::int64_t, int> values;
+    for (const Op& o : ops_) {
+      if (o.kind == "counter_begin") ++begun;
+      if (o.kind != "counter" || o.result != "ok") continue;
+      ++acked;
+      if (++values[o.wait_ms] == 2) {
+        add("2-exactly-once", "two acknowledged adds returned value " +
+                                  std::to_string(o.wait_ms));
+      }
+    }
+    out_.counts["counter_acked"] = acked;
+    out_.counts["counter_uncertain"] = begun - acked;
+    out_.counts["counter_final"] = final_value;
+    if (!o_.counters) {
+      // redlock:// has no counters; the workers do not use them.
+    } else if (!known) {
+      add("2-exactly-once", "could not read the final counter value");
+    } else if (final_value < acked || final_value > begun) {
+      add("2-exactly-once",
+          "counter is " + std::to_string(final_value) + " after " +
+              std::to_string(acked) + " acknowledged and " +
+              std::to_string(begun - acked) + " uncertain adds");
+    }
+  }
+
+  // (3) No acquire returned a lease already expired in store time.
+  void expired_grants() {
+    for (const Op& o : ops_) {
+      if (!is_grant(o)) continue;
+      if (o.expires_ms * 1000 > o.complete_us) continue;
+      if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
+      add("3-expired-grant", o.lock + ": worker " + std::to_string(o.worker) +
+                                 " got token " + std::to_string(o.fencing) +
+                                 " expiring at " +
+                                 std::to_string(o.expires_ms) +
+                                 " ms, returned at " + us(o.complete_us));
+    }
+  }
+
+  // (4) No successful extend or release with a non-owner token.
+  void non_owner() {
+    for (const Op& o : ops_) {
+      if (o.kind != "foreign_extend" && o.kind != "foreign_release") continue;
+      ++out_.counts["foreign_attempts"];
+      if (o.result == "ok") {
+        add("4-non-owner", o.lock + ": " + o.kind + " by worker " +
+                               std::to_string(o.worker) + " succeeded");
+      }
+    }
+  }
+
+  // (6) FIFO in fault-free windows: no blocking waiter is overtaken by a
+  // grant to a request that arrived ≥ 100 ms later.
+  void fifo() {
+    constexpr std::int64_t kMargin = 100'000;
+    std::map<std::string, std::vector<const Op*>> waits, grants;
+    for (const Op& o : ops_) {
+      if (o.complete_us == 0 || any_fault(o.invoke_us, o.complete_us)) continue;
+      if (o.kind == "acquire" && (o.result == "ok" || o.result == "timeout")) {
+        waits[o.lock].push_back(&o);
+      }
+      if (is_grant(o)) grants[o.lock].push_back(&o);
+    }
+    for (auto& [lock, ws] : waits) {
+      out_.counts["fifo_waits_judged"] += static_cast<std::int64_t>(ws.size());
+      for (const Op* a : ws) {
+        for (const Op* b : grants[lock]) {
+          if (b->invoke_us > a->invoke_us + kMargin &&
+              b->complete_us + kMargin < a->complete_us) {
+            add("6-fifo", lock + ": worker " + std::to_string(a->worker) +
+                              " waiting since " + us(a->invoke_us) +
+                              " overtaken by worker " +
+                              std::to_string(b->worker) + " (asked at " +
+                              us(b->invoke_us) + ", granted at " +
+                              us(b->complete_us) + "); waiter got " +
+                              a->result + " at " + us(a->complete_us));
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  // (7) No acquire with a wait returned later than wait + 100 ms.
+  void deadlines() {
+    for (const Op& o : ops_) {
+      if (o.kind != "acquire" || o.complete_us == 0) continue;
+      const std::int64_t took = o.complete_us - o.invoke_us;
+      if (took <= (o.wait_ms + 100) * 1000) continue;
+      if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
+      // Reported either way; counted apart when no fault was near.
+      if (!any_fault(o.invoke_us, o.complete_us)) {
+        ++out_.counts["late_acquires_fault_free"];
+      }
+      add("7-deadline", o.lock + ": worker " + std::to_string(o.worker) +
+                            " acquire with wait " + std::to_string(o.wait_ms) +
+                            " ms returned " + o.result + " after " +
+                            std::to_string(took / 1000) + " ms (at " +
+                            us(o.complete_us) + ")");
+    }
+  }
+
+  Judged done() {
+    for (auto& [c, n] : per_checker_) out_.counts["violations_" + c] = n;
+    out_.counts["ops"] = static_cast<std::int64_t>(ops_.size());
+    return std::move(out_);
+  }
+
+ private:
+  const Options& o_;
+  const std::vector<Op>& ops_;
+  const std::vector<Write>& writes_;
+  const std::vector<Fault>& faults_;
+  std::map<std::string, int> per_checker_;
+  Judged out_;
+};
+
+}  // namespace
+
+Judged check_all(const Options& options, const std::vector<Op>& ops,
+                 const std::vector<Write>& writes,
+                 const std::vector<Fault>& faults, std::int64_t counter_final,
+                 bool counter_known) {
+  Judge j(options, ops, writes, faults);
+  j.fencing();
+  j.exactly_once(counter_final, counter_known);
+  j.expired_grants();
+  j.non_owner();
+  j.fifo();
+  j.deadlines();
+  return j.done();
+}
+
+}  // namespace baton::torture

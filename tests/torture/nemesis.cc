@@ -1,0 +1,257 @@
+// tests/torture/nemesis.cc — see nemesis.h.
+#include "nemesis.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace baton::torture {
+namespace {
+
+std::int64_t between(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+}  // namespace
+
+std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
+                                 std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x6e656d65736973ULL);
+  const std::int64_t ttl = o.ttl.count();
+  const std::int64_t end = o.duration.count() - 1500;  // quiet tail
+  std::vector<std::string> kinds;
+  if (o.pause_longer) {
+    kinds = {"pause_holder"};
+  } else {
+    kinds = {"pause_holder", "pause_holder", "kill_holder"};
+    if (servers > 0) kinds.insert(kinds.end(), {"kill_store", "kill_store"});
+    if (has_proxy) {
+      kinds.insert(kinds.end(),
+                   {"proxy_cut", "proxy_blackhole", "proxy_delay"});
+    }
+    if (o.clock_faults) kinds.push_back("clock_step");
+    if (o.store_kind == "batond" && o.disk_faults) {
+      kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
+    }
+  }
+  if (!o.only_faults.empty()) {
+    std::erase_if(kinds, [&](const std::string& k) {
+      return std::find(o.only_faults.begin(), o.only_faults.end(), k) ==
+             o.only_faults.end();
+    });
+  }
+  std::vector<Planned> plan;
+  if (kinds.empty()) return plan;
+  std::int64_t t = 500;
+  while (true) {
+    t += o.pause_longer ? between(rng, 300, 900) : between(rng, 400, 1600);
+    if (t >= end) break;
+    Planned p;
+    p.at_ms = t;
+    p.kind = kinds[static_cast<std::size_t>(
+        between(rng, 0, static_cast<std::int64_t>(kinds.size()) - 1))];
+    p.pick = rng();
+    if (p.kind == "pause_holder") {
+      p.length_ms = o.pause_longer ? between(rng, ttl * 3 / 2, ttl * 3)
+                                   : between(rng, ttl / 5, ttl * 3);
+    } else if (p.kind == "kill_store") {
+      p.length_ms = between(rng, 100, 1500);
+      p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
+    } else if (p.kind == "proxy_blackhole") {
+      p.length_ms = between(rng, 300, 2500);
+      p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
+    } else if (p.kind == "proxy_delay") {
+      p.length_ms = between(rng, 1000, 3000);
+      p.amount = between(rng, 20, 400);
+    } else if (p.kind == "proxy_cut") {
+      p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
+    } else if (p.kind == "clock_step") {
+      p.length_ms = between(rng, 1000, 3000);
+      p.amount = between(rng, 1, 5) * (between(rng, 0, 1) ? 1 : -1);
+    } else if (p.kind == "fiu_fsync" || p.kind == "fiu_write" ||
+               p.kind == "disk_full") {
+      p.length_ms = between(rng, 200, 1200);
+    }
+    p.length_ms = std::min(p.length_ms, o.duration.count() - 200 - t);
+    plan.push_back(p);
+  }
+  return plan;
+}
+
+std::vector<Fault> run_nemesis(const Options& o,
+                               const std::vector<Planned>& plan,
+                               StoreCluster& store, WorkerPool& pool,
+                               std::int64_t start_us) {
+  std::vector<Fault> faults;
+  struct Heal {
+    std::int64_t at_us;
+    std::size_t fault;
+    std::function<void()> act;
+  };
+  std::vector<Heal> heals;
+  std::set<int> stopped_slots, clock_slots;
+  // A server that is down, or under a disk fault, takes no other server
+  // fault until it is healed (one restart at a time per server).
+  std::set<int> busy_servers;
+
+  auto sleep_until = [](std::int64_t us) {
+    const std::int64_t now = real_us();
+    if (us > now)
+      std::this_thread::sleep_for(std::chrono::microseconds(us - now));
+  };
+  auto run_heals = [&](std::int64_t until_us) {
+    std::sort(heals.begin(), heals.end(),
+              [](const Heal& a, const Heal& b) { return a.at_us < b.at_us; });
+    while (!heals.empty() && heals.front().at_us <= until_us) {
+      Heal h = std::move(heals.front());
+      heals.erase(heals.begin());
+      sleep_until(h.at_us);
+      h.act();
+      faults[h.fault].end_us = real_us();
+    }
+  };
+  auto record = [&](const std::string& kind, int worker,
+                    const std::string& detail) {
+    faults.push_back({kind, worker, real_us(), real_us(), detail});
+    return faults.size() - 1;
+  };
+  auto restart_server = [&](int i) {
+    std::string err;
+    if (!store.restart(i, &err)) {
+      faults.push_back({"restart_failed", -1, real_us(), real_us(), err});
+    }
+  };
+
+  for (const Planned& p : plan) {
+    const std::int64_t at = start_us + p.at_ms * 1000;
+    run_heals(at);
+    sleep_until(at);
+    const std::int64_t heal_at = real_us() + p.length_ms * 1000;
+    if (p.kind == "pause_holder" || p.kind == "kill_holder" ||
+        p.kind == "clock_step") {
+      std::vector<std::pair<int, int>> cands;
+      // Nobody eligible holds a lock right now: look again, 30 × 30 ms.
+      for (int tries = 0; tries < 30 && cands.empty(); ++tries) {
+        if (tries > 0) std::this_thread::sleep_for(milliseconds(30));
+        if (p.kind == "clock_step") {
+          for (int s = 0; s < pool.slots(); ++s) {
+            if (pool.clock_faked(s)) cands.push_back({s, -1});
+          }
+        } else {
+          cands = pool.holders();
+          std::erase_if(cands,
+                        [&](auto& c) { return pool.clock_faked(c.first); });
+        }
+        // Negative control: a mutex holder (locks 0 and 1).
+        if (o.pause_longer) {
+          std::erase_if(cands, [](auto& c) { return c.second > 1; });
+        }
+        std::erase_if(cands, [&](auto& c) {
+          return stopped_slots.count(c.first) > 0 ||
+                 (p.kind == "clock_step" && clock_slots.count(c.first) > 0);
+        });
+      }
+      if (cands.empty()) {
+        record("skip:" + p.kind, -1, "no eligible worker");
+        continue;
+      }
+      const auto [slot, lock] = cands[p.pick % cands.size()];
+      const pid_t pid = pool.pid(slot);
+      const int inc = pool.incarnation(slot);
+      if (p.kind == "kill_holder") {
+        record(p.kind, inc, "lock " + std::to_string(lock));
+        ::kill(pid, SIGKILL);
+      } else if (p.kind == "pause_holder") {
+        const auto f = record(
+            p.kind, inc,
+            std::to_string(p.length_ms) + " ms, lock " + std::to_string(lock));
+        ::kill(pid, SIGSTOP);
+        stopped_slots.insert(slot);
+        heals.push_back({heal_at, f, [&, pid, slot] {
+                           ::kill(pid, SIGCONT);
+                           stopped_slots.erase(slot);
+                         }});
+      } else {
+        const std::string off =
+            (p.amount > 0 ? "+" : "") + std::to_string(p.amount);
+        const auto f = record(p.kind, inc, off + " s");
+        pool.set_clock(slot, off);
+        clock_slots.insert(slot);
+        heals.push_back({heal_at, f, [&, slot] {
+                           pool.set_clock(slot, "+0");
+                           clock_slots.erase(slot);
+                         }});
+      }
+    } else if (p.kind == "kill_store") {
+      const int i = static_cast<int>(p.amount);
+      if (busy_servers.count(i) > 0) {
+        record("skip:" + p.kind, -1, "server down or under a disk fault");
+        continue;
+      }
+      const auto f = record(p.kind, -1, "server " + std::to_string(i));
+      store.kill9(i);
+      busy_servers.insert(i);
+      heals.push_back({heal_at, f, [&, i] {
+                         restart_server(i);
+                         busy_servers.erase(i);
+                       }});
+    } else if (p.kind == "proxy_cut") {
+      record(p.kind, -1, "server " + std::to_string(p.amount));
+      store.proxy_cut(static_cast<int>(p.amount));
+    } else if (p.kind == "proxy_blackhole") {
+      const int i = static_cast<int>(p.amount);
+      const auto f = record(p.kind, -1, "server " + std::to_string(i));
+      store.proxy_blackhole(i, true);
+      heals.push_back(
+          {heal_at, f, [&, i] { store.proxy_blackhole(i, false); }});
+    } else if (p.kind == "proxy_delay") {
+      const auto f = record(p.kind, -1, std::to_string(p.amount) + " ms");
+      for (int i = 0; i < store.servers(); ++i) {
+        store.proxy_delay(i, milliseconds(p.amount));
+      }
+      heals.push_back({heal_at, f, [&] {
+                         for (int i = 0; i < store.servers(); ++i) {
+                           store.proxy_delay(i, milliseconds(0));
+                         }
+                       }});
+    } else if (p.kind == "fiu_fsync" || p.kind == "fiu_write" ||
+               p.kind == "disk_full") {
+      if (busy_servers.count(0) > 0) {
+        record("skip:" + p.kind, -1, "server down or under a disk fault");
+        continue;
+      }
+      std::string why;
+      const std::string point =
+          p.kind == "fiu_fsync" ? "posix/io/sync/*" : "posix/io/rw/write*";
+      const bool ok = p.kind == "disk_full" ? store.disk_fill(&why)
+                                            : store.fiu_enable(point, &why);
+      if (!ok) {
+        record("skip:" + p.kind, -1, why);
+        continue;
+      }
+      const auto f =
+          record(p.kind, -1, p.kind == "disk_full" ? "tmpfs" : point);
+      busy_servers.insert(0);
+      // batond refuses changes after a failed write/fsync until restarted
+      // (docs/server.md): the operator's restart is part of the fault.
+      heals.push_back({heal_at, f, [&, kind = p.kind, point] {
+                         if (kind == "disk_full") {
+                           store.disk_free();
+                         } else {
+                           store.fiu_disable(point);
+                         }
+                         store.kill9(0);
+                         restart_server(0);
+                         busy_servers.erase(0);
+                       }});
+    }
+  }
+  run_heals(INT64_MAX);
+  return faults;
+}
+
+}  // namespace baton::torture

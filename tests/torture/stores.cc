@@ -1,0 +1,318 @@
+// tests/torture/stores.cc — see stores.h.
+#include "stores.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace baton::torture {
+namespace {
+// batond runs through this path: the real binary, or a fiu-run wrapper.
+std::string g_batond_exec = TORTURE_BATOND;
+}  // namespace
+}  // namespace baton::torture
+
+#define BATOND_PATH ::baton::torture::g_batond_exec
+#include "tests/postgres/pg_server.h"
+#include "tests/redis/redis_process.h"
+#include "tests/server/batond_process.h"
+#ifdef BATON_TORTURE_PROXY
+#include "tests/support/tcp_proxy.h"
+#endif
+
+namespace baton::torture {
+namespace {
+
+using testing::BatondProcess;
+using testing::PgServer;
+using testing::RedisProcess;
+
+std::string port_str(std::uint16_t p) { return std::to_string(p); }
+
+class Cluster : public StoreCluster {
+ public:
+  Cluster(const Options& o, std::string dir) : o_(o), dir_(std::move(dir)) {}
+  ~Cluster() override {
+    g_batond_exec = TORTURE_BATOND;
+#ifdef BATON_TORTURE_PROXY
+    proxies_.clear();
+#endif
+    batond_.reset();
+    redis_.clear();
+    pg_.reset();
+    if (mounted_) ::umount2((dir_ + "/batond/data").c_str(), MNT_DETACH);
+  }
+
+  bool init(std::string* error) {
+    try {
+      std::vector<std::uint16_t> ports;
+      const std::string& k = o_.store_kind;
+      if (k == "batond") {
+        start_batond(error);
+        ports.push_back(batond_->port());
+      } else if (k == "postgres") {
+        pg_ = std::make_unique<PgServer>();
+        // PgServer runs with synchronous_commit=off (fast tests); with it a
+        // kill -9 loses acknowledged commits — grants and fencing counters
+        // (seen by this harness: one fencing token granted twice). The
+        // store needs synchronous_commit=on; a role setting overrides the
+        // server's command line for every session of the test user.
+        testing::Sql sql(pg_->conninfo());
+        const std::string set =
+            sql.one("ALTER ROLE postgres SET synchronous_commit = on");
+        if (set.rfind("ERROR", 0) == 0) {
+          *error = "postgres: " + set;
+          return false;
+        }
+        ports.push_back(pg_->port());
+      } else if (k == "redis" || k == "redlock") {
+        const int n = k == "redis" ? 1 : 3;
+        for (int i = 0; i < n; ++i) {
+          redis_.push_back(std::make_unique<RedisProcess>(/*persistent=*/true));
+          ports.push_back(redis_.back()->port());
+        }
+      } else {
+        *error = "unknown --store-kind '" + k +
+                 "' (batond, postgres, redis, redlock)";
+        return false;
+      }
+      direct_ports_ = ports;
+      proxy_ports_ = ports;
+#ifdef BATON_TORTURE_PROXY
+      if (o_.proxy_faults) {
+        for (std::size_t i = 0; i < ports.size(); ++i) {
+          auto p = testing::TcpProxy::start("127.0.0.1", ports[i]);
+          if (!p) {
+            *error = "proxy: " + p.error().to_string();
+            return false;
+          }
+          proxy_ports_[i] = (*p)->port();
+          proxies_.push_back(std::move(*p));
+        }
+      }
+#endif
+      return true;
+    } catch (const std::exception& e) {
+      *error = e.what();
+      return false;
+    }
+  }
+
+  std::string url() const override { return make_url(proxy_ports_); }
+  std::string direct_url() const override { return make_url(direct_ports_); }
+  std::string pg_conninfo() const override {
+    return pg_ ? pg_->conninfo() : "";
+  }
+  int servers() const override {
+    return static_cast<int>(direct_ports_.size());
+  }
+
+  void kill9(int i) override {
+    if (batond_) batond_->kill9();
+    if (pg_) kill_postmaster();
+    if (!redis_.empty()) redis_[static_cast<std::size_t>(i)]->kill9();
+  }
+  bool restart(int i, std::string* error) override {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      try {
+        if (batond_) batond_->start();
+        if (pg_) pg_->start();
+        if (!redis_.empty()) redis_[static_cast<std::size_t>(i)]->start();
+        return true;
+      } catch (const std::exception& e) {
+        *error = e.what();
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      }
+    }
+    return false;
+  }
+
+#ifdef BATON_TORTURE_PROXY
+  bool has_proxy() const override { return !proxies_.empty(); }
+  void proxy_cut(int i) override { proxy(i)->cut_all(); }
+  void proxy_blackhole(int i, bool on) override {
+    proxy(i)->set_mode(on ? testing::TcpProxy::Mode::blackhole
+                          : testing::TcpProxy::Mode::pass);
+  }
+  void proxy_delay(int i, std::chrono::milliseconds d) override {
+    proxy(i)->set_delay(d);
+  }
+#else
+  bool has_proxy() const override { return false; }
+  void proxy_cut(int) override {}
+  void proxy_blackhole(int, bool) override {}
+  void proxy_delay(int, std::chrono::milliseconds) override {}
+#endif
+
+  bool fiu_enable(const std::string& point, std::string* why) override {
+    if (!fiu_) {
+      *why = "batond not started under fiu-run";
+      return false;
+    }
+    glob_t g{};
+    const std::string pattern = dir_ + "/fiu-*.in";
+    if (::glob(pattern.c_str(), 0, nullptr, &g) != 0 || g.gl_pathc == 0) {
+      ::globfree(&g);
+      *why = "no fiu control fifo in " + dir_;
+      return false;
+    }
+    // The running batond: the fifo whose pid is alive.
+    fiu_pid_.clear();
+    for (std::size_t k = 0; k < g.gl_pathc; ++k) {
+      const std::string fifo = g.gl_pathv[k];
+      const auto dash = fifo.rfind('-');
+      const std::string pid = fifo.substr(dash + 1, fifo.size() - dash - 4);
+      if (::kill(static_cast<pid_t>(std::atoi(pid.c_str())), 0) == 0) {
+        fiu_pid_ = pid;
+      }
+    }
+    ::globfree(&g);
+    if (fiu_pid_.empty()) {
+      *why = "no live fiu-run batond in " + dir_;
+      return false;
+    }
+    const std::string cmd = "fiu-ctrl -f " + dir_ +
+                            "/fiu -c 'enable name=" + point + "' " + fiu_pid_ +
+                            " 2>&1";
+    int st = 0;
+    const std::string out = testing::sh(cmd, &st);
+    if (st != 0) *why = "fiu-ctrl: " + out;
+    return st == 0;
+  }
+  void fiu_disable(const std::string& point) override {
+    if (fiu_pid_.empty()) return;
+    testing::sh("fiu-ctrl -f " + dir_ + "/fiu -c 'disable name=" + point +
+                "' " + fiu_pid_);
+  }
+
+  bool disk_fill(std::string* why) override {
+    if (!mounted_) {
+      *why = mount_why_;
+      return false;
+    }
+    const std::string f = dir_ + "/batond/data/filler";
+    const int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) {
+      *why = "open " + f + ": " + std::strerror(errno);
+      return false;
+    }
+    static const std::string zeros(65536, '\0');
+    for (int i = 0; i < 4096; ++i) {  // bounded: 256 MiB at most
+      if (::write(fd, zeros.data(), zeros.size()) <= 0) break;
+    }
+    ::close(fd);
+    return true;
+  }
+  void disk_free() override {
+    if (mounted_) ::unlink((dir_ + "/batond/data/filler").c_str());
+  }
+
+ private:
+  void start_batond(std::string* error) {
+    const std::string bdir = dir_ + "/batond";
+    ::mkdir(bdir.c_str(), 0700);
+    ::mkdir((bdir + "/data").c_str(), 0700);
+    if (o_.disk_faults) {
+      if (::mount("tmpfs", (bdir + "/data").c_str(), "tmpfs", 0,
+                  "size=8m,mode=0700") == 0) {
+        mounted_ = true;
+      } else {
+        mount_why_ = std::string("mount tmpfs: ") + std::strerror(errno) +
+                     " (needs root / CAP_SYS_ADMIN)";
+      }
+      if (::access("/usr/bin/fiu-run", X_OK) == 0) {
+        const std::string wrapper = dir_ + "/batond-fiu.sh";
+        std::ofstream w(wrapper);
+        w << "#!/bin/sh\nexec /usr/bin/fiu-run -x -f " << dir_ << "/fiu "
+          << TORTURE_BATOND << " \"$@\"\n";
+        w.close();
+        ::chmod(wrapper.c_str(), 0700);
+        g_batond_exec = wrapper;
+        fiu_ = true;
+      }
+    }
+    batond_ = std::make_unique<BatondProcess>(
+        bdir, std::vector<std::string>{"--fsync", "always"});
+    (void)error;  // g_batond_exec stays: restarts run under fiu-run too
+  }
+
+  // kill -9 the postmaster (found by its -p port among our processes).
+  void kill_postmaster() {
+    DIR* d = ::opendir("/proc");
+    if (d == nullptr) return;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      const std::string cmd = ss.str();
+      if (cmd.find("/postgres") == std::string::npos) continue;
+      const std::string port_arg =
+          std::string("-p") + '\0' + port_str(pg_->port()) + '\0';
+      if (cmd.find(port_arg) == std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+      ::kill(pid, SIGKILL);
+      for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    ::closedir(d);
+  }
+
+  std::string make_url(const std::vector<std::uint16_t>& ports) const {
+    const std::string& k = o_.store_kind;
+    if (k == "batond") return "baton://127.0.0.1:" + port_str(ports[0]);
+    if (k == "postgres") {
+      return "postgres://postgres@127.0.0.1:" + port_str(ports[0]) +
+             "/postgres";
+    }
+    if (k == "redis") return "redis://127.0.0.1:" + port_str(ports[0]);
+    if (k == "redlock") {
+      std::string u = "redlock://";
+      for (std::size_t i = 0; i < ports.size(); ++i) {
+        u += (i ? ",127.0.0.1:" : "127.0.0.1:") + port_str(ports[i]);
+      }
+      return u;
+    }
+    return "memory:";
+  }
+
+#ifdef BATON_TORTURE_PROXY
+  testing::TcpProxy* proxy(int i) {
+    return proxies_[static_cast<std::size_t>(i) % proxies_.size()].get();
+  }
+  std::vector<std::unique_ptr<testing::TcpProxy>> proxies_;
+#endif
+  Options o_;
+  std::string dir_;
+  std::unique_ptr<BatondProcess> batond_;
+  std::unique_ptr<PgServer> pg_;
+  std::vector<std::unique_ptr<RedisProcess>> redis_;
+  std::vector<std::uint16_t> direct_ports_, proxy_ports_;
+  bool mounted_ = false;
+  std::string mount_why_ = "disk faults off";
+  bool fiu_ = false;
+  std::string fiu_pid_;
+};
+
+}  // namespace
+
+std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
+                                                  const std::string& dir,
+                                                  std::string* error) {
+  auto c = std::make_unique<Cluster>(options, dir);
+  if (!c->init(error)) return nullptr;
+  return c;
+}
+
+}  // namespace baton::torture

@@ -1,0 +1,53 @@
+// tests/torture/stores.h — the store under test: private server(s) on free
+// loopback ports (tests/server/batond_process.h, tests/redis/redis_process.h,
+// tests/postgres/pg_server.h), each behind an in-tree TCP fault proxy when
+// the proxy library is built, with the faults the nemesis may inject.
+#ifndef BATON_TESTS_TORTURE_STORES_H_
+#define BATON_TESTS_TORTURE_STORES_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "torture.h"
+
+namespace baton::torture {
+
+class StoreCluster {
+ public:
+  // Starts the servers of options.store_kind in `dir`. nullptr + *error.
+  static std::unique_ptr<StoreCluster> start(const Options& options,
+                                             const std::string& dir,
+                                             std::string* error);
+  virtual ~StoreCluster() = default;
+
+  // URL the workers use (through the proxies when present).
+  virtual std::string url() const = 0;
+  // URL straight to the servers (recovery probe, counter read).
+  virtual std::string direct_url() const = 0;
+  // libpq conninfo straight to PostgreSQL ("" for other stores).
+  virtual std::string pg_conninfo() const = 0;
+  // Number of servers that can be killed (0 for memory:).
+  virtual int servers() const = 0;
+  // kill -9 server i; restart it on the same port. restart() false + reason.
+  virtual void kill9(int i) = 0;
+  virtual bool restart(int i, std::string* error) = 0;
+
+  // Network faults on the proxy in front of server i (no-ops without one).
+  virtual bool has_proxy() const = 0;
+  virtual void proxy_cut(int i) = 0;
+  virtual void proxy_blackhole(int i, bool on) = 0;
+  virtual void proxy_delay(int i, std::chrono::milliseconds one_way) = 0;
+
+  // batond only: libfiu failure points ("" = unsupported: *why says why).
+  virtual bool fiu_enable(const std::string& point, std::string* why) = 0;
+  virtual void fiu_disable(const std::string& point) = 0;
+  // batond only: fill / free the small tmpfs holding its data dir.
+  virtual bool disk_fill(std::string* why) = 0;
+  virtual void disk_free() = 0;
+};
+
+}  // namespace baton::torture
+
+#endif  // BATON_TESTS_TORTURE_STORES_H_

@@ -1,0 +1,127 @@
+// tests/torture/torture.h — shared types of the torture harness
+// (docs/reliability.md): options, the worker's operation log, the guarded
+// resource's write record, the nemesis' fault record, and the checkers.
+//
+// One binary, two modes. The orchestrator (run.cc) starts the store servers,
+// the guarded resource (resource.cc) and ≥ 8 worker processes (worker.cc, the
+// same binary with --worker), runs the nemesis (nemesis.cc) on a seeded
+// schedule, then judges the logs (checkers.cc).
+//
+// Every timestamp is real CLOCK_REALTIME in microseconds read with a raw
+// syscall (real_us()), so a worker under libfaketime still logs true times.
+#ifndef BATON_TESTS_TORTURE_TORTURE_H_
+#define BATON_TESTS_TORTURE_TORTURE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace baton::torture {
+
+using std::chrono::milliseconds;
+
+// The true wall clock (bypasses LD_PRELOAD clock fakes).
+std::int64_t real_us();
+
+struct Options {
+  std::string store_kind = "batond";  // batond|postgres|redis|redlock|memory
+  std::uint64_t seed = 0;             // 0 = pick one (printed)
+  milliseconds duration{15'000};      // fault phase of one run
+  int workers = 8;
+  bool fencing = true;        // false: the resource accepts every write
+  bool pause_longer = false;  // negative control: only long holder pauses
+  bool clock_faults = true;   // libfaketime clock steps in workers
+  bool proxy_faults = true;   // cut / blackhole / delay through TcpProxy
+  bool disk_faults = true;    // batond: fiu write/fsync errors, full disk
+  int minutes = 0;            // long mode: stop starting runs after this
+  int runs = 1;               // long mode: at most this many runs
+  bool json = false;          // one JSON object per run on stdout
+  bool keep = false;          // keep the run directory
+  std::string self;           // path of this binary (for workers)
+  milliseconds ttl{1'000};    // lease TTL used by workers
+  std::vector<std::string> only_faults;  // --faults a,b: only these kinds
+  bool keep_on_violation = true;         // off for the negative control
+  bool counters = true;  // the store offers Counter (not redlock://)
+};
+
+// Lock names and capacities used by every run.
+struct LockSpec {
+  std::string name;
+  std::uint32_t capacity;
+};
+const std::vector<LockSpec>& lock_specs();
+
+// One line of a worker log (worker.cc writes, checkers.cc reads).
+//   kind: acquire | try | extend | release | foreign_extend |
+//         foreign_release | write | counter
+struct Op {
+  int worker = 0;  // incarnation id (unique per run)
+  std::string kind;
+  std::string lock;
+  std::int64_t invoke_us = 0;
+  std::int64_t complete_us = 0;  // 0 = never completed (process died)
+  std::string result;            // ok | <errc name> | accepted | rejected ...
+  std::uint64_t fencing = 0;
+  std::int64_t expires_ms = 0;  // store_expires_at_ms of a granted lease
+  std::int64_t wait_ms = -1;    // acquire: wait; counter: value
+  std::uint64_t seq = 0;        // write/counter sequence number
+};
+
+// One write seen by the guarded resource.
+struct Write {
+  int worker = 0;
+  std::uint64_t seq = 0;
+  std::string lock;
+  std::uint64_t fencing = 0;
+  bool accepted = false;
+  std::int64_t at_us = 0;
+  // postgres runs: the SQL fenced_write's answer for the same write
+  // ('A' accepted, 'R' rejected, '?' no answer, 0 not asked).
+  char sql = 0;
+};
+
+// One fault the nemesis injected, with the time it started and healed.
+struct Fault {
+  std::string kind;
+  int worker = -1;  // target worker incarnation, -1 = not a worker fault
+  std::int64_t start_us = 0;
+  std::int64_t end_us = 0;
+  std::string detail;
+};
+
+struct Violation {
+  std::string checker;
+  std::string what;
+};
+
+struct Recovery {
+  std::string lock;
+  bool acquired = false;
+  std::int64_t elapsed_ms = 0;
+  std::int64_t bound_ms = 0;
+  std::string error;  // why it was not acquired
+};
+
+struct Judged {
+  std::vector<Violation> violations;
+  std::map<std::string, std::int64_t> counts;  // ops, grants, writes ...
+};
+
+// Checkers 1–4, 6, 7 over the logs (5 is measured live: run.cc).
+Judged check_all(const Options& options, const std::vector<Op>& ops,
+                 const std::vector<Write>& writes,
+                 const std::vector<Fault>& faults, std::int64_t counter_final,
+                 bool counter_known);
+
+// Worker mode: runs until `stop_file` exists or `deadline_us` passes.
+int worker_main(int argc, char** argv);
+
+// Parses "v|k|lock|..." lines of one worker log.
+// `bad_lines` counts lines that do not parse.
+std::vector<Op> read_ops(const std::string& path, int* bad_lines);
+
+}  // namespace baton::torture
+
+#endif  // BATON_TESTS_TORTURE_TORTURE_H_

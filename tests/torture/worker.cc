@@ -1,0 +1,354 @@
+// tests/torture/worker.cc — one worker process: loops acquire → fenced
+// writes → release through the public API, logging every operation.
+//
+// The worker writes first and checks its lease after (a pause between "is
+// my lease valid?" and "write" is exactly what fencing must catch), so a
+// worker resumed after SIGSTOP writes once with its stale token.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "baton/client.h"
+#include "baton/counter.h"
+#include "baton/keeper.h"
+#include "torture.h"
+
+namespace baton::torture {
+
+std::int64_t real_us() {
+  timespec ts{};
+  ::syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+const std::vector<LockSpec>& lock_specs() {
+  static const std::vector<LockSpec> specs = {
+      {"torture-m0", 1}, {"torture-m1", 1}, {"torture-s0", 3}};
+  return specs;
+}
+
+namespace {
+
+struct Args {
+  std::string url, log, resource, status, stop;
+  int id = 0, slot = 0;
+  std::uint64_t seed = 1;
+  std::int64_t deadline_us = 0;
+  milliseconds ttl{1000};
+  bool counters = true;
+};
+
+class Worker {
+ public:
+  explicit Worker(Args a) : a_(std::move(a)), rng_(a_.seed) {}
+
+  int run() {
+    log_ = std::fopen(a_.log.c_str(), "a");
+    if (log_ == nullptr) return 2;
+    map_status();
+    ClientOptions co;
+    co.label = "w" + std::to_string(a_.id);
+    co.request_timeout = milliseconds(1500);
+    co.max_retries = 2;
+    auto client = Client::open(a_.url, co);
+    // The store may be down (nemesis): try again until the deadline.
+    while (!client && client.error().code() == Errc::unavailable &&
+           real_us() < a_.deadline_us && !std::filesystem::exists(a_.stop)) {
+      std::this_thread::sleep_for(milliseconds(100));
+      client = Client::open(a_.url, co);
+    }
+    if (!client) {
+      std::fprintf(stderr, "worker %d: %s\n", a_.id,
+                   client.error().to_string().c_str());
+      return 3;
+    }
+    client_.emplace(*client);
+    while (real_us() < a_.deadline_us && !std::filesystem::exists(a_.stop)) {
+      step();
+    }
+    return 0;
+  }
+
+ private:
+  int uniform(int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng_);
+  }
+  bool chance(int percent) { return uniform(1, 100) <= percent; }
+
+  void log(const Op& o) {
+    std::fprintf(
+        log_, "%d %s %s %lld %lld %s %llu %lld %lld %llu\n", a_.id,
+        o.kind.c_str(), o.lock.c_str(), static_cast<long long>(o.invoke_us),
+        static_cast<long long>(o.complete_us), o.result.c_str(),
+        static_cast<unsigned long long>(o.fencing),
+        static_cast<long long>(o.expires_ms), static_cast<long long>(o.wait_ms),
+        static_cast<unsigned long long>(o.seq));
+    std::fflush(log_);
+  }
+  Op begin(std::string kind, std::string lock) const {
+    Op o;
+    o.worker = a_.id;
+    o.kind = std::move(kind);
+    o.lock = std::move(lock);
+    o.invoke_us = real_us();
+    return o;
+  }
+  static std::string res(const Error& e) {
+    return std::string(errc_name(e.code()));
+  }
+
+  void map_status() {
+    const int fd = ::open(a_.status.c_str(), O_RDWR);
+    if (fd < 0) return;
+    void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p != MAP_FAILED) status_ = static_cast<std::int32_t*>(p);
+  }
+  void set_holding(int lock_index) {
+    if (status_ != nullptr) {
+      __atomic_store_n(&status_[a_.slot], lock_index + 1, __ATOMIC_SEQ_CST);
+    }
+  }
+
+  // One write to the guarded resource: "W id seq lock token" → A|R|E.
+  void write(const Lease& lease) {
+    Op o = begin("write", lease.name);
+    o.seq = ++seq_;
+    o.fencing = lease.fencing_token;
+    if (res_fd_ < 0) connect_resource();
+    std::string line = "W " + std::to_string(a_.id) + " " +
+                       std::to_string(o.seq) + " " + lease.name + " " +
+                       std::to_string(lease.fencing_token) + "\n";
+    char reply[4] = {0};
+    if (res_fd_ >= 0 &&
+        ::send(res_fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(line.size()) &&
+        ::read(res_fd_, reply, 2) == 2) {
+      o.result = reply[0] == 'A' ? "accepted" : "rejected";
+    } else {
+      o.result = "io_error";
+      ::close(res_fd_);
+      res_fd_ = -1;
+    }
+    o.complete_us = real_us();
+    log(o);
+  }
+  void connect_resource() {
+    res_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, a_.resource.c_str(), sizeof sa.sun_path - 1);
+    if (::connect(res_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      ::close(res_fd_);
+      res_fd_ = -1;
+    }
+  }
+
+  // Extend and release with a token that is not the owner's: both must fail.
+  void foreign(const Lease& lease) {
+    Lease fake = lease;
+    fake.token = OwnerToken::random();
+    Op e = begin("foreign_extend", lease.name);
+    auto ex = client_->extend(fake, a_.ttl);
+    e.complete_us = real_us();
+    e.result = ex ? "ok" : res(ex.error());
+    log(e);
+    Op r = begin("foreign_release", lease.name);
+    auto rel = client_->release(fake);
+    r.complete_us = real_us();
+    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+    log(r);
+  }
+
+  void add_counter() {
+    Op o = begin("counter_begin", "ctr");
+    o.seq = ++seq_;
+    o.complete_us = o.invoke_us;
+    o.result = "begin";
+    log(o);
+    auto v = client_->counter("torture-ctr").add(1);
+    o.kind = "counter";
+    o.complete_us = real_us();
+    o.result = v ? "ok" : res(v.error());
+    o.wait_ms = v ? *v : -1;
+    log(o);
+  }
+
+  void step() {
+    const auto& specs = lock_specs();
+    const int pick = uniform(1, 100);
+    const int li = pick <= 40 ? 0 : pick <= 70 ? 1 : 2;
+    const LockSpec& spec = specs[static_cast<std::size_t>(li)];
+    AcquireOptions ao;
+    ao.ttl = a_.ttl;
+    ao.capacity = spec.capacity;
+    const bool is_try = chance(20);
+    Op o = begin(is_try ? "try" : "acquire", spec.name);
+    o.wait_ms = is_try ? 0 : uniform(50, 1500);
+    auto lease = is_try
+                     ? client_->try_acquire(spec.name, ao)
+                     : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
+    o.complete_us = real_us();
+    if (!lease) {
+      o.result = res(lease.error());
+      log(o);
+      std::this_thread::sleep_for(milliseconds(uniform(5, 60)));
+      return;
+    }
+    o.result = "ok";
+    o.fencing = lease->fencing_token;
+    o.expires_ms = lease->store_expires_at_ms;
+    log(o);
+    set_holding(li);
+    if (chance(10)) foreign(*lease);
+    if (a_.counters && spec.capacity == 1 && chance(50)) add_counter();
+    const bool fenced = spec.capacity == 1;  // semaphores: no single writer
+    const auto hold_until =
+        real_us() + 1000LL * uniform(20, static_cast<int>(a_.ttl.count() / 2));
+    if (chance(40)) {
+      hold_with_keeper(*lease, fenced, hold_until);
+    } else {
+      hold_manually(*lease, fenced, hold_until);
+    }
+    set_holding(-1);
+  }
+
+  void hold_with_keeper(const Lease& lease, bool fenced,
+                        std::int64_t hold_until) {
+    LeaseKeeper keeper(*client_, lease);
+    if (fenced) write(keeper.lease());
+    for (;;) {
+      // A pause here (SIGSTOP) is a pause between "still mine?" and "write".
+      std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
+      if (fenced) write(keeper.lease());
+      if (keeper.lost()) return;
+      if (real_us() >= hold_until) break;
+    }
+    if (chance(5)) ::_exit(0);  // exit mid-hold
+    Op r = begin("release", lease.name);
+    auto rel = keeper.release();
+    r.complete_us = real_us();
+    r.fencing = lease.fencing_token;
+    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+    log(r);
+  }
+
+  void hold_manually(Lease lease, bool fenced, std::int64_t hold_until) {
+    if (fenced) write(lease);
+    for (;;) {
+      std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
+      if (fenced) write(lease);  // after a pause: a stale write
+      if (real_us() >= hold_until) break;
+      if (lease.time_left() < a_.ttl / 2) {
+        Op e = begin("extend", lease.name);
+        auto ex = client_->extend(lease, a_.ttl);
+        e.complete_us = real_us();
+        e.fencing = lease.fencing_token;
+        e.result = ex ? "ok" : res(ex.error());
+        if (ex) e.expires_ms = ex->store_expires_at_ms;
+        log(e);
+        if (!ex) return;  // lost (or unreachable): stop using it
+        lease = *ex;
+      }
+    }
+    if (chance(5)) ::_exit(0);  // exit mid-hold
+    if (chance(10)) return;     // forget to release: the TTL frees it
+    Op r = begin("release", lease.name);
+    auto rel = client_->release(lease);
+    r.complete_us = real_us();
+    r.fencing = lease.fencing_token;
+    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+    log(r);
+  }
+
+  Args a_;
+  std::mt19937_64 rng_;
+  std::FILE* log_ = nullptr;
+  std::int32_t* status_ = nullptr;
+  std::optional<Client> client_;
+  int res_fd_ = -1;
+  std::uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string k = argv[i];
+    const std::string v = argv[i + 1];
+    if (k == "--url")
+      a.url = v;
+    else if (k == "--log")
+      a.log = v;
+    else if (k == "--resource")
+      a.resource = v;
+    else if (k == "--status")
+      a.status = v;
+    else if (k == "--stop")
+      a.stop = v;
+    else if (k == "--id")
+      a.id = std::stoi(v);
+    else if (k == "--slot")
+      a.slot = std::stoi(v);
+    else if (k == "--seed")
+      a.seed = std::stoull(v);
+    else if (k == "--deadline-us")
+      a.deadline_us = std::stoll(v);
+    else if (k == "--ttl-ms")
+      a.ttl = milliseconds(std::stoll(v));
+    else if (k == "--counters")
+      a.counters = v == "1";
+    else
+      continue;
+    ++i;
+  }
+  return Worker(std::move(a)).run();
+}
+
+std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
+  std::vector<Op> out;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return out;
+  char line[2048], kind[64], lock[600], result[64];
+  int id;
+  long long inv, comp, exp, wait;
+  unsigned long long fen, seq;
+  // Line by line: a torn last line (worker killed mid-write) is counted,
+  // never allowed to hide the lines after it.
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu",
+                    &id, kind, lock, &inv, &comp, result, &fen, &exp, &wait,
+                    &seq) != 10) {
+      ++*bad_lines;
+      continue;
+    }
+    Op o;
+    o.worker = id;
+    o.kind = kind;
+    o.lock = lock;
+    o.invoke_us = inv;
+    o.complete_us = comp;
+    o.result = result;
+    o.fencing = fen;
+    o.expires_ms = exp;
+    o.wait_ms = wait;
+    o.seq = seq;
+    out.push_back(std::move(o));
+  }
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace baton::torture
