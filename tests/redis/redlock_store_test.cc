@@ -1,9 +1,11 @@
 // tests/redis/redlock_store_test.cc — Redlock over private instances:
 // failures of a minority and of a majority, a restart without persistence,
-// a paused instance, a lost reply.
+// a paused instance, a lost reply, the waiters' order (tickets).
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -156,6 +158,59 @@ TEST(Redlock, LostReplyIsResolvedByTheOwnerToken) {
   for (auto& p : s) EXPECT_EQ(on(*p, spec.name).holders.size(), 1u);
   EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
   EXPECT_FALSE((*st)->release(spec.name, spec.token)->was_held);
+}
+
+// Waiters that race to the instances reach them in different orders; their
+// tickets (docs/stores/redis.md, "Order") must give every instance the same
+// queue, and the lock must be handed over in that order.
+TEST(Redlock, RacingWaitersAreQueuedInOneOrderOnEveryInstance) {
+  Servers s = make(3);
+  auto holder = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(holder.ok()) << holder.error().to_string();
+  const std::string name = unique("tickets");
+  auto first = holder->try_acquire(name, opts(30s));
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  constexpr int kWaiters = 8;
+  std::mutex mu;
+  std::vector<std::string> granted;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = open_client(redlock_url(s), no_retry());
+      if (!c.ok()) return;
+      AcquireOptions o = opts(30s);
+      o.label = "w" + std::to_string(i);
+      auto l = c->acquire(name, 20s, o);
+      if (!l.ok()) return;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        granted.push_back(o.label);
+      }
+      (void)c->release(*l);
+    });
+  }
+  // Bounded: the tickets are raised by each waiter's next re-check.
+  std::vector<std::string> order;
+  bool same = false;
+  for (int round = 0; round < 100 && !same; ++round) {
+    std::this_thread::sleep_for(50ms);
+    std::vector<std::vector<std::string>> views;
+    for (const auto& p : s) {
+      std::vector<std::string> v;
+      for (const auto& w : on(*p, name).waiters) v.push_back(w.label);
+      views.push_back(std::move(v));
+    }
+    same = views[0].size() == kWaiters && views[1] == views[0] &&
+           views[2] == views[0];
+    if (same) order = views[0];
+  }
+  EXPECT_TRUE(same) << "the instances never agreed on the queue order";
+  ASSERT_TRUE(*holder->release(*first));
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(granted.size(), static_cast<std::size_t>(kWaiters));
+  if (same) {
+    EXPECT_EQ(granted, order);
+  }
 }
 
 }  // namespace

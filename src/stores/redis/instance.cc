@@ -181,12 +181,17 @@ Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args) {
 }
 
 Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
-                                   std::int64_t wait_ms) {
-  auto r =
-      run(scripts().acquire,
-          {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
-           std::to_string(spec.capacity), spec.label, spec.reentrancy_key, mode,
-           std::to_string(wait_ms)});
+                                   std::int64_t wait_ms, std::int64_t ticket) {
+  std::vector<std::string> args = {spec.name,
+                                   spec.token.to_string(),
+                                   std::to_string(spec.ttl.count()),
+                                   std::to_string(spec.capacity),
+                                   spec.label,
+                                   spec.reentrancy_key,
+                                   mode,
+                                   std::to_string(wait_ms)};
+  if (ticket >= 0) args.push_back(std::to_string(ticket));
+  auto r = run(scripts().acquire, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
   const std::string kind = str(at(rep, 0));
@@ -202,6 +207,7 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
     out.position = static_cast<std::size_t>(num(at(rep, 1)));
     out.now_us = num(at(rep, 2));
     out.next_us = num(at(rep, 3));
+    if (rep->elements > 4) out.ticket = num(at(rep, 4));
   } else if (kind == "busy") {
     out.kind = AcqReply::Kind::busy;
     out.busy = Error(Errc::not_acquired, str(at(rep, 1)))

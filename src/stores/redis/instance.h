@@ -41,6 +41,7 @@ struct AcqReply {
   std::int64_t expiry_us = 0;  // granted: the lease's expiry (store time)
   std::size_t position = 0;    // queued: 1-based
   std::int64_t next_us = 0;    // queued: earliest holder expiry (0: none)
+  std::int64_t ticket = 0;     // queued: the waiter's Redlock ticket (0: none)
   Error busy;                  // busy: not_acquired with holders
 };
 
@@ -74,8 +75,10 @@ class Instance {
   Instance(Target target, std::string prefix, Notifier& notifier)
       : pool_(target), prefix_(std::move(prefix)), sub_(target, notifier) {}
 
+  // `ticket` < 0: arrival order (redis://); 0: assign a Redlock ticket;
+  // > 0: raise the waiter's ticket to it (see kAcquireBody in scripts.cc).
   Result<AcqReply> acquire(const AcquireSpec& spec, const char* mode,
-                           std::int64_t wait_ms);
+                           std::int64_t wait_ms, std::int64_t ticket = -1);
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
                        milliseconds ttl);
   Result<ReleaseResult> release(std::string_view name, const OwnerToken& token);

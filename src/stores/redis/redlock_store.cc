@@ -3,6 +3,7 @@
 // redlock_multi.cc.
 #include "stores/redis/redlock_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "stores/redis/redlock_impl.h"
@@ -26,11 +27,21 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
   const auto call_start = Steady::now();
   const bool waiting = wait > milliseconds::zero();
   const std::size_t quorum = quorum_for(spec.capacity);
+  // The waiter's ticket: 0 until the first round assigned one on each
+  // instance, then the maximum of those, raised on every instance by the
+  // next rounds, so every instance queues waiters in one order (see "Order"
+  // in docs/stores/redis.md).
+  std::int64_t ticket = 0;
   // One round: the acquire script on every instance in parallel.
   auto round = [&](bool first, std::int64_t left) -> Round<Grant> {
     const auto t0 = Steady::now();
+    if (first) ticket = 0;  // (re)queued at the tail
     auto replies = each<Result<AcqReply>>([&](Instance& i) {
-      return i.acquire(spec, !waiting ? kTry : first ? kWait : kRefresh, left);
+      return i.acquire(spec,
+                       !waiting ? kTry
+                       : first  ? kWait
+                                : kRefresh,
+                       left, waiting ? ticket : -1);
     });
     std::size_t answered = 0, granted = 0, withdrawn = 0;
     const Error* busy = nullptr;
@@ -48,6 +59,9 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
       ++answered;
       if (r->kind == AcqReply::Kind::granted) ++granted;
       if (r->kind == AcqReply::Kind::withdrawn) ++withdrawn;
+      if (r->kind == AcqReply::Kind::queued) {
+        ticket = std::max(ticket, r->ticket);
+      }
       if (r->kind == AcqReply::Kind::busy && busy == nullptr) busy = &r->busy;
     }
     if (granted >= quorum) return finish(spec, replies, t0, call_start);

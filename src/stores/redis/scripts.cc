@@ -14,15 +14,45 @@ namespace baton::store::redis {
 namespace {
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
-// mode (try | wait | refresh | withdraw), wait_ms. `refresh` is a waiting
-// thread's re-check: like `wait`, but answers `withdrawn` if release()
-// withdrew the request meanwhile.
+// mode (try | wait | refresh | withdraw), wait_ms[, ticket]. `refresh` is a
+// waiting thread's re-check: like `wait`, but answers `withdrawn` if
+// release() withdrew the request meanwhile. `ticket` (Redlock only; absent
+// on redis://: plain arrival order) orders the queue the same way on every
+// instance: 0 = assign one (the lock's ticket counter + 1, queued at the
+// tail), T > 0 = raise this waiter's ticket to T and move it to its place
+// in (ticket, owner token) order. A queued reply carries the ticket.
 const char* const kAcquireBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
 local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local label, rkey, mode = ARGV[6], ARGV[7], ARGV[8]
 local waitms = tonumber(ARGV[9])
-local s = load(name)
+local ticket = tonumber(ARGV[10] or '')
+local function before(a, b)
+  return a.o < b.o or (a.o == b.o and a.t < b.t)
+end
+-- Inserts w by (ticket, token), never ahead of a waiter without a ticket.
+local function place(s, w)
+  local i = #s.q
+  while i >= 1 and s.q[i].o and before(w, s.q[i]) do i = i - 1 end
+  table.insert(s.q, i + 1, w)
+  if w.o > (s.tk or 0) then s.tk = w.o end
+  return i + 1
+end
+local lk = P .. 'l:' .. name
+local raw = redis.call('GET', lk)
+if not raw and (mode == 'try' or mode == 'wait') then
+  -- Fast path: no lock state at all (nobody holds or waits), so the rules
+  -- below reduce to a new lease; write what create/add_lease/finish would.
+  local f = redis.call('INCR', P .. 'f:' .. name)
+  local e = NOW + ttl * 1000
+  local le = {t = tok, f = f, ttl = ttl, e = e, n = 1, l = label, k = rkey,
+              a = {}}
+  redis.call('SET', lk, cmsgpack.pack({c = cap, h = {le}, q = {}}), 'PXAT',
+             num(math.floor(e / 1000) + 1000))
+  redis.call('ZADD', P .. 'index', 0, name)
+  return {'granted', tok, f, ttl, 1, cap, num(e), num(NOW), name}
+end
+local s = decode(name, raw)
 if s then
   if s.c ~= cap then return finish(bad_capacity(name, s, cap)) end
   local le = find_lease(s, tok)
@@ -37,9 +67,14 @@ if s then
     if mode == 'wait' or mode == 'refresh' then
       w.d = NOW + waitms * 1000
       w.hb = NOW + HB
+      if ticket and ticket > 0 and w.o and w.o < ticket then
+        w.o = ticket
+        table.remove(s.q, wi)
+        wi = place(s, w)
+      end
       mod(name)
     end
-    return finish({'queued', wi, num(NOW), next_expiry(s)})
+    return finish({'queued', wi, num(NOW), next_expiry(s), num(w.o or 0)})
   end
   local le2 = find_rkey(s, rkey)
   if le2 and mode ~= 'withdraw' then
@@ -79,11 +114,20 @@ if #s.q >= MAXQ then
   return finish({'error', 'invalid_argument', 'lock ' .. quote(name) ..
                  ' has ' .. num(#s.q) .. ' waiters; the limit is ' .. num(MAXQ)})
 end
-s.q[#s.q + 1] = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
-                 d = NOW + waitms * 1000, hb = NOW + HB}
+local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
+           d = NOW + waitms * 1000, hb = NOW + HB}
+local pos
+if ticket then
+  w.o = ticket
+  if ticket <= 0 then w.o = (s.tk or 0) + 1 end
+  pos = place(s, w)
+else
+  s.q[#s.q + 1] = w
+  pos = #s.q
+end
 mod(name)
 redis.call('DEL', P .. 'w:' .. tok .. ':' .. name)
-return finish({'queued', #s.q, num(NOW), next_expiry(s)})
+return finish({'queued', pos, num(NOW), next_expiry(s), num(w.o or 0)})
 )LUA";
 
 // ARGV: prefix, name, token, ttl_ms.
@@ -105,7 +149,20 @@ return finish(grant_reply(name, s, le))
 // ARGV: prefix, name, token. Reply: released, was_held, holds_left, withdrew.
 const char* const kReleaseBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
-local s = load(name)
+local lk = P .. 'l:' .. name
+local raw = redis.call('GET', lk)
+local u = raw and cmsgpack.unpack(raw)
+if u and (not u.q or #u.q == 0) and u.h and #u.h == 1 then
+  -- Fast path: the caller's unexpired single hold, nobody queued: what
+  -- advance/remove/finish would do is deleting the lock.
+  local le = u.h[1]
+  if le.t == tok and le.n == 1 and le.e > NOW and (not le.a or #le.a == 0) then
+    redis.call('DEL', lk)
+    redis.call('ZREM', P .. 'index', name)
+    return {'released', 1, 0, 0}
+  end
+end
+local s = decode(name, raw, u)
 if not s then return finish({'released', 0, 0, 0}) end
 local le, li = find_lease(s, tok)
 if le then

@@ -206,15 +206,13 @@ local function advance(n, s)
     if i == #due or due[i + 1][1] ~= ev[1] then pump(n) end
   end
 end
-load = function(n)
-  local s = cache[n]
-  if s ~= nil then return s or nil end
-  local raw = redis.call('GET', P .. 'l:' .. n)
+-- The lock n from its stored value (raw, or already unpacked as u).
+local function decode(n, raw, u)
   if not raw then
     cache[n] = false
     return nil
   end
-  s = cmsgpack.unpack(raw)
+  local s = u or cmsgpack.unpack(raw)
   s.h = s.h or {}
   s.q = s.q or {}
   for _, le in ipairs(s.h) do le.a = le.a or {} end
@@ -222,6 +220,11 @@ load = function(n)
   touched[#touched + 1] = n
   advance(n, s)
   return s
+end
+load = function(n)
+  local s = cache[n]
+  if s ~= nil then return s or nil end
+  return decode(n, redis.call('GET', P .. 'l:' .. n))
 end
 local function settle()
   while #dirty > 0 do
