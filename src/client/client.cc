@@ -8,11 +8,13 @@
 #include <climits>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "baton/counter.h"
 #include "client/client_impl.h"
 #include "core/validate.h"
+#include "stores/call_deadline.h"
 #include "stores/registry.h"
 
 namespace baton {
@@ -116,6 +118,35 @@ auto wait_until(steady_clock::time_point end, bool is_try, F attempt) {
 
 constexpr auto kNoDeadline = steady_clock::time_point::max();
 
+// Rule 7: a blocking acquire returns at most this long after its wait ends.
+// The store is asked to wait until the end; the grace covers the reply's
+// trip back. Past it, the store call gives up (stores/call_deadline.h).
+constexpr milliseconds kReplyGrace{50};
+
+// The call deadline of a blocking acquire ending at `end` (none for a try,
+// which answers at once, or for a wait without end).
+steady_clock::time_point call_deadline_for(steady_clock::time_point end,
+                                           bool is_try) {
+  if (is_try || end == kNoDeadline) return kNoDeadline;
+  return end + kReplyGrace;
+}
+
+// An acquire that gave up at its call deadline may still have been queued
+// or granted by the store: withdraw it by owner token in the background, so
+// that the caller's answer is not delayed by a store that is slow or gone.
+// Releasing a token that holds nothing changes nothing (rule 4).
+template <typename R>
+void withdraw_if_abandoned(const Client::Impl& impl, const R& result,
+                           bool is_try, std::vector<std::string> names,
+                           const OwnerToken& token) {
+  if (is_try || result.ok() || !store::call_deadline_passed()) return;
+  const Errc code = result.error().code();
+  if (code != Errc::timeout && code != Errc::unavailable) return;
+  std::thread([store = impl.store, names = std::move(names), token] {
+    for (const auto& n : names) (void)store->release(n, token);
+  }).detach();
+}
+
 }  // namespace
 
 std::chrono::nanoseconds Client::Impl::drift(milliseconds ttl) const {
@@ -194,16 +225,32 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
   spec.reentrancy_key = options.reentrancy_key;
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
-  return with_retry(
+  const store::CallDeadlineScope scope(call_deadline_for(end, is_try));
+  auto r = with_retry(
       impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
         return wait_until(end, is_try,
                           [&](milliseconds w,
                               steady_clock::time_point sent) -> Result<Lease> {
                             auto g = impl.store->acquire(spec, w);
                             if (!g.ok()) return std::move(g).error();
-                            return impl.make_lease(*g, sent);
+                            Lease l = impl.make_lease(*g, sent);
+                            if (l.local_deadline > steady_clock::now())
+                              return l;
+                            // The grant arrived after its safe deadline (a
+                            // reply delayed longer than the TTL): never hand
+                            // out a lease that is already over (rule 14). Give
+                            // it back; a retry with the same token is
+                            // idempotent either way (rule 17).
+                            (void)impl.store->release(spec.name, spec.token);
+                            return Error(
+                                Errc::timeout,
+                                "the grant of \"" + spec.name +
+                                    "\" arrived after its safe deadline (the "
+                                    "store's reply took longer than the TTL)");
                           });
       });
+  withdraw_if_abandoned(impl, r, is_try, {spec.name}, spec.token);
+  return r;
 }
 
 Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
@@ -292,7 +339,8 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
   spec.all_or_nothing = all_or_nothing;
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
-  return with_retry(
+  const store::CallDeadlineScope scope(call_deadline_for(end, is_try));
+  auto r = with_retry(
       impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
         return wait_until(
             end, is_try,
@@ -306,6 +354,8 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
               return out;
             });
       });
+  withdraw_if_abandoned(impl, r, is_try, spec.names, spec.reservation);
+  return r;
 }
 
 }  // namespace

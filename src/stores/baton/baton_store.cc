@@ -17,6 +17,7 @@
 
 #include "proto/commands.h"
 #include "proto/resp.h"
+#include "stores/call_deadline.h"
 
 namespace baton::store {
 
@@ -283,13 +284,28 @@ class BatonStore final : public Store {
 
   Result<Reply> call(const std::vector<std::string>& args,
                      milliseconds wait = milliseconds(0)) {
-    const auto deadline = Clock::now() + timeout_ + wait;
+    const auto own = Clock::now() + timeout_ + wait;
+    const auto deadline = store::cap_to_call_deadline(own);
     auto c = take(deadline);
-    if (!c) return c.error();
+    if (!c) return past_call_deadline(c.error(), deadline, own);
     auto r = (*c)->call(args, deadline);
-    if (!r || (*c)->broken()) return r;
+    if (!r) return past_call_deadline(r.error(), deadline, own);
+    if ((*c)->broken()) return r;
     give_back(std::move(*c));
     return r;
+  }
+
+  // An I/O failure because the caller's call deadline passed (rule 7) is a
+  // timeout, not an unavailable store; the connection is already dropped.
+  static Error past_call_deadline(Error e, Clock::time_point deadline,
+                                  Clock::time_point own) {
+    if (deadline < own && Clock::now() >= deadline &&
+        e.code() == Errc::unavailable) {
+      return Error(
+          Errc::timeout,
+          "no answer from batond before the wait ended: " + e.message());
+    }
+    return e;
   }
 
   Result<std::unique_ptr<Conn>> take(Clock::time_point deadline) {
