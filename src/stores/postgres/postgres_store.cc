@@ -111,6 +111,13 @@ class PostgresStore final : public Store {
         return std::move(r).error();
       }
       if (Clock::now() >= end) break;
+      // 'queued' with code 'recheck' (queued without the name's lock) or
+      // 'full' (the light re-check saw something due): call again at once.
+      if (r.ok() && ((*r)[0].code == "recheck" || (*r)[0].code == "full")) {
+        const char* mode = (*r)[0].code == "full" ? "full" : "recheck";
+        r = call_acquire(spec, mode, ms_left(end));
+        continue;
+      }
       slot.wait(std::min(end, Clock::now() + recheck_delay()));
       // The notification carried the grant (committed before it was
       // sent): no re-check needed. Reentrant joins and anything else

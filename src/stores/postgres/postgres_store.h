@@ -16,9 +16,11 @@
 // client's clock is never read for expiry. A blocking acquire queues a
 // request row with a heartbeat, then sleeps until the LISTEN connection
 // reports its grant or a jittered re-check (recheck_interval .. 3x) comes
-// due; each re-check is the same idempotent call and refreshes the
-// heartbeat. When its wait ends it withdraws, or returns the grant if it was
-// granted meanwhile. See docs/stores/postgres.md.
+// due; each re-check is an idempotent call that refreshes the heartbeat
+// (under the name's advisory lock in shared mode while nothing can be
+// granted; docs/stores/postgres.md, "Contention"). When its wait ends it
+// withdraws, or returns the grant if it was granted meanwhile. See
+// docs/stores/postgres.md.
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_POSTGRES_POSTGRES_STORE_H_

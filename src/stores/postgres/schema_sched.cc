@@ -96,9 +96,12 @@ BEGIN
 END $$;
 
 -- acquire: p_mode 'try' (answer now), 'wait' (queue or refresh the queued
--- request: deadline = now + p_wait_ms, heartbeat = now + p_hb_ms) or
--- 'withdraw' (the caller's wait ended: return the lease if granted, else
--- leave the queue).
+-- request: deadline = now + p_wait_ms, heartbeat = now + p_hb_ms),
+-- 'recheck' (a waiter's light re-check), 'full' (a waiter's re-check with
+-- the full pass; also reports a withdrawal) or 'withdraw' (the caller's
+-- wait ended: return the lease if granted, else leave the queue). A
+-- 'queued' answer whose code is 'recheck' or 'full' asks the caller to
+-- call again at once in that mode.
 CREATE OR REPLACE FUNCTION @S@.acquire(p_name text, p_token uuid,
     p_ttl_ms bigint, p_capacity int, p_label text, p_rkey text, p_mode text,
     p_wait_ms bigint, p_hb_ms bigint)
@@ -111,7 +114,9 @@ DECLARE
   h @S@.holders;
   q @S@.requests;
   r @S@.res;
-  v_recheck boolean := p_mode = 'recheck';
+  v_recheck boolean := p_mode IN ('recheck', 'full');
+  v_light boolean := p_mode = 'recheck';
+  v_ok boolean;
 BEGIN
   IF v_recheck THEN
     p_mode := 'wait';
@@ -121,6 +126,91 @@ BEGIN
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
+  END IF;
+  IF v_light AND p_wait_ms > 0 THEN
+    -- Light re-check (a waiter's timer, or right after a queueing without
+    -- the name's lock). The shared advisory lock waits for a running pass
+    -- to commit (so its effects are seen here) and keeps new passes out
+    -- only until this commit, which does not wait for the WAL flush:
+    -- nothing is granted here, only the heartbeat (and deadline) is
+    -- refreshed, at most every quarter heartbeat (losing it in a crash
+    -- only makes the heartbeat older). While the caller's plain request is
+    -- queued behind live leases that fill the lock and nothing on the name
+    -- is due, a pass could grant nothing, and any later pass sees the
+    -- request. Otherwise the answer asks for the full pass at once
+    -- (code 'full'). The shared lock is never upgraded (no deadlock).
+    PERFORM pg_advisory_xact_lock_shared(@S@._key(p_name));
+    PERFORM set_config('synchronous_commit', 'off', true);
+    v_now := clock_timestamp();
+    SELECT coalesce(max(capacity), 1) INTO v_cap FROM @S@.locks
+     WHERE name = p_name;
+    SELECT * INTO h FROM @S@.holders
+     WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases))
+       AND expires_at > v_now;
+    IF FOUND THEN  -- granted meanwhile (committed durably)
+      RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+      RETURN;
+    END IF;
+    SELECT * INTO q FROM @S@.requests WHERE name = p_name AND token = p_token;
+    v_ok := coalesce(FOUND AND q.kind = 0 AND q.deadline > v_now
+       AND q.heartbeat_until > v_now
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                        WHERE name = p_name AND expires_at <= v_now)
+       AND (SELECT count(*) FROM @S@.holders WHERE name = p_name) >= v_cap
+       AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                        WHERE name = p_name
+                          AND (deadline <= v_now OR heartbeat_until <= v_now)),
+       false);
+    IF v_ok AND q.heartbeat_until < v_now + @S@._ms(p_hb_ms * 3 / 4) THEN
+      UPDATE @S@.requests SET deadline = v_now + @S@._ms(p_wait_ms),
+             heartbeat_until = v_now + @S@._ms(p_hb_ms)
+       WHERE name = p_name AND token = p_token;
+      v_ok := FOUND;
+    END IF;
+    IF v_ok THEN
+      SELECT count(*) INTO v_n FROM @S@.requests
+       WHERE name = p_name AND seq <= q.seq;
+    END IF;
+    r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap, NULL,
+             @S@._us(v_now), NULL, v_n, NULL,
+             CASE WHEN v_ok THEN NULL ELSE 'full' END, NULL);
+    RETURN NEXT r;
+    RETURN;
+  END IF;
+  IF p_mode = 'wait' AND NOT v_recheck AND p_wait_ms > 0 AND p_rkey = '' THEN
+    -- Queueing behind a busy lock without the name's advisory lock, so the
+    -- commit's WAL flush (the queue entry is durable, as before) does not
+    -- hold up the handoff. Only when the lock is full of live leases (none
+    -- of them this caller's) with this capacity: a pass could grant nothing
+    -- now. A pass that runs before this commit may miss the request, so
+    -- the answer asks the caller for a light re-check at once (code
+    -- 'recheck'), which waits for any running pass and then sees its
+    -- outcome. No lock is waited for after the insert (no deadlock).
+    v_now := clock_timestamp();
+    SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
+    IF v_cap = p_capacity
+       AND (SELECT count(*) FROM @S@.holders
+             WHERE name = p_name AND expires_at > v_now) >= v_cap
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                        WHERE name = p_name AND (expires_at <= v_now
+                          OR token = p_token OR p_token = ANY (aliases)))
+       AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                        WHERE name = p_name AND token = p_token) THEN
+      INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
+                                reentrancy_key, arrived_at, deadline,
+                                heartbeat_until)
+      VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms,
+              p_label, '', v_now, v_now + @S@._ms(p_wait_ms),
+              v_now + @S@._ms(p_hb_ms))
+      ON CONFLICT DO NOTHING;
+      IF FOUND THEN
+        SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
+        r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap,
+                 NULL, @S@._us(v_now), NULL, v_n, NULL, 'recheck', NULL);
+        RETURN NEXT r;
+        RETURN;
+      END IF;
+    END IF;
   END IF;
   IF NOT v_recheck THEN
     -- Fast path: an idle name (no queue, no live holder) is granted here:

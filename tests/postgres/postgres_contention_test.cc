@@ -1,0 +1,147 @@
+// tests/postgres/postgres_contention_test.cc — the contended paths of the
+// postgres:// store: queueing without the name's advisory lock, the light
+// re-check (shared advisory lock, heartbeat refresh without the flush).
+// Figures are in docs/bench/postgres.md; nothing here is timed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pg_test_util.h"
+
+namespace baton::testing {
+namespace {
+
+// Clients on one lock, each its own store (own pool and LISTEN connection,
+// as separate processes). The re-check timer is 60 s, longer than any
+// wait, so only a NOTIFY (or the immediate re-check after a queueing
+// without the lock) can hand the lock over: a lost wake-up shows up as a
+// timeout. Mutual exclusion and ever larger fencing tokens are checked on
+// every grant.
+TEST(PostgresContention, HandoffsNeedNoTimerAndStayExclusive) {
+  constexpr int kClients = 6;
+  constexpr int kRounds = 20;
+  const std::string name = unique_name("contended");
+  std::vector<Client> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(pg_client("recheck_interval=60s"));
+  }
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::mutex mu;
+  std::uint64_t last_fencing = 0;
+  int fencing_regressions = 0;
+  std::string first_error;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < kRounds; ++r) {
+        auto l = clients[i].acquire(name, 20s, ttl_opts(30s));
+        if (!l.ok()) {
+          std::lock_guard<std::mutex> lk(mu);
+          if (first_error.empty()) first_error = l.error().to_string();
+          ++failures;
+          return;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          if (l->fencing_token <= last_fencing) ++fencing_regressions;
+          last_fencing = l->fencing_token;
+        }
+        inside.fetch_sub(1);
+        auto rel = clients[i].release(*l);
+        if (!rel.ok() || !*rel) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << first_error;
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(fencing_regressions, 0);
+  Sql sql(pg_server().conninfo());
+  EXPECT_EQ(sql.one("SELECT count(*) FROM baton.requests WHERE name = '" +
+                    name + "'"),
+            "0");
+  EXPECT_EQ(
+      sql.one("SELECT count(*) FROM baton.holders WHERE name = '" + name + "'"),
+      "0");
+}
+
+// Two clients take turns, and each release is sent while the other
+// client's blocking acquire is on its way, so the release's scheduling pass
+// and the queueing (without the name's lock) overlap: the pass may miss a
+// request that is not yet committed. Nobody else acquires, and the re-check
+// timer is 60 s, so a request left without its wake-up would sit until its
+// deadline (60 s; the liveness bound checked is 15 s, the handoff normally
+// takes milliseconds).
+TEST(PostgresContention, ReleaseRacingAQueueingLosesNoWakeUp) {
+  constexpr int kRounds = 60;
+  const std::string name = unique_name("race");
+  Client a = pg_client("recheck_interval=60s");
+  Client b = pg_client("recheck_interval=60s");
+  auto held = a.try_acquire(name, ttl_opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  Client* owner = &a;
+  Client* next = &b;
+  for (int r = 0; r < kRounds; ++r) {
+    std::promise<void> sent;
+    auto waiting = std::async(std::launch::async, [&] {
+      sent.set_value();
+      return next->acquire(name, 60s, ttl_opts(30s));
+    });
+    sent.get_future().wait();
+    if (r % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    auto rel = owner->release(*held);
+    ASSERT_TRUE(rel.ok() && *rel) << "round " << r;
+    // Normally a few ms; a lost wake-up waits for the 60 s deadline.
+    ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready)
+        << "round " << r << ": lost wake-up";
+    auto got = waiting.get();
+    ASSERT_TRUE(got.ok()) << "round " << r << ": " << got.error().to_string();
+    EXPECT_GT(got->fencing_token, held->fencing_token);
+    held = std::move(got);
+    std::swap(owner, next);
+  }
+  EXPECT_TRUE(*owner->release(*held));
+}
+
+// A waiter that waits three heartbeat timeouts behind a holder keeps its
+// place: the light re-checks refresh its heartbeat (it is neither pruned
+// nor queued again, so its arrival time stays the same), and it is granted
+// when the holder releases.
+TEST(PostgresContention, LightRechecksKeepALongWaiterInPlace) {
+  Client holder = pg_client();
+  Client waiter = pg_client("waiter_timeout=1s&recheck_interval=100ms");
+  Sql sql(pg_server().conninfo());
+  const std::string name = unique_name("patient");
+  auto held = holder.try_acquire(name, ttl_opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  std::promise<bool> granted;
+  std::thread t([&] {
+    auto l = waiter.acquire(name, 30s, ttl_opts(5s, "patient"));
+    granted.set_value(l.ok());
+    if (l.ok()) (void)waiter.release(*l);
+  });
+  const std::string q =
+      "SELECT arrived_at FROM baton.requests WHERE name = '" + name + "'";
+  ASSERT_TRUE(eventually([&] { return !sql.one(q).empty(); }));
+  const std::string arrived = sql.one(q);
+  std::this_thread::sleep_for(3s);
+  auto info = holder.describe(name);  // lists live waiters only
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->waiters.size(), 1u);
+  EXPECT_EQ(info->waiters[0].label, "patient");
+  EXPECT_EQ(sql.one(q), arrived) << "the waiter lost its place";
+  EXPECT_TRUE(*holder.release(*held));
+  EXPECT_TRUE(granted.get_future().get());
+  t.join();
+}
+
+}  // namespace
+}  // namespace baton::testing
