@@ -37,10 +37,12 @@ class Judge {
   bool worker_disturbed(int worker, std::int64_t a, std::int64_t b) const {
     for (const Fault& f : faults_) {
       // A clock step takes effect, and is undone, up to 1 s late (the
-      // libfaketime cache): widen its window by that second.
-      const std::int64_t late = f.kind == "clock_step" ? 1'100'000 : 0;
+      // libfaketime cache), and the stepped worker stamps its operations
+      // with its own stepped clock (wall and monotonic), up to 5 s off the
+      // orchestrator's: widen its window by both on each side.
+      const std::int64_t slack = f.kind == "clock_step" ? 6'100'000 : 0;
       if (f.worker == worker && f.kind.rfind("skip:", 0) != 0 &&
-          overlaps(a, b, f.start_us, f.end_us + late)) {
+          overlaps(a, b, f.start_us - slack, f.end_us + slack)) {
         return true;
       }
     }
