@@ -1,9 +1,10 @@
 // tests/postgres/postgres_fault_test.cc — postgres:// under faults: a
-// connection killed mid-acquire (pg_terminate_backend) and a PostgreSQL
-// restart mid-run.
+// connection killed mid-acquire (pg_terminate_backend), a blocking acquire
+// stuck in the server past its wait, and a PostgreSQL restart mid-run.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <mutex>
 #include <string>
@@ -65,6 +66,30 @@ TEST(PostgresFault, BackendKilledMidAcquireLeavesNoLeaseThenRetryGrantsOnce) {
   EXPECT_EQ(holders_of(judge, name), 1);
   EXPECT_TRUE(*judge.release(*retry));
   EXPECT_EQ(holders_of(judge, name), 0);
+}
+
+// Rule 7 under a stuck server: a blocking acquire whose store call parks
+// inside the database (the name's scheduling lock held elsewhere) returns
+// `timeout` at its call deadline (end of the wait + 50 ms), naming the cause,
+// instead of after request_timeout (5 s). The 2 s bound is far from both.
+TEST(PostgresFault, BlockingAcquireStuckInTheServerReturnsAtItsCallDeadline) {
+  Sql blocker(pg_server().conninfo());
+  ClientOptions no_retry;
+  no_retry.max_retries = 0;
+  Client victim = pg_client("application_name=victim_deadline", no_retry);
+  const std::string name = unique_name("stuck");
+  ASSERT_EQ(blocker.one("SELECT pg_advisory_lock(hashtextextended('" + name +
+                        "', 7))"),
+            "");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = victim.acquire(name, 300ms, ttl_opts(2s));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  (void)blocker.one("SELECT pg_advisory_unlock_all()");
+  ASSERT_FALSE(r.ok()) << "granted although the name's lock was held";
+  EXPECT_EQ(r.error().code(), Errc::timeout) << r.error().to_string();
+  EXPECT_NE(r.error().message().find("call deadline"), std::string::npos)
+      << r.error().to_string();
+  EXPECT_LT(took, 2s) << "the acquire outlived its wait by far";
 }
 
 // Backends killed at random moments during a stream of acquires: each

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <string_view>
 
+#include "stores/call_deadline.h"
+
 namespace baton::store::pg {
 
 Listener::Listener(Pool& pool, std::string channel)
@@ -34,7 +36,7 @@ Listener::~Listener() {
 
 bool Listener::wait_ready(TimePoint deadline) {
   std::unique_lock<std::mutex> lk(mu_);
-  return ready_cv_.wait_until(lk, deadline, [&] { return ready_; });
+  return wait_until_steady(ready_cv_, lk, deadline, [&] { return ready_; });
 }
 
 Listener::Slot::Slot(Listener& l, const OwnerToken& token)
@@ -56,7 +58,9 @@ Listener::Slot::~Slot() {
 
 bool Listener::Slot::wait(TimePoint until) {
   std::unique_lock<std::mutex> lk(l_.mu_);
-  cv_.wait_until(lk, until, [&] { return woken_; });
+  // Never past the call deadline of the acquire waiting here (rule 7).
+  wait_until_steady(cv_, lk, cap_to_call_deadline(until),
+                    [&] { return woken_; });
   const bool woken = woken_;
   woken_ = false;
   return woken;

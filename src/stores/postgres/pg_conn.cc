@@ -7,8 +7,27 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stores/call_deadline.h"
+
 namespace baton::store::pg {
 namespace {
+
+// True when `deadline` (a store's own timeout) was cut short by the call
+// deadline of the caller's blocking acquire (stores/call_deadline.h).
+bool cut_by_call_deadline(TimePoint deadline) {
+  return call_deadline() < deadline;
+}
+
+// The error for I/O that ran out of time: past the caller's call deadline
+// it is a timeout (the caller's wait is over), else the server is slow or
+// unreachable (unavailable, retryable).
+Error out_of_time(TimePoint deadline, const std::string& what) {
+  if (cut_by_call_deadline(deadline)) {
+    return Error(Errc::timeout,
+                 what + " (the call deadline of the caller's wait passed)");
+  }
+  return Error(Errc::unavailable, what);
+}
 
 Error unavailable(std::string msg) {
   return Error(Errc::unavailable, std::move(msg));
@@ -59,7 +78,12 @@ PgConn::~PgConn() {
 
 Result<std::unique_ptr<PgConn>> PgConn::connect(const ConnParams& params,
                                                 const std::string& where,
-                                                TimePoint deadline) {
+                                                TimePoint own_deadline) {
+  const TimePoint deadline = cap_to_call_deadline(own_deadline);
+  if (Clock::now() >= deadline) {
+    return out_of_time(own_deadline,
+                       "no time left to connect to postgres " + where);
+  }
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : params) {
     keys.push_back(k.c_str());
@@ -85,7 +109,9 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const ConnParams& params,
       return unavailable("cannot connect to postgres " + where + ": " + msg);
     }
     if (!wait_socket(PQsocket(c), st == PGRES_POLLING_WRITING, deadline)) {
-      return unavailable("connecting to postgres " + where + " timed out");
+      // Abandoned half-open: PQfinish (in ~PgConn) closes the socket.
+      return out_of_time(own_deadline,
+                         "connecting to postgres " + where + " timed out");
     }
     st = PQconnectPoll(c);
   }
@@ -101,21 +127,32 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const ConnParams& params,
 
 Error PgConn::lost(const std::string& what) {
   broken_ = true;
+  server_lost_ = true;
   return unavailable("postgres " + where_ + ": " + what + ": " +
                      trimmed(PQerrorMessage(conn_)));
 }
 
-Result<PgResult> PgConn::finish(TimePoint deadline) {
+Error PgConn::abandon(TimePoint own_deadline, const std::string& what) {
+  // The reply (if any) is still outstanding: a late one must never be read
+  // as the answer to a later call, so this connection is closed, not
+  // reused. PQcancel is not sent: it opens a new connection and blocks
+  // without a timeout (libpq 15 has no asynchronous cancel), which would
+  // defeat the deadline; the server finishes or drops the statement when it
+  // notices the closed socket.
+  broken_ = true;
+  if (!cut_by_call_deadline(own_deadline)) server_lost_ = true;
+  return out_of_time(own_deadline, "postgres " + where_ + " " + what);
+}
+
+Result<PgResult> PgConn::finish(TimePoint own_deadline) {
+  const TimePoint deadline = cap_to_call_deadline(own_deadline);
   // Flush what is left of the request.
   for (;;) {
     const int f = PQflush(conn_);
     if (f == 0) break;
     if (f < 0) return lost("sending the request failed");
     if (!wait_socket(PQsocket(conn_), true, deadline)) {
-      broken_ = true;
-      return unavailable("postgres " + where_ +
-                         " did not accept the request "
-                         "in time");
+      return abandon(own_deadline, "did not accept the request in time");
     }
   }
   PgResult last;
@@ -124,9 +161,8 @@ Result<PgResult> PgConn::finish(TimePoint deadline) {
   for (;;) {
     while (PQisBusy(conn_)) {
       if (!wait_socket(PQsocket(conn_), false, deadline)) {
-        broken_ = true;  // the answer is unknown: never reuse
-        return unavailable("postgres " + where_ +
-                           " did not answer in time (outcome unknown)");
+        return abandon(own_deadline,
+                       "did not answer in time (outcome unknown)");
       }
       if (PQconsumeInput(conn_) == 0) return lost("connection lost");
     }
@@ -157,6 +193,7 @@ Result<PgResult> PgConn::finish(TimePoint deadline) {
 Result<PgResult> PgConn::query(const std::string& sql,
                                const std::vector<std::string>& params,
                                TimePoint deadline) {
+  if (Status st = time_left(deadline); !st.ok()) return st.error();
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p.c_str());
@@ -171,6 +208,7 @@ Result<PgResult> PgConn::query_prepared(const std::string& name,
                                         const std::string& sql,
                                         const std::vector<std::string>& params,
                                         TimePoint deadline) {
+  if (Status st = time_left(deadline); !st.ok()) return st.error();
   if (prepared_.count(name) == 0) {
     if (PQsendPrepare(conn_, name.c_str(), sql.c_str(),
                       static_cast<int>(params.size()), nullptr) == 0) {
@@ -190,7 +228,15 @@ Result<PgResult> PgConn::query_prepared(const std::string& name,
   return finish(deadline);
 }
 
+Status PgConn::time_left(TimePoint own_deadline) const {
+  // Nothing is sent once the deadline passed: the connection stays clean.
+  if (Clock::now() < cap_to_call_deadline(own_deadline)) return {};
+  return out_of_time(own_deadline,
+                     "no time left to send the request to postgres " + where_);
+}
+
 Status PgConn::exec(const std::string& sql, TimePoint deadline) {
+  if (Status st = time_left(deadline); !st.ok()) return st;
   if (PQsendQuery(conn_, sql.c_str()) == 0) {
     return lost("sending the request failed");
   }
@@ -223,10 +269,17 @@ bool Pool::expired(const PgConn& c, TimePoint now) const {
          now - c.last_used() >= options_.max_idle_time;
 }
 
-Result<Pool::Handle> Pool::get(TimePoint deadline) {
+Result<Pool::Handle> Pool::get(TimePoint own_deadline) {
+  // Waiting for a free connection, and opening one, both end at the
+  // caller's call deadline too (rule 7).
+  const TimePoint deadline = cap_to_call_deadline(own_deadline);
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     const TimePoint now = Clock::now();
+    if (now >= deadline && cut_by_call_deadline(own_deadline)) {
+      return out_of_time(own_deadline,
+                         "no connection to postgres " + where_ + " in time");
+    }
     while (!idle_.empty()) {
       std::unique_ptr<PgConn> c = std::move(idle_.back());
       idle_.pop_back();
@@ -248,17 +301,22 @@ Result<Pool::Handle> Pool::get(TimePoint deadline) {
       }
       ++open_;
       lk.unlock();
+      // PgConn::connect caps this at the call deadline as well.
       const TimePoint until =
-          std::min(deadline, Clock::now() + options_.connect_timeout);
+          std::min(own_deadline, Clock::now() + options_.connect_timeout);
       auto c = PgConn::connect(params_, where_, until);
       lk.lock();
       if (!c.ok()) {
         --open_;
-        backoff_ = backoff_.count() == 0
-                       ? milliseconds{50}
-                       : std::min(backoff_ * 2, milliseconds{2000});
-        retry_at_ = Clock::now() + backoff_;
-        last_error_ = c.error().message();
+        // A connect cut short by the caller's deadline says nothing about
+        // the server: no back-off for the other callers.
+        if (c.error().code() != Errc::timeout) {
+          backoff_ = backoff_.count() == 0
+                         ? milliseconds{50}
+                         : std::min(backoff_ * 2, milliseconds{2000});
+          retry_at_ = Clock::now() + backoff_;
+          last_error_ = c.error().message();
+        }
         cv_.notify_one();
         return std::move(c).error();
       }
@@ -266,11 +324,15 @@ Result<Pool::Handle> Pool::get(TimePoint deadline) {
       retry_at_ = TimePoint{};
       return Handle(this, std::move(*c));
     }
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout &&
-        idle_.empty() && open_ >= options_.max_open) {
-      return unavailable("no free connection to postgres " + where_ +
-                         " (MaxOpenConnections " +
-                         std::to_string(options_.max_open) + " in use)");
+    // Woken by put() (a connection came back or was dropped).
+    const bool freed = wait_until_steady(cv_, lk, deadline, [&] {
+      return !idle_.empty() || open_ < options_.max_open;
+    });
+    if (!freed) {
+      return out_of_time(own_deadline, "no free connection to postgres " +
+                                           where_ + " (MaxOpenConnections " +
+                                           std::to_string(options_.max_open) +
+                                           " in use)");
     }
   }
 }
@@ -280,7 +342,12 @@ void Pool::put(std::unique_ptr<PgConn> c) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     const TimePoint now = Clock::now();
-    if (c->broken()) {
+    if (c->broken() && !c->server_lost()) {
+      // Abandoned at the caller's deadline with a reply outstanding: only
+      // this one is closed; the server may well be fine.
+      --open_;
+      dropped.push_back(std::move(c));
+    } else if (c->broken()) {
       // The server most likely went away: its idle siblings are dead too.
       --open_;
       open_ -= static_cast<int>(idle_.size());

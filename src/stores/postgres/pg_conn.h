@@ -10,6 +10,14 @@
 // point at the same dead server) and backs off new connects (50 ms doubling
 // to 2 s).
 //
+// Call deadline (rule 7, stores/call_deadline.h): every wait here — the
+// asynchronous connect, sending a request, waiting for its reply, waiting
+// for a free pooled connection — also ends at the call deadline of the
+// blocking acquire running on this thread. Cut short by it, the call fails
+// with `timeout` (the message names the call deadline), a
+// connection with a reply outstanding is closed (only that one: the server
+// may be fine), and nothing is sent once the deadline has passed.
+//
 // Thread safety: a PgConn is used by one thread at a time. Pool is safe for
 // concurrent use.
 #ifndef BATON_STORES_POSTGRES_PG_CONN_H_
@@ -17,6 +25,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -37,6 +46,29 @@ using std::chrono::milliseconds;
 
 // libpq connection keywords and values (host, port, user, password, ...).
 using ConnParams = std::vector<std::pair<std::string, std::string>>;
+
+// cv.wait_until(lk, until, pred) for a steady-clock `until`, in slices of at
+// most 100 ms measured on the system clock. A steady-clock timed wait
+// (pthread_cond_clockwait on CLOCK_MONOTONIC) never times out under
+// libfaketime, which fakes CLOCK_MONOTONIC but not that call (the torture
+// test runs its clock-step workers so); the system-clock wait
+// (pthread_cond_timedwait) it does translate. Returns pred().
+template <typename Pred>
+bool wait_until_steady(std::condition_variable& cv,
+                       std::unique_lock<std::mutex>& lk, TimePoint until,
+                       Pred pred) {
+  while (!pred()) {
+    const TimePoint now = Clock::now();
+    if (now >= until) return false;
+    const auto slice =
+        std::min<Clock::duration>(until - now, milliseconds{100});
+    cv.wait_until(
+        lk, std::chrono::system_clock::now() +
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    slice));
+  }
+  return true;
+}
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -66,7 +98,11 @@ class PgConn {
   // A script of several statements without parameters.
   Status exec(const std::string& sql, TimePoint deadline);
 
+  // Never reused: a connection-level error, or a reply left outstanding.
   bool broken() const { return broken_; }
+  // Broken by the server or the network (not just abandoned at the
+  // caller's call deadline).
+  bool server_lost() const { return server_lost_; }
   PGconn* raw() { return conn_; }
   TimePoint created() const { return created_; }
   TimePoint last_used() const { return last_used_; }
@@ -76,10 +112,13 @@ class PgConn {
   PgConn(PGconn* c, std::string where);
   Result<PgResult> finish(TimePoint deadline);
   Error lost(const std::string& what);
+  Error abandon(TimePoint own_deadline, const std::string& what);
+  Status time_left(TimePoint own_deadline) const;
 
   PGconn* conn_;
   std::string where_;
   bool broken_ = false;
+  bool server_lost_ = false;
   std::set<std::string> prepared_;  // statement names prepared here
   TimePoint created_;
   TimePoint last_used_;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/validate.h"
+#include "stores/call_deadline.h"
 #include "stores/postgres/listener.h"
 #include "stores/postgres/rows.h"
 #include "stores/postgres/schema.h"
@@ -141,7 +142,10 @@ class PostgresStore final : public Store {
     // The wait is over: leave the queue, or take the grant that came in.
     Result<std::vector<Row>> last = Error(Errc::internal, "not run");
     for (int attempt = 0; attempt < 4; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(milliseconds{50 << attempt});
+      if (attempt > 0) {
+        std::this_thread::sleep_until(
+            cap_to_call_deadline(Clock::now() + milliseconds{50 << attempt}));
+      }
       last = call_acquire(spec, "withdraw", 0);
       if (last.ok() || last.error().code() != Errc::unavailable) break;
     }
@@ -245,7 +249,10 @@ class PostgresStore final : public Store {
     }
     Result<std::vector<Row>> last = Error(Errc::internal, "not run");
     for (int attempt = 0; attempt < 4; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(milliseconds{50 << attempt});
+      if (attempt > 0) {
+        std::this_thread::sleep_until(
+            cap_to_call_deadline(Clock::now() + milliseconds{50 << attempt}));
+      }
       last = call_multi(spec, "withdraw", 0);
       if (last.ok() || last.error().code() != Errc::unavailable) break;
     }
