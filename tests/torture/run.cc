@@ -170,6 +170,11 @@ class Pool : public WorkerPool {
         // halves the workers' throughput); checkers.cc adds that second
         // to every clock-step window.
         ::setenv("FAKETIME_CACHE_DURATION", "1", 1);
+        // Step the wall clock only, as an NTP step or an operator does:
+        // CLOCK_MONOTONIC never steps on a real machine, and libfaketime's
+        // faked monotonic clock is not applied to pthread_cond_clockwait,
+        // so a steady-clock condition-variable wait would never time out.
+        ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
       }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
