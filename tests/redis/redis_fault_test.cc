@@ -193,5 +193,77 @@ TEST(RedisFault, BlackholeFailsUnavailableWithinTheTimeout) {
   EXPECT_TRUE(*c->release(*l));
 }
 
+// A counter change is not idempotent: when the connection breaks after the
+// script ran (its reply lost), the store must not run it again. The add is
+// applied once and the caller hears that the outcome is unknown.
+TEST(RedisFault, LostCounterAddReplyIsNotReRun) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  auto through = open_store(via(*proxy, "?timeout=2000"));
+  auto direct = open_store(server().url());
+  ASSERT_TRUE(through.ok() && direct.ok());
+  const std::string name = unique("counter-once");
+  // A pooled connection first: the old code re-ran a script after a reset
+  // of a reused connection.
+  auto zero = (*through)->counter_get(name);
+  ASSERT_TRUE(zero.ok()) << zero.error().to_string();
+  ASSERT_EQ(*zero, 0);
+  proxy->set_delay(400ms);  // the reply sits in the proxy
+  auto pending = std::async(std::launch::async,
+                            [&] { return (*through)->counter_add(name, 5); });
+  ASSERT_TRUE(eventually([&] {
+    auto v = (*direct)->counter_get(name);
+    return v.ok() && *v == 5;
+  }));
+  proxy->set_mode(TcpProxy::Mode::blackhole);  // drops the queued reply
+  proxy->set_delay(0ms);
+  proxy->set_mode(TcpProxy::Mode::pass);
+  proxy->cut_all();  // reset: the outcome is unknown to the client
+  auto first = pending.get();
+  ASSERT_FALSE(first.ok()) << "the reply was dropped, yet got " << *first;
+  EXPECT_EQ(first.error().code(), Errc::unavailable)
+      << first.error().to_string();
+  EXPECT_NE(first.error().message().find("outcome is unknown"),
+            std::string::npos)
+      << first.error().to_string();
+  std::this_thread::sleep_for(100ms);  // a re-run would have landed by now
+  auto v = (*direct)->counter_get(name);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 5) << "the add was applied more than once";
+  // The store keeps working through the proxy.
+  auto again = (*through)->counter_add(name, 1);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(*again, 6);
+}
+
+// Rule 7 under a silent network: a blocking acquire returns by the end of
+// its wait plus a grace, not after the (long) per-command timeout.
+TEST(RedisFault, BlackholedAcquireReturnsByTheCallDeadline) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ClientOptions copts;
+  copts.max_retries = 0;
+  auto c = open_client(via(*proxy, "?timeout=20000"), copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("deadline");
+  AcquireOptions o;
+  o.ttl = 10s;
+  {  // warm the pool, so the blackhole hits a sent command
+    auto l = c->try_acquire(name, o);
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    EXPECT_TRUE(*c->release(*l));
+  }
+  proxy->set_mode(TcpProxy::Mode::blackhole);
+  const auto t0 = Clock::now();
+  auto l = c->acquire(name, 300ms, o);
+  const auto took = Clock::now() - t0;
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), Errc::timeout) << l.error().to_string();
+  // The per-command timeout is 20 s; the call deadline is 350 ms. A wide
+  // margin for a loaded machine, far below 20 s.
+  EXPECT_LT(took, 5s);
+  proxy->set_mode(TcpProxy::Mode::pass);
+}
+
 }  // namespace
 }  // namespace baton::testing
