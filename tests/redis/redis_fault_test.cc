@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "redis_process.h"
 #include "support/tcp_proxy.h"
@@ -191,6 +193,129 @@ TEST(RedisFault, BlackholeFailsUnavailableWithinTheTimeout) {
   auto l = c->try_acquire(name, o);
   ASSERT_TRUE(l.ok()) << l.error().to_string();
   EXPECT_TRUE(*c->release(*l));
+}
+
+// A counter change is not idempotent: when the connection breaks after the
+// script ran (its reply lost), the store must not run it again. The add is
+// applied once and the caller hears that the outcome is unknown.
+TEST(RedisFault, LostCounterAddReplyIsNotReRun) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  auto through = open_store(via(*proxy, "?timeout=2000"));
+  auto direct = open_store(server().url());
+  ASSERT_TRUE(through.ok() && direct.ok());
+  const std::string name = unique("counter-once");
+  // A pooled connection first: the old code re-ran a script after a reset
+  // of a reused connection.
+  auto zero = (*through)->counter_get(name);
+  ASSERT_TRUE(zero.ok()) << zero.error().to_string();
+  ASSERT_EQ(*zero, 0);
+  proxy->set_delay(400ms);  // the reply sits in the proxy
+  auto pending = std::async(std::launch::async,
+                            [&] { return (*through)->counter_add(name, 5); });
+  ASSERT_TRUE(eventually([&] {
+    auto v = (*direct)->counter_get(name);
+    return v.ok() && *v == 5;
+  }));
+  proxy->set_mode(TcpProxy::Mode::blackhole);  // drops the queued reply
+  proxy->set_delay(0ms);
+  proxy->set_mode(TcpProxy::Mode::pass);
+  proxy->cut_all();  // reset: the outcome is unknown to the client
+  auto first = pending.get();
+  ASSERT_FALSE(first.ok()) << "the reply was dropped, yet got " << *first;
+  EXPECT_EQ(first.error().code(), Errc::unavailable)
+      << first.error().to_string();
+  EXPECT_NE(first.error().message().find("outcome is unknown"),
+            std::string::npos)
+      << first.error().to_string();
+  std::this_thread::sleep_for(100ms);  // a re-run would have landed by now
+  auto v = (*direct)->counter_get(name);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 5) << "the add was applied more than once";
+  // The store keeps working through the proxy.
+  auto again = (*through)->counter_add(name, 1);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(*again, 6);
+}
+
+// Rule 7 under a silent network: a blocking acquire returns by the end of
+// its wait plus a grace, not after the (long) per-command timeout.
+TEST(RedisFault, BlackholedAcquireReturnsByTheCallDeadline) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ClientOptions copts;
+  copts.max_retries = 0;
+  auto c = open_client(via(*proxy, "?timeout=20000"), copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("deadline");
+  AcquireOptions o;
+  o.ttl = 10s;
+  {  // warm the pool, so the blackhole hits a sent command
+    auto l = c->try_acquire(name, o);
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    EXPECT_TRUE(*c->release(*l));
+  }
+  proxy->set_mode(TcpProxy::Mode::blackhole);
+  const auto t0 = Clock::now();
+  auto l = c->acquire(name, 300ms, o);
+  const auto took = Clock::now() - t0;
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), Errc::timeout) << l.error().to_string();
+  // The per-command timeout is 20 s; the call deadline is 350 ms. A wide
+  // margin for a loaded machine, far below 20 s.
+  EXPECT_LT(took, 5s);
+  proxy->set_mode(TcpProxy::Mode::pass);
+}
+
+// Rule 7 on redlock:// with every reply delayed past the call deadline: a
+// blocking acquire on a held lock returns by the end of its wait + grace.
+TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
+  std::vector<std::unique_ptr<RedisProcess>> servers;
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::string url = "redlock://";
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<RedisProcess>());
+    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
+    ASSERT_TRUE(p.ok());
+    proxies.push_back(std::move(*p));
+    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
+           std::to_string(proxies.back()->port());
+  }
+  url += "?timeout=5000";  // uncapped, a delayed reply would be awaited
+  ClientOptions copts;
+  copts.max_retries = 0;
+  auto c = open_client(url, copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  AcquireOptions o;
+  o.ttl = 10s;
+  const std::string name = unique("redlock-delay");
+  AcquireOptions hold = o;
+  hold.ttl = 120s;  // held throughout, however slow the machine
+  auto held = c->try_acquire(name, hold);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  std::chrono::nanoseconds worst{0};
+  for (const auto delay : {150ms, 400ms, 900ms}) {
+    for (auto& p : proxies) p->set_delay(delay);
+    for (const auto wait : {100ms, 300ms, 700ms}) {
+      const auto t0 = Clock::now();
+      auto l = c->acquire(name, wait, o);
+      const auto took = Clock::now() - t0;
+      EXPECT_FALSE(l.ok());
+      worst = std::max<std::chrono::nanoseconds>(worst, took - wait);
+      std::printf(
+          "delay %lld wait %lld took %lld ms: %s\n",
+          static_cast<long long>(delay.count()),
+          static_cast<long long>(wait.count()),
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                  .count()),
+          l.ok() ? "ok" : l.error().to_string().c_str());
+    }
+  }
+  // 50 ms grace, a wide margin for a loaded machine; without the call
+  // deadline a call waits for the 400 ms delayed replies (and more).
+  EXPECT_LT(worst, 300ms);
+  for (auto& p : proxies) p->set_delay(0ms);
 }
 
 }  // namespace

@@ -213,5 +213,50 @@ TEST(Redlock, RacingWaitersAreQueuedInOneOrderOnEveryInstance) {
   }
 }
 
+// Sets the fencing counter of `name` on one instance (as another grant's
+// INCR there would have).
+void set_counter(const RedisProcess& p, const std::string& name, int v) {
+  timeval tv{2, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", p.port(), tv);
+  ASSERT_TRUE(c != nullptr && c->err == 0);
+  auto* r = static_cast<redisReply*>(
+      redisCommand(c, "SET baton:f:%s %d", name.c_str(), v));
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+// Fencing uniqueness across a majority: the grant's token is the maximum
+// over the instances that granted. If another grant already holds that
+// value on an instance outside this majority (here: a holder on C whose
+// INCR there issued 5), raising C to 5 must not hand out 5 a second time.
+// Before the fix the raise saw "counter == 5" as settled and returned 5
+// (the torture test's duplicate fencing tokens).
+TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
+  Servers s = make(3);
+  const std::string name = unique("fence-unique");
+  set_counter(*s[0], name, 4);  // A issues 5 next
+  set_counter(*s[2], name, 4);  // C issues 5 next: to the other holder
+  auto z = open_client(s[2]->url(), no_retry());
+  ASSERT_TRUE(z.ok());
+  auto other = z->try_acquire(name, opts(30s));
+  ASSERT_TRUE(other.ok()) << other.error().to_string();
+  ASSERT_EQ(other->fencing_token, 5u);
+  auto c = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(c.ok());
+  // Granted on A (5) and B (1); C is held: the majority's maximum is 5.
+  auto l = c->try_acquire(name, opts(30s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_NE(l->fencing_token, other->fencing_token);
+  EXPECT_GT(l->fencing_token, 5u);
+  // Every instance's counter is at least the grant's token, so later
+  // grants get larger ones.
+  for (const auto& p : s) {
+    EXPECT_GE(on(*p, name).last_fencing_token, l->fencing_token);
+  }
+  EXPECT_TRUE(*c->release(*l));
+  EXPECT_TRUE(*z->release(*other));
+}
+
 }  // namespace
 }  // namespace baton::testing

@@ -12,8 +12,29 @@
 #include <cstring>
 #include <utility>
 
+#include "stores/call_deadline.h"
+
 namespace baton::store::redis {
 namespace {
+
+// The I/O timeout of the next step: the target's, capped by the call
+// deadline (store::call_deadline(), rule 7). *capped: the deadline is the
+// nearer limit. 0 ms: the deadline has passed.
+milliseconds io_timeout(const Target& t, bool* capped) {
+  *capped = false;
+  const auto dl = store::call_deadline();
+  if (dl == store::SteadyTime::max()) return t.timeout;
+  const auto left =
+      std::chrono::floor<milliseconds>(dl - std::chrono::steady_clock::now());
+  if (left >= t.timeout) return t.timeout;
+  *capped = true;
+  return std::max(left, milliseconds(0));
+}
+
+Error deadline_passed(const Target& t, const std::string& what) {
+  return Error(Errc::timeout, t.where() + ": " + what +
+                                  " (the caller's wait ended: call deadline)");
+}
 
 timeval to_timeval(milliseconds ms) {
   timeval tv{};
@@ -52,10 +73,18 @@ Error from_error_reply(const Target& t, const redisReply* r) {
 }  // namespace
 
 Result<ContextPtr> connect(const Target& t) {
+  bool capped = false;
+  const milliseconds limit = io_timeout(t, &capped);
+  if (limit <= milliseconds(0)) return deadline_passed(t, "no connection");
   ContextPtr ctx(
-      redisConnectWithTimeout(t.host.c_str(), t.port, to_timeval(t.timeout)));
+      redisConnectWithTimeout(t.host.c_str(), t.port, to_timeval(limit)));
   if (!ctx) return unavailable(t, "cannot allocate a connection");
-  if (ctx->err != 0) return unavailable(t, ctx->errstr);
+  if (ctx->err != 0) {
+    if (capped && store::call_deadline_passed()) {
+      return deadline_passed(t, std::string("no connection: ") + ctx->errstr);
+    }
+    return unavailable(t, ctx->errstr);
+  }
   if (redisSetTimeout(ctx.get(), to_timeval(t.timeout)) != REDIS_OK) {
     return unavailable(t, "cannot set the socket timeout");
   }
@@ -94,27 +123,57 @@ Result<ReplyPtr> command(redisContext* ctx, const Target& t,
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
+  // Rule 7: never wait for a reply past the call deadline. The socket
+  // timeout is lowered for this command and restored after a reply; a
+  // command that timed out leaves its reply outstanding, so the caller
+  // drops the connection (every error here does).
+  bool capped = false;
+  const milliseconds limit = io_timeout(t, &capped);
+  if (limit <= milliseconds(0)) {
+    return deadline_passed(t, "no time left to send the command");
+  }
+  if (capped && redisSetTimeout(ctx, to_timeval(limit)) != REDIS_OK) {
+    return unavailable(t, "cannot set the socket timeout");
+  }
+  errno = 0;
   void* raw = redisCommandArgv(ctx, static_cast<int>(args.size()), argv.data(),
                                lens.data());
   if (raw == nullptr) {
     std::string why = ctx->err != 0 ? ctx->errstr : "no reply";
     if (ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (capped) {
+        return deadline_passed(
+            t, "no reply within " + std::to_string(limit.count()) + "ms");
+      }
       why = "no reply within " + std::to_string(t.timeout.count()) + "ms";
     }
     return unavailable(t, why);
   }
-  return ReplyPtr(static_cast<redisReply*>(raw));
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  if (capped && redisSetTimeout(ctx, to_timeval(t.timeout)) != REDIS_OK) {
+    return unavailable(t, "cannot restore the socket timeout");
+  }
+  return reply;
 }
 
-Result<ContextPtr> Pool::take(bool* reused) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!idle_.empty()) {
-      ContextPtr c = std::move(idle_.back());
+Result<ContextPtr> Pool::take(bool* reused, bool probe) {
+  for (;;) {
+    ContextPtr c;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (idle_.empty()) break;
+      c = std::move(idle_.back());
       idle_.pop_back();
-      *reused = true;
-      return c;
     }
+    // An idle connection has nothing to read: readable means the server
+    // closed it (restart, idle timeout). Checked before a script that must
+    // not be re-run, so a stale connection costs no unknown outcome.
+    if (probe) {
+      pollfd p{c->fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) != 0) continue;  // dropped
+    }
+    *reused = true;
+    return c;
   }
   *reused = false;
   return connect(target_);
@@ -127,12 +186,26 @@ void Pool::give(ContextPtr ctx) {
 
 Result<ReplyPtr> Pool::eval(const Script& script,
                             const std::vector<std::string>& args) {
+  if (store::call_deadline_passed()) {
+    return Error(Errc::timeout,
+                 target_.where() +
+                     ": not sent (the caller's wait ended: call deadline)");
+  }
   bool reused = false;
   auto r = eval_once(script, args, &reused);
+  if (r.ok() || r.error().code() != Errc::unavailable) return r;
   // A pooled connection the server closed meanwhile (restart, idle
-  // timeout): try once more on a fresh one. Scripts are idempotent by owner
-  // token, so a rerun is safe; a timeout is not retried (no double wait).
-  if (!r.ok() && reused && r.error().code() == Errc::unavailable &&
+  // timeout): lock scripts are idempotent by owner token, so they run once
+  // more on a fresh connection; a timeout is not retried (no double wait).
+  // A counter change is never re-run: the server may have applied it
+  // before the connection broke, so its outcome is unknown.
+  if (!script.idempotent) {
+    return Error(Errc::unavailable,
+                 r.error().message() + " (" + script.name +
+                     " is not re-run: if the server received it, it may "
+                     "have been applied; the outcome is unknown)");
+  }
+  if (reused &&
       r.error().message().find("no reply within") == std::string::npos) {
     r = eval_once(script, args, &reused);
   }
@@ -142,7 +215,7 @@ Result<ReplyPtr> Pool::eval(const Script& script,
 Result<ReplyPtr> Pool::eval_once(const Script& script,
                                  const std::vector<std::string>& args,
                                  bool* reused) {
-  auto ctx = take(reused);
+  auto ctx = take(reused, !script.idempotent);
   if (!ctx.ok()) return std::move(ctx).error();
   if (use_functions_.load(std::memory_order_relaxed)) {
     bool fallback = false;

@@ -6,7 +6,11 @@
 //
 // Errors: connect/IO failures and timeouts are `unavailable` naming the
 // instance ("redis 127.0.0.1:6379: Connection refused"); a connection that
-// failed is closed, never reused. Authentication failures are
+// failed is closed, never reused. Every I/O timeout is capped by the call
+// deadline (stores/call_deadline.h); past it a call fails with `timeout`
+// and its connection (reply outstanding) is dropped. A counter change that
+// lost its connection after being sent is `unavailable` (outcome unknown),
+// never re-run. Authentication failures are
 // `permission_denied`. Script errors are `internal`.
 //
 // Thread safety: Pool, Notifier and Subscriber are safe for concurrent use.
@@ -83,7 +87,9 @@ class Pool {
   // EVALSHA is used from now on.
   Result<ReplyPtr> fcall(redisContext* ctx, const Script& script,
                          const std::vector<std::string>& args, bool* fallback);
-  Result<ContextPtr> take(bool* reused);
+  // An idle connection, or a new one. `probe`: drop idle connections the
+  // server has closed (checked without blocking) instead of returning them.
+  Result<ContextPtr> take(bool* reused, bool probe);
   void give(ContextPtr ctx);
 
   const Target target_;

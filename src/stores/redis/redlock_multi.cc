@@ -3,6 +3,7 @@
 // docs/stores/redis.md).
 #include <map>
 
+#include "stores/call_deadline.h"
 #include "stores/redis/redlock_impl.h"
 
 namespace baton::store::redis {
@@ -17,10 +18,12 @@ Result<std::vector<Grant>> RedlockStore::finish_multi(
     std::vector<OwnerToken> tokens(inst_.size(), spec.reservation);
     std::optional<Grant> g;
     std::uint64_t top = 0;
-    for (auto& r : replies) {
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      auto& r = replies[i];
       if (!r.ok()) continue;
       for (const auto& gi : r->grants) {
         if (gi.name != name) continue;
+        tokens[i] = gi.token;  // the lease the fence script raises
         vf.push_back(gi.valid_for);
         top = std::max(top, gi.fencing_token);
         if (!g) g = gi;
@@ -70,7 +73,8 @@ Result<std::vector<Grant>> RedlockStore::acquire_multi(const MultiSpec& spec,
     for (auto& r : replies) {
       if (!r.ok()) {
         if (r.error().code() != Errc::unavailable &&
-            r.error().code() != Errc::internal) {
+            r.error().code() != Errc::internal &&
+            r.error().code() != Errc::timeout) {
           if (aon) release_names(spec.names, spec.reservation);
           return R(r.error());
         }
@@ -103,6 +107,12 @@ Result<std::vector<Grant>> RedlockStore::acquire_multi(const MultiSpec& spec,
     }
     if (answered < q) {
       if (aon) release_names(spec.names, spec.reservation);
+      if (store::call_deadline_passed()) {  // rule 7: the caller gave up
+        return R(Error(Errc::timeout,
+                       "redlock: no majority answered before the call "
+                       "deadline" +
+                           failures));
+      }
       return R(too_few(answered, failures));
     }
     if (aon && !waiting) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "stores/call_deadline.h"
 #include "stores/redis/redlock_impl.h"
 
 namespace baton::store {
@@ -49,7 +50,8 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
     for (auto& r : replies) {
       if (!r.ok()) {
         if (r.error().code() != Errc::unavailable &&
-            r.error().code() != Errc::internal) {
+            r.error().code() != Errc::internal &&
+            r.error().code() != Errc::timeout) {
           release_all(spec.name, spec.token);
           return Result<Grant>(r.error());
         }
@@ -74,7 +76,16 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
                                         core::quote_name(spec.name) +
                                         " was withdrawn while it waited"));
     }
-    if (answered < quorum) return Result<Grant>(too_few(answered, failures));
+    if (answered < quorum) {
+      if (store::call_deadline_passed()) {  // rule 7: the caller gave up
+        return Result<Grant>(Error(
+            Errc::timeout, "redlock: lock " + core::quote_name(spec.name) +
+                               ": no majority answered before the "
+                               "call deadline" +
+                               failures));
+      }
+      return Result<Grant>(too_few(answered, failures));
+    }
     if (!waiting) {
       if (busy != nullptr) return Result<Grant>(*busy);
       return Result<Grant>(Error(
@@ -222,32 +233,38 @@ Result<std::vector<LockInfo>> RedlockStore::list(std::string_view prefix,
   return *first;
 }
 
-// Fencing over the majority: raise every instance to the maximum.
+// Fencing over the majority: raise every instance to the maximum. A pass
+// is settled when a majority answered and no instance reports the value
+// taken (by another grant's INCR or raise, see kFenceBody): then no other
+// grant can hold `top`. Otherwise it goes past the largest value seen.
 Result<std::uint64_t> RedlockStore::raise_fence(
     std::string_view name, const std::vector<OwnerToken>& tokens,
-    std::uint64_t top, bool again) {
-  auto acks = each<Result<std::uint64_t>>([&](Instance& i) {
-    const std::size_t idx = index_of(i);
-    return i.fence(name, tokens[idx], top);
-  });
-  std::size_t ok = 0;
-  std::uint64_t seen = top;
-  std::string failures;
-  for (auto& a : acks) {
-    if (a.ok()) {
-      ++ok;
-      seen = std::max(seen, *a);
-    } else {
-      failures += "; " + a.error().message();
+    std::uint64_t top, bool /*again*/) {
+  constexpr int kMaxPasses = 16;  // each pass loses only to a racing grant
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    auto acks = each<Result<std::uint64_t>>([&](Instance& i) {
+      const std::size_t idx = index_of(i);
+      return i.fence(name, tokens[idx], top);
+    });
+    std::size_t ok = 0;
+    std::uint64_t seen = top;
+    std::string failures;
+    for (auto& a : acks) {
+      if (a.ok()) {
+        ++ok;
+        seen = std::max(seen, *a);
+      } else {
+        failures += "; " + a.error().message();
+      }
     }
+    if (ok < quorum_) return too_few(ok, failures);
+    if (seen == top) return top;
+    top = seen;  // the least value no answering instance has issued
   }
-  if (ok < quorum_) return too_few(ok, failures);
-  if (seen > top && !again) {
-    // An instance outside the majority has seen a larger token (e.g. the
-    // majority lost its data): go past it.
-    return raise_fence(name, tokens, seen + 1, true);
-  }
-  return top;
+  return Error(Errc::unavailable,
+               "redlock: lock " + core::quote_name(name) +
+                   ": no unique fencing token settled after " +
+                   std::to_string(kMaxPasses) + " passes (racing grants)");
 }
 
 Result<Grant> RedlockStore::finish(const AcquireSpec& spec,

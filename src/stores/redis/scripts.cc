@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace baton::store::redis {
 namespace {
@@ -435,22 +436,28 @@ return finish(reply(pending))
 
 // ARGV: prefix, name, token, floor. Raises the fencing counter of `name` to
 // at least `floor` and sets the lease's fencing token to max(its own, floor)
-// (Redlock: the grant's token is the maximum over the majority).
+// (Redlock: the grant's token is the maximum over the majority). Reply
+// {'fenced', v}: v = floor when `floor` is this caller's alone here (the
+// counter was below it, or this lease's own INCR issued it); else v > floor
+// is the least value that may be free: the counter already reached `floor`
+// through another grant (its INCR, or its own raise), so two grants would
+// share the token; the caller raises again past v.
 const char* const kFenceBody = R"LUA(
 local name, tok, floor = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local fk = P .. 'f:' .. name
 local c = tonumber(redis.call('GET', fk) or '0')
-if floor > c then
-  redis.call('SET', fk, num(floor))
-  c = floor
-end
 local s = load(name)
 local le = s and find_lease(s, tok)
+if floor > c then
+  redis.call('SET', fk, num(floor))
+elseif c > floor or not (le and le.f == floor) then
+  return finish({'fenced', num(c + 1)})
+end
 if le and le.f < floor then
   le.f = floor
   mod(name)
 end
-return finish({'fenced', num(c)})
+return finish({'fenced', num(floor)})
 )LUA";
 
 // Counters need no prelude. ARGV: prefix, name[, delta | n].
@@ -510,6 +517,9 @@ const Scripts& scripts() {
       sc.text = d.prelude ? std::string(kPreludeEval) + kPrelude + d.body
                           : std::string(d.body);
       sc.function = lib + "_" + d.name;
+      // Counter changes are not idempotent: never re-run after a reset.
+      sc.idempotent = std::string_view(d.name) != "counter_add" &&
+                      std::string_view(d.name) != "counter_take";
       out->library +=
           "redis.register_function('" + sc.function + "', function(_, args)\n" +
           (d.prelude ? "begin(args)\n" : "ARGV = args\n") + d.body + "\nend)\n";

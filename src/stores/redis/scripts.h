@@ -16,6 +16,9 @@ struct Script {
   const char* name;
   std::string text;      // the EVAL script
   std::string function;  // the same as a function of the library (FCALL)
+  // Safe to run twice (lock scripts are, by owner token); a script that is
+  // not (counter_add, counter_take) is never re-run after a reset.
+  bool idempotent = true;
 };
 
 struct Scripts {

@@ -3,7 +3,8 @@
 // the others on pooled threads (started on demand, kept for reuse, so a
 // call costs no thread creation in the steady state). Tasks never wait for
 // other tasks, so the pool cannot deadlock; it grows to the peak number of
-// concurrently running tasks.
+// concurrently running tasks. Pooled tasks inherit the caller's call
+// deadline (stores/call_deadline.h).
 //
 // Thread safety: safe for concurrent use; the destructor joins the threads
 // (no task may be running).
@@ -17,6 +18,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "stores/call_deadline.h"
 
 namespace baton::store::redis {
 
@@ -39,11 +42,17 @@ class TaskPool {
     std::mutex done_mu;
     std::condition_variable done_cv;
     std::size_t left = n > 0 ? n - 1 : 0;
+    // Each task runs under the caller's call deadline (rule 7), so every
+    // task's I/O, hence the whole round, ends by it.
+    const store::SteadyTime deadline = store::call_deadline();
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (std::size_t i = 1; i < n; ++i) {
-        queue_.push_back([&, i] {
-          task(i);
+        queue_.push_back([&, i, deadline] {
+          {
+            store::CallDeadlineScope scope(deadline);
+            task(i);
+          }
           std::lock_guard<std::mutex> dl(done_mu);
           if (--left == 0) done_cv.notify_one();
         });

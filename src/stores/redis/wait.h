@@ -10,7 +10,8 @@
 // active after that round was sent (a grant could have been published
 // before), the next round runs at once. A round that reports a split
 // (Redlock: granted on fewer than a quorum) for longer than a jittered
-// split timeout is requeued.
+// split timeout is requeued. Every sleep is capped by the call deadline
+// (stores/call_deadline.h); once it passed, run() returns `timeout`.
 //
 // Thread safety: a Waiter belongs to one calling thread.
 #ifndef BATON_STORES_REDIS_WAIT_H_
@@ -25,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "stores/call_deadline.h"
 #include "stores/redis/common.h"
 #include "stores/redis/instance.h"
 
@@ -84,6 +86,13 @@ class Waiter {
     for (bool first = true;;) {
       const std::uint64_t seen = notifier_.gen(*slot_);
       const std::int64_t left = ms_left(end);
+      // Rule 7: past the call deadline no round runs (the caller has
+      // given up; it withdraws the request by token).
+      if (store::call_deadline_passed()) {
+        return Result<T>(Error(Errc::timeout,
+                               "no answer from the store before the call "
+                               "deadline (end of the wait + grace)"));
+      }
       if (stop_at_end && left <= 0) return std::nullopt;
       const auto sent = Steady::now();
       Round<T> r = round(std::exchange(first, false), left);
@@ -105,7 +114,9 @@ class Waiter {
       }
       const milliseconds nap =
           std::max(milliseconds(1), std::min(keep.nap, recheck_period()));
-      notifier_.wait(*slot_, seen, std::min(end, Steady::now() + nap));
+      notifier_.wait(
+          *slot_, seen,
+          store::cap_to_call_deadline(std::min(end, Steady::now() + nap)));
     }
   }
 
@@ -118,7 +129,8 @@ class Waiter {
     for (Instance* i : instances_) {
       for (const auto& n : names_) i->subscribe(n);
     }
-    const auto until = std::min(end, Steady::now() + milliseconds(250));
+    const auto until = store::cap_to_call_deadline(
+        std::min(end, Steady::now() + milliseconds(250)));
     bool recheck = false;
     for (Instance* i : instances_) {
       for (const auto& n : names_) {
