@@ -265,7 +265,17 @@ Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
                     [&](steady_clock::time_point sent) -> Result<Lease> {
                       auto g = impl.store->extend(lease.name, lease.token, ttl);
                       if (!g.ok()) return std::move(g).error();
-                      return impl.make_lease(*g, sent);
+                      Lease l = impl.make_lease(*g, sent);
+                      // A grant's fencing token is fixed when it is granted:
+                      // an extend never changes it, even where a store
+                      // reports another one (a Redlock instance that
+                      // re-granted the lease after a restart; torture seed
+                      // 14057 saw that token reused by the next grant).
+                      // (0: a Lease built by hand, token not known.)
+                      if (lease.fencing_token != 0) {
+                        l.fencing_token = lease.fencing_token;
+                      }
+                      return l;
                     });
 }
 
