@@ -258,5 +258,55 @@ TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
   EXPECT_TRUE(*z->release(*other));
 }
 
+// A split waiter keeps its place. X is granted on C but A and B are held
+// (each by a redis:// client on that instance alone), so X holds 1 of 3 and
+// waits with the lowest ticket; Y arrives after X and queues everywhere.
+// When X's split lasts longer than the split timeout it gives C back; it
+// must keep its ticket (C goes back to X, the head), so that when A and B
+// are released X — not Y — reaches the quorum. Before the fix X queued
+// again at the tail with a new ticket: C went to Y at once, then A as well,
+// and Y overtook X (checker 6 of the torture test).
+TEST(Redlock, SplitWaiterKeepsItsPlaceInTheQueue) {
+  Servers s = make(3);
+  const std::string name = unique("split-order");
+  auto ha = open_client(s[0]->url(), no_retry());
+  auto hb = open_client(s[1]->url(), no_retry());
+  ASSERT_TRUE(ha.ok() && hb.ok());
+  auto la = ha->try_acquire(name, opts(30s));
+  auto lb = hb->try_acquire(name, opts(30s));
+  ASSERT_TRUE(la.ok() && lb.ok());
+  std::mutex mu;
+  std::vector<std::string> granted;
+  auto waiter = [&](const std::string& who) {
+    auto c = open_client(redlock_url(s), no_retry());
+    if (!c.ok()) return;
+    AcquireOptions o = opts(30s);
+    o.label = who;
+    auto l = c->acquire(name, 10s, o);
+    if (!l.ok()) return;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      granted.push_back(who);
+    }
+    (void)c->release(*l);
+  };
+  std::thread x(waiter, "x");
+  std::this_thread::sleep_for(150ms);
+  EXPECT_EQ(on(*s[2], name).holders.size(), 1u);  // X holds C
+  std::thread y(waiter, "y");
+  // Long enough for X's split timeout (0.3–0.9 s) to pass at least once.
+  std::this_thread::sleep_for(1200ms);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    EXPECT_TRUE(granted.empty()) << "granted while A and B were held";
+  }
+  ASSERT_TRUE(*ha->release(*la));
+  ASSERT_TRUE(*hb->release(*lb));
+  x.join();
+  y.join();
+  ASSERT_EQ(granted.size(), 2u);
+  EXPECT_EQ(granted[0], "x") << "the later waiter Y overtook X";
+}
+
 }  // namespace
 }  // namespace baton::testing

@@ -181,7 +181,10 @@ class Cluster : public StoreCluster {
       *why = "no live fiu-run batond in " + dir_;
       return false;
     }
-    const std::string cmd = "fiu-ctrl -f " + dir_ +
+    // Bounded: fiu-ctrl waits for the answer of libfiu's control thread in
+    // batond, which never comes while `write` fails there (seen: a disable
+    // of posix/io/rw/write* hung a long run for 10 minutes).
+    const std::string cmd = "timeout -k 1 5 fiu-ctrl -f " + dir_ +
                             "/fiu -c 'enable name=" + point + "' " + fiu_pid_ +
                             " 2>&1";
     int st = 0;
@@ -191,8 +194,9 @@ class Cluster : public StoreCluster {
   }
   void fiu_disable(const std::string& point) override {
     if (fiu_pid_.empty()) return;
-    testing::sh("fiu-ctrl -f " + dir_ + "/fiu -c 'disable name=" + point +
-                "' " + fiu_pid_);
+    // Bounded as above; batond is killed and restarted right after anyway.
+    testing::sh("timeout -k 1 5 fiu-ctrl -f " + dir_ +
+                "/fiu -c 'disable name=" + point + "' " + fiu_pid_ + " 2>&1");
   }
 
   bool disk_fill(std::string* why) override {

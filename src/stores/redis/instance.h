@@ -27,6 +27,8 @@ inline constexpr const char* kTry = "try";            // answer now
 inline constexpr const char* kWait = "wait";          // enqueue / refresh
 inline constexpr const char* kRefresh = "refresh";    // re-check of a waiter
 inline constexpr const char* kWithdraw = "withdraw";  // grant or leave
+// Redlock split: give a held grant back and wait at the ticket's place.
+inline constexpr const char* kYield = "yield";
 
 struct AcqReply {
   enum class Kind {

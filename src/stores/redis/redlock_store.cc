@@ -36,7 +36,6 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
   // One round: the acquire script on every instance in parallel.
   auto round = [&](bool first, std::int64_t left) -> Round<Grant> {
     const auto t0 = Steady::now();
-    if (first) ticket = 0;  // (re)queued at the tail
     auto replies = each<Result<AcqReply>>([&](Instance& i) {
       return i.acquire(spec,
                        !waiting ? kTry
@@ -98,9 +97,20 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
   };
   if (!waiting) return std::get<Result<Grant>>(round(true, 0));
   {
+    const auto end = wait_end(wait);
+    // A split that lasted too long: give the partial grants back but keep
+    // the ticket, so the waiter keeps its place in the queue on every
+    // instance and the lowest ticket among the split waiters ends up with
+    // the quorum (a new ticket at the tail would let later requests
+    // overtake it; the torture test's FIFO checker saw that).
+    auto requeue = [&] {
+      if (ticket <= 0) return release_all(spec.name, spec.token);
+      const std::int64_t left = ms_left(end);
+      each<Result<AcqReply>>(
+          [&](Instance& i) { return i.acquire(spec, kYield, left, ticket); });
+    };
     Waiter waiter(notifier_, spec.token.to_string(), instances(), {spec.name});
-    auto out = waiter.run<Grant>(wait_end(wait), true, round,
-                                 [&] { release_all(spec.name, spec.token); });
+    auto out = waiter.run<Grant>(end, true, round, requeue);
     if (out) return std::move(*out);
   }
   const auto t0 = Steady::now();

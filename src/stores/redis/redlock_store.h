@@ -21,12 +21,14 @@
 // Tokens therefore increase as long as majorities overlap and instances keep
 // their data (appendonly yes + appendfsync always; see docs/stores/redis.md).
 //
-// Order: each instance keeps its own FIFO queue. Requests whose enqueue
-// reached a majority before a later request was sent are never overtaken by
-// it; requests that race can be queued in different orders on different
-// instances. A request holding grants on only a minority for longer than a
-// jittered split timeout (0.3–0.9 s) releases them and queues again, so
-// splits cannot deadlock. Counters are not offered (no atomic
+// Order: each instance orders its queue by ticket (docs/stores/redis.md,
+// "Order"). Requests whose ticket reached a majority before a later request
+// was sent are never overtaken by it; requests that race can be queued in
+// different orders on different instances for one round trip. A request
+// holding grants on only a minority for longer than a jittered split
+// timeout (0.3–0.9 s) gives them back but keeps its ticket (`yield`), so
+// the lowest ticket gets the quorum: splits neither deadlock nor reorder
+// the queue. Counters are not offered (no atomic
 // read-modify-write across independent masters): invalid_argument.
 //
 // Thread safety: safe for concurrent use (Store contract).

@@ -15,13 +15,18 @@ namespace baton::store::redis {
 namespace {
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
-// mode (try | wait | refresh | withdraw), wait_ms[, ticket]. `refresh` is a
-// waiting thread's re-check: like `wait`, but answers `withdrawn` if
-// release() withdrew the request meanwhile. `ticket` (Redlock only; absent
-// on redis://: plain arrival order) orders the queue the same way on every
-// instance: 0 = assign one (the lock's ticket counter + 1, queued at the
-// tail), T > 0 = raise this waiter's ticket to T and move it to its place
-// in (ticket, owner token) order. A queued reply carries the ticket.
+// mode (try | wait | refresh | withdraw | yield), wait_ms[, ticket].
+// `refresh` is a waiting thread's re-check: like `wait`, but answers
+// `withdrawn` if release() withdrew the request meanwhile. `ticket` (Redlock
+// only; absent on redis://: plain arrival order) orders the queue the same
+// way on every instance: 0 = assign one (the lock's ticket counter + 1,
+// queued at the tail), T > 0 = raise this waiter's ticket to T and move it
+// to its place in (ticket, owner token) order. A queued reply carries the
+// ticket. `yield` (Redlock, a split that lasted too long) is `wait` with a
+// ticket, except that a single hold of this token is first turned back
+// into a waiter at the ticket's place, in one step, so the lock goes to
+// the queue's head by ticket (perhaps this token again) and a waiter with
+// a lower ticket is not overtaken.
 const char* const kAcquireBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
 local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -56,7 +61,15 @@ end
 local s = decode(name, raw)
 if s then
   if s.c ~= cap then return finish(bad_capacity(name, s, cap)) end
-  local le = find_lease(s, tok)
+  local le, li = find_lease(s, tok)
+  if le and mode == 'yield' and le.n == 1 and ticket and ticket > 0 then
+    table.remove(s.h, li)
+    local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
+               d = NOW + waitms * 1000, hb = NOW + HB, o = ticket}
+    local pos = place(s, w)
+    mark(name)  -- finish() grants the head(s) by ticket
+    return finish({'queued', pos, num(NOW), next_expiry(s), num(ticket)})
+  end
   if le then return finish(grant_reply(name, s, le)) end
   local wi = find_waiter(s, tok)
   if wi then
@@ -65,7 +78,7 @@ if s then
       remove_waiter(name, s, wi)
       return finish({'timeout'})
     end
-    if mode == 'wait' or mode == 'refresh' then
+    if mode == 'wait' or mode == 'refresh' or mode == 'yield' then
       w.d = NOW + waitms * 1000
       w.hb = NOW + HB
       if ticket and ticket > 0 and w.o and w.o < ticket then

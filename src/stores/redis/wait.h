@@ -10,7 +10,8 @@
 // active after that round was sent (a grant could have been published
 // before), the next round runs at once. A round that reports a split
 // (Redlock: granted on fewer than a quorum) for longer than a jittered
-// split timeout is requeued. Every sleep is capped by the call deadline
+// split timeout is requeued (Redlock: its grants given back, its ticket
+// kept). Every sleep is capped by the call deadline
 // (stores/call_deadline.h); once it passed, run() returns `timeout`.
 //
 // Thread safety: a Waiter belongs to one calling thread.
@@ -104,7 +105,7 @@ class Waiter {
         if (split_since == Steady::time_point{}) {
           split_since = Steady::now();
         } else if (Steady::now() - split_since > split_timeout()) {
-          requeue();  // queue again at the tail
+          requeue();  // give the partial grants back
           split_since = {};
           first = true;
           continue;
