@@ -308,5 +308,35 @@ TEST(Redlock, SplitWaiterKeepsItsPlaceInTheQueue) {
   EXPECT_EQ(granted[0], "x") << "the later waiter Y overtook X";
 }
 
+// An extend reports the token the grant's quorum agreed on. Instance C
+// forgets the lease (restart without persistence) and then grants it again
+// on its own to a retry with the same owner token, under a local counter
+// far above the quorum's token: the extend must not report C's token (a
+// resource would then see two holders' writes under one token, as in the
+// torture test's seed 14057).
+TEST(Redlock, ExtendReportsTheQuorumsTokenNotAMinoritys) {
+  Servers s = make(3);
+  auto st = open_store(redlock_url(s));
+  ASSERT_TRUE(st.ok());
+  store::AcquireSpec spec;
+  spec.name = unique("extend-token");
+  spec.token = OwnerToken::random();
+  spec.ttl = 30s;
+  auto g = (*st)->acquire(spec, 0ms);
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  s[2]->kill9();
+  s[2]->start();  // empty: no appendonly file
+  set_counter(*s[2], spec.name, 100);
+  auto c = open_store(s[2]->url());
+  ASSERT_TRUE(c.ok());
+  auto local = (*c)->acquire(spec, 0ms);  // the same owner token, on C only
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  ASSERT_EQ(local->fencing_token, 101u);
+  auto e = (*st)->extend(spec.name, spec.token, 30s);
+  ASSERT_TRUE(e.ok()) << e.error().to_string();
+  EXPECT_EQ(e->fencing_token, g->fencing_token);
+  EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
+}
+
 }  // namespace
 }  // namespace baton::testing

@@ -138,12 +138,29 @@ Result<Grant> RedlockStore::extend(std::string_view name,
   std::string failures;
   std::vector<microseconds> vf;
   std::optional<Grant> best;
+  // The lease's fencing token is the one the grant's quorum agreed on (the
+  // fence step wrote it to every lease of the quorum). An instance that
+  // re-granted the lease on its own (restarted without its data, then a
+  // retry by owner token) reports a local token nobody agreed on: the
+  // token most instances report wins, the lower on a tie.
+  auto votes = [&](std::uint64_t f) {
+    return std::count_if(replies.begin(), replies.end(), [&](const auto& x) {
+      return x.ok() && x->fencing_token == f;
+    });
+  };
   for (auto& r : replies) {
     if (r.ok()) {
       ++ok;
       ++answered;
       vf.push_back(r->valid_for);
-      if (!best || r->fencing_token > best->fencing_token) best = *r;
+      if (!best) {
+        best = *r;
+      } else {
+        const auto a = votes(r->fencing_token), b = votes(best->fencing_token);
+        if (a > b || (a == b && r->fencing_token < best->fencing_token)) {
+          best = *r;
+        }
+      }
     } else if (r.error().code() == Errc::lock_lost) {
       ++answered;
     } else {
