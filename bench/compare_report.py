@@ -203,6 +203,8 @@ def main():
              "rather than editing this page. Store-specific figures live beside it: "
              "[batond](bench/batond.md) (memory per lock, fsync policies, waiters) and "
              "[PostgreSQL](bench/postgres.md) (global vs per-name advisory lock). "
+             "The goals not met and what limits them, measured on a quiet machine: "
+             "[bench/goals.md](bench/goals.md). "
              "Raw JSON lines of this run: [bench/compare-results.jsonl](bench/compare-results.jsonl).")
     o.append("")
     o.append("**Read the figures as rough.** Every server, every client and other "
