@@ -33,8 +33,9 @@ void on_stop_signal(int) { g_stop = 1; }
 
 int usage(const std::string& why) {
   std::cerr << "baton_torture: " << why
-            << "\nusage: baton_torture --store-kind batond|postgres|redis|"
-               "redlock [--seed S] [--duration 15s] [--workers 8] [--ttl 1s]"
+            << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
+               "redlock | --store URL) [--seed S] [--duration 15s] [--workers "
+               "8] [--ttl 1s]"
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
                "[--no-fencing] [--pause-longer-than-ttl] "
@@ -141,6 +142,10 @@ int main(int argc, char** argv) {
     try {
       if (a == "--store-kind" && value(&v)) {
         o.store_kind = v;
+      } else if (a == "--store" && value(&v)) {
+        o.store_url = v;
+        const auto colon = v.find(':');
+        o.store_kind = colon == std::string::npos ? v : v.substr(0, colon);
       } else if (a == "--seed" && value(&v)) {
         o.seed = std::stoull(v);
       } else if (a == "--duration" && value(&v)) {

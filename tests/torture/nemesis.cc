@@ -28,13 +28,16 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     kinds = {"pause_holder"};
   } else {
     kinds = {"pause_holder", "pause_holder", "kill_holder"};
-    if (servers > 0) kinds.insert(kinds.end(), {"kill_store", "kill_store"});
+    // An external store (--store URL) is not ours to kill.
+    if (servers > 0 && o.store_url.empty()) {
+      kinds.insert(kinds.end(), {"kill_store", "kill_store"});
+    }
     if (has_proxy) {
       kinds.insert(kinds.end(),
                    {"proxy_cut", "proxy_blackhole", "proxy_delay"});
     }
     if (o.clock_faults) kinds.push_back("clock_step");
-    if (o.store_kind == "batond" && o.disk_faults) {
+    if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
     }
   }

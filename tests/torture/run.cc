@@ -159,7 +159,9 @@ class Pool : public WorkerPool {
         "--ttl-ms",
         std::to_string(o_.ttl.count()),
         "--counters",
-        o_.counters ? "1" : "0"};
+        o_.counters ? "1" : "0",
+        "--prefix",
+        name_prefix()};
     const std::string clock = dir_ + "/clock-" + std::to_string(s);
     const pid_t p = ::fork();
     if (p == 0) {
@@ -234,6 +236,11 @@ std::vector<Recovery> measure_recovery(const Options& o,
 RunResult run_once(const Options& options, std::uint64_t seed) {
   Options o = options;
   o.counters = o.store_kind != "redlock";  // redlock:// offers no counters
+  // A store of our own starts empty; an external one keeps every run's
+  // state, so each run uses names of its own there.
+  set_name_prefix(o.store_url.empty()
+                      ? std::string("torture-")
+                      : "torture-" + std::to_string(seed) + "-");
   RunResult r;
   if (o.clock_faults && ::access(kFaketime, R_OK) != 0) {
     o.clock_faults = false;
@@ -290,7 +297,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
     if (!o.counters) {
       counter_known = true;
     } else if (auto c = Client::open(store->direct_url())) {
-      auto v = c->counter("torture-ctr").get();
+      auto v = c->counter(counter_name()).get();
       counter_known = v.ok();
       if (v) counter = *v;
       if (!v) r.skip_reasons.push_back("counter: " + v.error().to_string());

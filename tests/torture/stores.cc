@@ -39,7 +39,36 @@ using testing::RedisProcess;
 
 std::string port_str(std::uint16_t p) { return std::to_string(p); }
 
-class Cluster : public StoreCluster {
+// The TcpProxy in front of each server (network faults), if built.
+class Proxied : public StoreCluster {
+ public:
+#ifdef BATON_TORTURE_PROXY
+  bool has_proxy() const override { return !proxies_.empty(); }
+  void proxy_cut(int i) override { proxy(i)->cut_all(); }
+  void proxy_blackhole(int i, bool on) override {
+    proxy(i)->set_mode(on ? testing::TcpProxy::Mode::blackhole
+                          : testing::TcpProxy::Mode::pass);
+  }
+  void proxy_delay(int i, std::chrono::milliseconds d) override {
+    proxy(i)->set_delay(d);
+  }
+#else
+  bool has_proxy() const override { return false; }
+  void proxy_cut(int) override {}
+  void proxy_blackhole(int, bool) override {}
+  void proxy_delay(int, std::chrono::milliseconds) override {}
+#endif
+
+ protected:
+#ifdef BATON_TORTURE_PROXY
+  testing::TcpProxy* proxy(int i) {
+    return proxies_[static_cast<std::size_t>(i) % proxies_.size()].get();
+  }
+  std::vector<std::unique_ptr<testing::TcpProxy>> proxies_;
+#endif
+};
+
+class Cluster : public Proxied {
  public:
   Cluster(const Options& o, std::string dir) : o_(o), dir_(std::move(dir)) {}
   ~Cluster() override {
@@ -136,23 +165,6 @@ class Cluster : public StoreCluster {
     }
     return false;
   }
-
-#ifdef BATON_TORTURE_PROXY
-  bool has_proxy() const override { return !proxies_.empty(); }
-  void proxy_cut(int i) override { proxy(i)->cut_all(); }
-  void proxy_blackhole(int i, bool on) override {
-    proxy(i)->set_mode(on ? testing::TcpProxy::Mode::blackhole
-                          : testing::TcpProxy::Mode::pass);
-  }
-  void proxy_delay(int i, std::chrono::milliseconds d) override {
-    proxy(i)->set_delay(d);
-  }
-#else
-  bool has_proxy() const override { return false; }
-  void proxy_cut(int) override {}
-  void proxy_blackhole(int, bool) override {}
-  void proxy_delay(int, std::chrono::milliseconds) override {}
-#endif
 
   bool fiu_enable(const std::string& point, std::string* why) override {
     if (!fiu_) {
@@ -291,12 +303,6 @@ class Cluster : public StoreCluster {
     return "memory:";
   }
 
-#ifdef BATON_TORTURE_PROXY
-  testing::TcpProxy* proxy(int i) {
-    return proxies_[static_cast<std::size_t>(i) % proxies_.size()].get();
-  }
-  std::vector<std::unique_ptr<testing::TcpProxy>> proxies_;
-#endif
   Options o_;
   std::string dir_;
   std::unique_ptr<BatondProcess> batond_;
@@ -309,11 +315,111 @@ class Cluster : public StoreCluster {
   std::string fiu_pid_;
 };
 
+// A store that runs elsewhere (--store URL): nothing is started, killed or
+// restarted here. The workers reach each of the URL's servers through a
+// TcpProxy of their own (network faults); the recovery probe and the
+// counter read use the URL as given.
+class External : public Proxied {
+ public:
+  explicit External(const Options& o) : o_(o) {}
+
+  bool init(std::string* error) {
+    const std::string& u = o_.store_url;
+    const auto scheme_end = u.find("://");
+    if (scheme_end == std::string::npos) {
+      *error = "--store " + u + ": expected scheme://host:port[,...]...";
+      return false;
+    }
+    {  // the URL must name a store baton can open (clear error otherwise)
+      auto c = Client::open(u);
+      if (!c) {
+        *error = "--store " + u + ": " + c.error().to_string();
+        return false;
+      }
+    }
+    const std::size_t start = scheme_end + 3;
+    std::size_t end = u.find_first_of("/?", start);
+    if (end == std::string::npos) end = u.size();
+    std::string auth = u.substr(start, end - start);
+    const auto at = auth.rfind('@');
+    const std::string userinfo =
+        at == std::string::npos ? "" : auth.substr(0, at + 1);
+    auth = at == std::string::npos ? auth : auth.substr(at + 1);
+    std::vector<std::string> hosts;
+    for (std::size_t b = 0;;) {
+      const auto comma = auth.find(',', b);
+      hosts.push_back(auth.substr(b, comma - b));
+      if (comma == std::string::npos) break;
+      b = comma + 1;
+    }
+    std::string proxied;
+    for (const std::string& h : hosts) {
+      const auto colon = h.rfind(':');
+      if (colon == std::string::npos || colon + 1 >= h.size()) {
+        *error = "--store " + u + ": server '" + h + "' has no port";
+        return false;
+      }
+      std::string host = h.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[') {
+        host = host.substr(1, host.size() - 2);  // [::1]
+      }
+      const int port = std::atoi(h.c_str() + colon + 1);
+      std::string via = h;
+#ifdef BATON_TORTURE_PROXY
+      if (o_.proxy_faults) {
+        auto p =
+            testing::TcpProxy::start(host, static_cast<std::uint16_t>(port));
+        if (!p) {
+          *error = "proxy to " + h + ": " + p.error().to_string();
+          return false;
+        }
+        via = "127.0.0.1:" + port_str((*p)->port());
+        proxies_.push_back(std::move(*p));
+      }
+#endif
+      proxied += (proxied.empty() ? "" : ",") + via;
+    }
+    servers_ = static_cast<int>(hosts.size());
+    url_ = u.substr(0, start) + userinfo + proxied + u.substr(end);
+    return true;
+  }
+
+  std::string url() const override { return url_; }
+  std::string direct_url() const override { return o_.store_url; }
+  std::string pg_conninfo() const override { return ""; }
+  int servers() const override { return servers_; }
+  void kill9(int) override {}
+  bool restart(int, std::string* error) override {
+    *error = "an external store is not restarted here";
+    return false;
+  }
+  bool fiu_enable(const std::string&, std::string* why) override {
+    *why = "an external store";
+    return false;
+  }
+  void fiu_disable(const std::string&) override {}
+  bool disk_fill(std::string* why) override {
+    *why = "an external store";
+    return false;
+  }
+  void disk_free() override {}
+
+ private:
+  Options o_;
+  std::string url_;
+  int servers_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
                                                   const std::string& dir,
                                                   std::string* error) {
+  if (!options.store_url.empty()) {
+    auto e = std::make_unique<External>(options);
+    if (!e->init(error)) return nullptr;
+    return e;
+  }
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;

@@ -44,14 +44,26 @@ struct Options {
   std::vector<std::string> only_faults;  // --faults a,b: only these kinds
   bool keep_on_violation = true;         // off for the negative control
   bool counters = true;  // the store offers Counter (not redlock://)
+  // --store URL: a store already running elsewhere (not started, killed or
+  // restarted here); store_kind is then the URL's scheme. Its lock and
+  // counter names carry a per-run prefix (name_prefix), so runs do not
+  // see each other's leftovers.
+  std::string store_url;
+  std::string name_prefix = "torture-";
 };
+
+// The prefix of every lock and counter name of this process (set by the
+// orchestrator per run and passed to the workers).
+void set_name_prefix(std::string prefix);
+const std::string& name_prefix();
 
 // Lock names and capacities used by every run.
 struct LockSpec {
   std::string name;
   std::uint32_t capacity;
 };
-const std::vector<LockSpec>& lock_specs();
+std::vector<LockSpec> lock_specs();  // under name_prefix()
+std::string counter_name();          // under name_prefix()
 
 // One line of a worker log (worker.cc writes, checkers.cc reads).
 //   kind: acquire | try | extend | release | foreign_extend |

@@ -32,11 +32,19 @@ std::int64_t real_us() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
-const std::vector<LockSpec>& lock_specs() {
-  static const std::vector<LockSpec> specs = {
-      {"torture-m0", 1}, {"torture-m1", 1}, {"torture-s0", 3}};
-  return specs;
+namespace {
+std::string g_name_prefix = "torture-";
+}  // namespace
+
+void set_name_prefix(std::string prefix) { g_name_prefix = std::move(prefix); }
+const std::string& name_prefix() { return g_name_prefix; }
+
+std::vector<LockSpec> lock_specs() {
+  return {{g_name_prefix + "m0", 1},
+          {g_name_prefix + "m1", 1},
+          {g_name_prefix + "s0", 3}};
 }
+std::string counter_name() { return g_name_prefix + "ctr"; }
 
 namespace {
 
@@ -177,7 +185,7 @@ class Worker {
     o.complete_us = o.invoke_us;
     o.result = "begin";
     log(o);
-    auto v = client_->counter("torture-ctr").add(1);
+    auto v = client_->counter(counter_name()).add(1);
     o.kind = "counter";
     o.complete_us = real_us();
     o.result = v ? "ok" : res(v.error());
@@ -310,6 +318,8 @@ int worker_main(int argc, char** argv) {
       a.ttl = milliseconds(std::stoll(v));
     else if (k == "--counters")
       a.counters = v == "1";
+    else if (k == "--prefix")
+      set_name_prefix(v);
     else
       continue;
     ++i;
