@@ -96,10 +96,10 @@ class Client {
   std::string url() const;
 
   struct Impl;
+  struct ImplAccess;  // internal
 
  private:
   explicit Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  friend class Counter;
   std::shared_ptr<Impl> impl_;
 };
 

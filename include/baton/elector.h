@@ -6,14 +6,17 @@
 //   // destructor resigns
 //
 // The election is the lock named `group` (capacity 1). campaign() waits in
-// the lock's FIFO queue; once elected, the elector renews every
-// retry_interval (default TTL/3) and calls on_lost (and sets cancelled())
-// if renewal fails or the local safe deadline passes. A standby that calls
-// observe() or runs watch() sees the current leader's label and fencing
-// token; on_new_leader fires when the observed leader changes.
+// the lock's FIFO queue; once elected, the term's lease is kept by the
+// client's default Session (<baton/session.h>): renewed every
+// retry_interval (default TTL/3), with cancelled() set and on_lost called
+// when renewal answers lock_lost or, at the latest, at the local safe
+// deadline if no renewal succeeded by then — whatever the store is doing. A
+// standby that calls observe() or runs watch() sees the current leader's label
+// and fencing token; on_new_leader fires when the observed leader changes.
 //
-// Thread safety: all methods may be called from any thread. Callbacks run
-// on the elector's background thread and must not call campaign/resign.
+// Thread safety: all methods may be called from any thread. on_elected and
+// on_new_leader run on the elector's background thread, on_lost on the
+// session's notice thread; callbacks must not call campaign/resign.
 // The destructor resigns, never throws.
 #ifndef BATON_ELECTOR_H_
 #define BATON_ELECTOR_H_
@@ -58,6 +61,10 @@ class Elector {
   const std::atomic<bool>& cancelled() const noexcept;
   // The lease of the current term, if leader.
   std::optional<Lease> lease() const;
+  // The current term's local safe deadline (rule 14), on
+  // ClientOptions::clock; moves forward with every renewal. The epoch
+  // (time_point{}) when not leader.
+  std::chrono::steady_clock::time_point safe_deadline() const;
 
   struct State;
 

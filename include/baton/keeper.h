@@ -5,18 +5,21 @@
 //   while (!held->lost()) { step(held->fencing_token()); }
 //   // destructor: stops renewing and releases
 //
-// Renewal runs on one background thread per keeper, every
-// KeeperOptions::renew_interval (default TTL/3), as extend-to (rule 4).
-// Rule 13: the keeper declares the lease lost — sets the cancellation flag
-// and calls on_lost once — when a renewal answers lock_lost, or when the
-// local safe deadline (rule 14) passes without a successful renewal. The
-// safe deadline is earlier than the store's expiry by the drift allowance,
-// so the notice comes before the store could grant the lock to anyone else.
+// A keeper is one lease kept alive by a Session (<baton/session.h>; by
+// default the client's own session, shared by all its keepers): extend-to
+// (rule 4) every KeeperOptions::renew_interval (default TTL/3), and a lost
+// notice (rule 13) — the cancellation flag, then on_lost once — when a
+// renewal answers lock_lost or, at the latest, at the local safe deadline
+// (rule 14) if no renewal succeeded by then, whatever the store is doing.
+// The safe deadline is earlier than the store's expiry by the drift
+// allowance, so the notice comes before the store could grant the lock to
+// anyone else.
 //
 // Thread safety: all const methods may be called from any thread while the
-// keeper renews. release() and the destructor must not race each other.
-// The destructor never throws and does not wait for the store longer than
-// one request timeout.
+// lease is renewed. release() and the destructor must not race each other.
+// The destructor never throws; it releases a lease still held (bounded by
+// ClientOptions::request_timeout) and does not ask the store about a lease
+// already lost.
 #ifndef BATON_KEEPER_H_
 #define BATON_KEEPER_H_
 
@@ -32,6 +35,10 @@
 
 namespace baton {
 
+namespace client_internal {
+class SessionCore;
+}
+
 class LeaseKeeper {
  public:
   // Acquires `name` (waiting up to `wait`; 0 = try) and starts renewing.
@@ -40,7 +47,8 @@ class LeaseKeeper {
                                      std::chrono::milliseconds wait,
                                      const AcquireOptions& acquire_options = {},
                                      KeeperOptions keeper_options = {});
-  // Takes over renewal of a lease already held.
+  // Takes over renewal of a lease already held, in the client's default
+  // session.
   LeaseKeeper(Client client, Lease lease, KeeperOptions options = {});
 
   LeaseKeeper(LeaseKeeper&&) noexcept;
@@ -57,16 +65,20 @@ class LeaseKeeper {
   // released. Poll it, or read cancelled() from hot loops.
   bool lost() const noexcept;
   const std::atomic<bool>& cancelled() const noexcept;
-  // The current local safe deadline (rule 14).
+  // The current local safe deadline (rule 14), on ClientOptions::clock. It
+  // moves forward with every successful renewal; past it the lease is lost.
   std::chrono::steady_clock::time_point safe_deadline() const;
 
-  // Stops renewal and releases now. Returns release()'s answer.
+  // Stops renewal and releases now. Returns Client::release()'s answer, or
+  // false without asking the store if the lease was already lost.
   Result<bool> release();
 
   struct State;
 
  private:
-  explicit LeaseKeeper(std::unique_ptr<State> state);
+  friend class Session;
+  LeaseKeeper(std::shared_ptr<client_internal::SessionCore> core, Lease lease,
+              KeeperOptions options);
   std::unique_ptr<State> state_;
 };
 

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "baton/clock.h"
 #include "baton/lease.h"
 
 namespace baton {
@@ -46,8 +48,11 @@ struct AcquireOptions {
 struct ClientOptions {
   // Default owner label; empty = "host:pid:program".
   std::string label;
-  // How long one store round trip may take before it counts as
-  // `unavailable` (and is retried with the same owner token).
+  // The longest any call waits for the store beyond its own wait: the
+  // connect, the round trip and the retries after `unavailable` together.
+  // Past it the call answers `unavailable` ("no answer from ... within
+  // ..."); a blocking acquire's request is withdrawn by owner token.
+  // YAML/flag: Timeout / --timeout.
   milliseconds request_timeout{5'000};
   // Pause between retries after `unavailable`; grows x2 up to 2 s, jittered.
   // YAML/flag: RetryInterval / --retry-interval.
@@ -58,15 +63,19 @@ struct ClientOptions {
   // Drift allowance of rule 14: ttl * drift_factor + drift_floor.
   double drift_factor = 0.01;
   milliseconds drift_floor{2};
+  // The clock for send times, safe deadlines, renewals and notices;
+  // null = Clock::steady(). Tests inject a ManualClock.
+  std::shared_ptr<const Clock> clock;
 };
 
 // Options of a LeaseKeeper (automatic renewal, rule 13).
 struct KeeperOptions {
   // Renew this often; 0 = ttl / 3. YAML/flag: RetryInterval.
   milliseconds renew_interval{0};
-  // Called once, from the keeper's thread, when the lease is lost: renewal
-  // failed with lock_lost, or the local safe deadline passed before a
-  // renewal succeeded. Must not block for long.
+  // Called once, from the session's notice thread, when the lease is lost:
+  // a renewal answered lock_lost, or the local safe deadline passed before a
+  // renewal succeeded (then at that instant, even if a renewal is still
+  // waiting for the store). Must not block for long.
   std::function<void(const Error&)> on_lost;
 };
 

@@ -13,6 +13,8 @@
 
 #include "baton/counter.h"
 #include "client/client_impl.h"
+#include "client/session_core.h"
+#include "core/duration.h"
 #include "core/validate.h"
 #include "stores/call_deadline.h"
 #include "stores/registry.h"
@@ -103,11 +105,13 @@ milliseconds remaining(steady_clock::time_point end) {
 
 // Calls `attempt(wait, sent)` with what is left of a wait ending at `end`
 // (or 0 for a try), again after a `timeout` while the wait is not over.
-// `sent` is the local time just before each store call (rule 14).
+// `sent` is the local time (on the client's clock) just before each store
+// call (rule 14).
 template <typename F>
-auto wait_until(steady_clock::time_point end, bool is_try, F attempt) {
+auto wait_until(const Client::Impl& impl, steady_clock::time_point end,
+                bool is_try, F attempt) {
   for (;;) {
-    const auto sent = steady_clock::now();
+    const auto sent = impl.clock->now();
     auto r = attempt(is_try ? milliseconds::zero() : remaining(end), sent);
     if (is_try || r.ok() || r.error().code() != Errc::timeout ||
         steady_clock::now() >= end) {
@@ -123,25 +127,30 @@ constexpr auto kNoDeadline = steady_clock::time_point::max();
 // trip back. Past it, the store call gives up (stores/call_deadline.h).
 constexpr milliseconds kReplyGrace{50};
 
-// The call deadline of a blocking acquire ending at `end` (none for a try,
-// which answers at once, or for a wait without end).
-steady_clock::time_point call_deadline_for(steady_clock::time_point end,
+// The call deadline of an acquire ending at `end`: a try answers within
+// request_timeout; a blocking acquire within its wait plus the reply's
+// trip; a wait without end has none.
+steady_clock::time_point call_deadline_for(const Client::Impl& impl,
+                                           steady_clock::time_point end,
                                            bool is_try) {
-  if (is_try || end == kNoDeadline) return kNoDeadline;
+  if (is_try) return steady_clock::now() + impl.options.request_timeout;
+  if (end == kNoDeadline) return kNoDeadline;
   return end + kReplyGrace;
 }
 
 // An acquire that gave up at its call deadline may still have been queued
 // or granted by the store: withdraw it by owner token in the background, so
 // that the caller's answer is not delayed by a store that is slow or gone.
-// Releasing a token that holds nothing changes nothing (rule 4).
+// Releasing a token that holds nothing changes nothing (rule 4). A try cut
+// short answers `unavailable` (the store did not answer), a blocking
+// acquire `timeout` (its wait is over).
 template <typename R>
-void withdraw_if_abandoned(const Client::Impl& impl, const R& result,
-                           bool is_try, std::vector<std::string> names,
-                           const OwnerToken& token) {
-  if (is_try || result.ok() || !store::call_deadline_passed()) return;
+void settle_abandoned(const Client::Impl& impl, R& result, bool is_try,
+                      std::vector<std::string> names, const OwnerToken& token) {
+  if (result.ok() || !store::call_deadline_passed()) return;
   const Errc code = result.error().code();
   if (code != Errc::timeout && code != Errc::unavailable) return;
+  if (is_try) result = client_internal::no_answer(impl, result.error());
   std::thread([store = impl.store, names = std::move(names), token] {
     for (const auto& n : names) (void)store->release(n, token);
   }).detach();
@@ -158,7 +167,7 @@ std::chrono::nanoseconds Client::Impl::drift(milliseconds ttl) const {
 }
 
 Lease Client::Impl::make_lease(const store::Grant& g,
-                               steady_clock::time_point sent) const {
+                               Clock::time_point sent) const {
   Lease l;
   l.name = g.name;
   l.token = g.token;
@@ -199,6 +208,7 @@ Client Client::wrap(std::shared_ptr<store::Store> store,
     impl->options_status = Error(Errc::invalid_argument, "store is null");
   }
   impl->label = options.label.empty() ? default_label() : options.label;
+  impl->clock = options.clock ? options.clock : Clock::steady();
   impl->store = std::move(store);
   impl->options = std::move(options);
   return Client(std::move(impl));
@@ -225,59 +235,82 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
   spec.reentrancy_key = options.reentrancy_key;
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
-  const store::CallDeadlineScope scope(call_deadline_for(end, is_try));
-  auto r = with_retry(
-      impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
-        return wait_until(end, is_try,
-                          [&](milliseconds w,
-                              steady_clock::time_point sent) -> Result<Lease> {
-                            auto g = impl.store->acquire(spec, w);
-                            if (!g.ok()) return std::move(g).error();
-                            Lease l = impl.make_lease(*g, sent);
-                            if (l.local_deadline > steady_clock::now())
-                              return l;
-                            // The grant arrived after its safe deadline (a
-                            // reply delayed longer than the TTL): never hand
-                            // out a lease that is already over (rule 14). Give
-                            // it back; a retry with the same token is
-                            // idempotent either way (rule 17).
-                            (void)impl.store->release(spec.name, spec.token);
-                            return Error(
-                                Errc::timeout,
-                                "the grant of \"" + spec.name +
-                                    "\" arrived after its safe deadline (the "
-                                    "store's reply took longer than the TTL)");
-                          });
-      });
-  withdraw_if_abandoned(impl, r, is_try, {spec.name}, spec.token);
+  const auto call_deadline = call_deadline_for(impl, end, is_try);
+  const store::CallDeadlineScope scope(call_deadline);
+  auto r = with_retry(impl, is_try ? call_deadline : end, [&] {
+    return wait_until(
+        impl, end, is_try,
+        [&](milliseconds w, Clock::time_point sent) -> Result<Lease> {
+          auto g = impl.store->acquire(spec, w);
+          if (!g.ok()) return std::move(g).error();
+          Lease l = impl.make_lease(*g, sent);
+          if (l.local_deadline > impl.clock->now()) return l;
+          // The grant arrived after its safe deadline (a
+          // reply delayed longer than the TTL): never hand
+          // out a lease that is already over (rule 14). Give
+          // it back; a retry with the same token is
+          // idempotent either way (rule 17).
+          (void)impl.store->release(spec.name, spec.token);
+          return Error(Errc::timeout,
+                       "the grant of \"" + spec.name +
+                           "\" arrived after its safe deadline (the "
+                           "store's reply took longer than the TTL)");
+        });
+  });
+  settle_abandoned(impl, r, is_try, {spec.name}, spec.token);
   return r;
 }
 
 Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
   const Impl& impl = *impl_;
+  return client_internal::extend_until(
+      impl, lease, ttl, impl.clock->now() + impl.options.request_timeout);
+}
+
+namespace client_internal {
+
+Error no_answer(const Client::Impl& impl, const Error& cause) {
+  return Error(Errc::unavailable,
+               "no answer from " + impl.store->safe_url() + " within " +
+                   core::format_duration(impl.options.request_timeout) + ": " +
+                   cause.message());
+}
+
+Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
+                           milliseconds ttl, Clock::time_point deadline) {
   if (!impl.options_status.ok()) return impl.options_status.error();
   if (Status st = core::validate_name(lease.name); !st.ok()) return st.error();
   if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
   if (lease.token.is_zero()) {
     return Error(Errc::invalid_argument, "lease has a zero owner token");
   }
-  return with_retry(impl, kNoDeadline,
-                    [&](steady_clock::time_point sent) -> Result<Lease> {
-                      auto g = impl.store->extend(lease.name, lease.token, ttl);
-                      if (!g.ok()) return std::move(g).error();
-                      Lease l = impl.make_lease(*g, sent);
-                      // A grant's fencing token is fixed when it is granted:
-                      // an extend never changes it, even where a store
-                      // reports another one (a Redlock instance that
-                      // re-granted the lease after a restart; torture seed
-                      // 14057 saw that token reused by the next grant).
-                      // (0: a Lease built by hand, token not known.)
-                      if (lease.fencing_token != 0) {
-                        l.fencing_token = lease.fencing_token;
-                      }
-                      return l;
-                    });
+  // `deadline` is on the client's clock; store I/O waits on the steady one.
+  const auto steady_deadline =
+      steady_clock::now() + std::max(Clock::time_point::duration::zero(),
+                                     deadline - impl.clock->now());
+  const store::CallDeadlineScope scope(steady_deadline);
+  auto r = with_retry(impl, steady_deadline, [&]() -> Result<Lease> {
+    const auto sent = impl.clock->now();
+    auto g = impl.store->extend(lease.name, lease.token, ttl);
+    if (!g.ok()) return std::move(g).error();
+    Lease l = impl.make_lease(*g, sent);
+    // A grant's fencing token is fixed when it is granted: an extend never
+    // changes it, even where a store reports another one (a Redlock
+    // instance that re-granted the lease after a restart; torture seed
+    // 14057 saw that token reused by the next grant). (0: a Lease built by
+    // hand, token not known.)
+    if (lease.fencing_token != 0) l.fencing_token = lease.fencing_token;
+    return l;
+  });
+  if (!r.ok() && store::call_deadline_passed() &&
+      (r.error().code() == Errc::timeout ||
+       r.error().code() == Errc::unavailable)) {
+    return no_answer(impl, r.error());
+  }
+  return r;
 }
+
+}  // namespace client_internal
 
 Result<bool> Client::release(const Lease& lease) const {
   const Impl& impl = *impl_;
@@ -286,21 +319,19 @@ Result<bool> Client::release(const Lease& lease) const {
   if (lease.token.is_zero()) {
     return Error(Errc::invalid_argument, "lease has a zero owner token");
   }
-  return with_retry(impl, kNoDeadline,
-                    [&](steady_clock::time_point) -> Result<bool> {
-                      auto r = impl.store->release(lease.name, lease.token);
-                      if (!r.ok()) return std::move(r).error();
-                      return r->was_held;
-                    });
+  return client_internal::bounded_call(impl, [&]() -> Result<bool> {
+    auto r = impl.store->release(lease.name, lease.token);
+    if (!r.ok()) return std::move(r).error();
+    return r->was_held;
+  });
 }
 
 Result<LockInfo> Client::describe(std::string_view name) const {
   const Impl& impl = *impl_;
   if (!impl.options_status.ok()) return impl.options_status.error();
   if (Status st = core::validate_name(name); !st.ok()) return st.error();
-  return with_retry(impl, kNoDeadline, [&](steady_clock::time_point) {
-    return impl.store->describe(name);
-  });
+  return client_internal::bounded_call(
+      impl, [&] { return impl.store->describe(name); });
 }
 
 Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
@@ -315,9 +346,8 @@ Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
   if (limit == 0) {
     return Error(Errc::invalid_argument, "list limit must be at least 1");
   }
-  return with_retry(impl, kNoDeadline, [&](steady_clock::time_point) {
-    return impl.store->list(prefix, limit);
-  });
+  return client_internal::bounded_call(
+      impl, [&] { return impl.store->list(prefix, limit); });
 }
 
 namespace {
@@ -349,22 +379,22 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
   spec.all_or_nothing = all_or_nothing;
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
-  const store::CallDeadlineScope scope(call_deadline_for(end, is_try));
-  auto r = with_retry(
-      impl, is_try ? kNoDeadline : end, [&](steady_clock::time_point) {
-        return wait_until(
-            end, is_try,
-            [&](milliseconds w,
-                steady_clock::time_point sent) -> Result<std::vector<Lease>> {
-              auto gs = impl.store->acquire_multi(spec, w);
-              if (!gs.ok()) return std::move(gs).error();
-              std::vector<Lease> out;
-              out.reserve(gs->size());
-              for (const auto& g : *gs) out.push_back(impl.make_lease(g, sent));
-              return out;
-            });
-      });
-  withdraw_if_abandoned(impl, r, is_try, spec.names, spec.reservation);
+  const auto call_deadline = call_deadline_for(impl, end, is_try);
+  const store::CallDeadlineScope scope(call_deadline);
+  auto r = with_retry(impl, is_try ? call_deadline : end, [&] {
+    return wait_until(
+        impl, end, is_try,
+        [&](milliseconds w,
+            Clock::time_point sent) -> Result<std::vector<Lease>> {
+          auto gs = impl.store->acquire_multi(spec, w);
+          if (!gs.ok()) return std::move(gs).error();
+          std::vector<Lease> out;
+          out.reserve(gs->size());
+          for (const auto& g : *gs) out.push_back(impl.make_lease(g, sent));
+          return out;
+        });
+  });
+  settle_abandoned(impl, r, is_try, spec.names, spec.reservation);
   return r;
 }
 
@@ -387,6 +417,21 @@ Result<std::vector<Lease>> Client::acquire_all(
 Counter Client::counter(std::string_view name) const {
   return Counter(*this, std::string(name));
 }
+
+namespace client_internal {
+
+std::shared_ptr<SessionCore> default_session(const Client& client) {
+  const Client::Impl& impl = impl_of(client);
+  std::lock_guard<std::mutex> lk(impl.session_mu);
+  auto core = impl.default_session.lock();
+  if (!core) {
+    core = std::make_shared<SessionCore>(client);
+    impl.default_session = core;
+  }
+  return core;
+}
+
+}  // namespace client_internal
 
 const ClientOptions& Client::options() const { return impl_->options; }
 const std::string& Client::label() const { return impl_->label; }

@@ -10,8 +10,6 @@
 namespace baton {
 namespace {
 
-constexpr auto kNoDeadline = std::chrono::steady_clock::time_point::max();
-
 Status check(const Client::Impl& impl, const std::string& name) {
   if (!impl.options_status.ok()) return impl.options_status;
   return core::validate_name(name, "counter name");
@@ -20,31 +18,31 @@ Status check(const Client::Impl& impl, const std::string& name) {
 }  // namespace
 
 Result<std::int64_t> Counter::get() const {
-  const Client::Impl& impl = *client_.impl_;
+  const Client::Impl& impl = client_internal::impl_of(client_);
   if (Status st = check(impl, name_); !st.ok()) return st.error();
-  return client_internal::with_retry(
-      impl, kNoDeadline, [&](std::chrono::steady_clock::time_point) {
-        return impl.store->counter_get(name_);
-      });
+  return client_internal::bounded_call(
+      impl, [&] { return impl.store->counter_get(name_); });
 }
 
 // Note: a retried add whose first reply was lost may apply twice; counters
 // have no request id. Only `unavailable` before sending is retried safely,
 // so add and take are not retried.
 Result<std::int64_t> Counter::add(std::int64_t delta) const {
-  const Client::Impl& impl = *client_.impl_;
+  const Client::Impl& impl = client_internal::impl_of(client_);
   if (Status st = check(impl, name_); !st.ok()) return st.error();
-  return impl.store->counter_add(name_, delta);
+  return client_internal::bounded_call(
+      impl, [&] { return impl.store->counter_add(name_, delta); }, false);
 }
 
 Result<std::int64_t> Counter::take(std::int64_t n) const {
-  const Client::Impl& impl = *client_.impl_;
+  const Client::Impl& impl = client_internal::impl_of(client_);
   if (Status st = check(impl, name_); !st.ok()) return st.error();
   if (n < 1) {
     return Error(Errc::invalid_argument,
                  "take(" + std::to_string(n) + "): n must be at least 1");
   }
-  return impl.store->counter_take(name_, n);
+  return client_internal::bounded_call(
+      impl, [&] { return impl.store->counter_take(name_, n); }, false);
 }
 
 }  // namespace baton

@@ -1,10 +1,12 @@
 // client/elector.cc — leader election on the lock `group` (capacity 1).
 //
-// One background thread per Elector. Modes: idle; observing (while a
-// campaign waits: describe() every retry_interval, on_new_leader on change);
-// leading (on_elected once, then extend-to every retry_interval, on_lost on
-// failure). campaign() itself waits in the lock's FIFO queue with one owner
-// token, so the candidate keeps its place for the whole campaign.
+// campaign() waits in the lock's FIFO queue with one owner token, so the
+// candidate keeps its place for the whole campaign. Once elected, the term's
+// lease is kept alive by the client's default session (client/session_core.h):
+// renewal and the lost notice are the same as a LeaseKeeper's. The
+// elector's own thread only observes: while a campaign waits it describes
+// the lock every retry_interval and reports leader changes, and it runs
+// on_elected once a campaign wins.
 #include "baton/elector.h"
 
 #include <algorithm>
@@ -13,16 +15,19 @@
 #include <thread>
 #include <utility>
 
+#include "client/client_impl.h"
+#include "client/session_core.h"
 #include "core/validate.h"
 
 namespace baton {
 
+using client_internal::KeptEntry;
+using client_internal::SessionCore;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 namespace {
 enum class Mode { idle, observing, leading };
-constexpr milliseconds kFastRetry{20};
 }  // namespace
 
 struct Elector::State {
@@ -35,23 +40,23 @@ struct Elector::State {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  Mode mode = Mode::idle;         // guarded by mu
-  bool stopping = false;          // guarded by mu
-  bool campaigning = false;       // guarded by mu
-  bool withdraw = false;          // guarded by mu: resign() mid-campaign
-  bool elected_notified = false;  // guarded by mu
-  std::uint64_t term = 0;         // guarded by mu: bumps on changes
-  std::optional<Lease> lease;     // guarded by mu
-  OwnerToken campaign_token;      // guarded by mu
-  std::string last_leader;        // guarded by mu
+  Mode mode = Mode::idle;                // guarded by mu
+  bool stopping = false;                 // guarded by mu
+  bool campaigning = false;              // guarded by mu
+  bool withdraw = false;                 // guarded by mu: resign() mid-campaign
+  bool elected_notified = false;         // guarded by mu
+  std::uint64_t term = 0;                // guarded by mu: bumps on changes
+  std::shared_ptr<SessionCore> session;  // guarded by mu, while leading
+  std::shared_ptr<KeptEntry> kept;       // guarded by mu, while leading
+  OwnerToken campaign_token;             // guarded by mu
+  std::string last_leader;               // guarded by mu
   std::atomic<bool> leader{false};
   std::atomic<bool> cancelled{false};
   std::thread thread;
 
   void run();
   void observe_once(std::unique_lock<std::mutex>& lk);
-  void lead_step(std::unique_lock<std::mutex>& lk,
-                 steady_clock::time_point* next);
+  void on_term_lost(std::uint64_t t, const Error& why);
 };
 
 void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
@@ -71,80 +76,37 @@ void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
   lk.lock();
 }
 
-void Elector::State::lead_step(std::unique_lock<std::mutex>& lk,
-                               steady_clock::time_point* next) {
-  if (!elected_notified) {
-    const Lease l = *lease;
-    lk.unlock();
-    if (options.on_elected) options.on_elected(l);
-    lk.lock();
-    elected_notified = true;
-    cv.notify_all();
-    *next = steady_clock::now() + interval;
-    return;
+// The session's notice for term `t` (on the session's notice thread).
+void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (term != t) return;  // resigned or re-elected meanwhile
+    ++term;
+    mode = Mode::idle;
+    kept.reset();
+    session.reset();
+    leader.store(false);
+    cancelled.store(true);
   }
-  const std::uint64_t t = term;
-  const auto deadline = lease->local_deadline;
-  cv.wait_until(lk, std::min(*next, deadline),
-                [&] { return stopping || term != t; });
-  if (stopping || term != t) return;
-  auto now = steady_clock::now();
-  Error lost;
-  bool is_lost = false;
-  if (now >= deadline) {
-    lost = Error(Errc::lock_lost,
-                 "leadership of " + core::quote_name(group) +
-                     ": the local safe deadline passed before a renewal");
-    is_lost = true;
-  } else if (now >= *next) {
-    const Lease current = *lease;
-    lk.unlock();
-    auto renewed = client.extend(current, options.ttl);
-    now = steady_clock::now();
-    lk.lock();
-    if (term != t || stopping) return;
-    if (renewed.ok() && now < deadline) {
-      lease = *renewed;
-      *next = now + interval;
-      return;
-    }
-    if (renewed.ok()) {
-      lost = Error(Errc::lock_lost, "leadership of " + core::quote_name(group) +
-                                        ": renewed only after the local safe "
-                                        "deadline had passed");
-      is_lost = true;
-    } else if (!renewed.error().retryable()) {
-      lost = renewed.error();
-      is_lost = true;
-    } else {
-      *next = now + std::min(interval, kFastRetry);
-    }
+  cv.notify_all();
+  if (options.on_lost) {
+    options.on_lost(Error(
+        why.code(),
+        "leadership of " + core::quote_name(group) + ": " + why.message()));
   }
-  if (!is_lost) return;
-  const Lease dead = *lease;
-  ++term;
-  mode = Mode::idle;
-  lease.reset();
-  leader.store(false);
-  cancelled.store(true);
-  lk.unlock();
-  if (options.on_lost) options.on_lost(lost);
-  (void)client.release(dead);  // frees it early if the store still has it
-  lk.lock();
 }
 
 void Elector::State::run() {
   std::unique_lock<std::mutex> lk(mu);
   auto next_observe = steady_clock::now();
-  auto next_renew = steady_clock::now();
   while (!stopping) {
+    const std::uint64_t t = term;
     switch (mode) {
       case Mode::idle:
         cv.wait(lk, [&] { return stopping || mode != Mode::idle; });
         next_observe = steady_clock::now();
         break;
-      case Mode::observing: {
-        const std::uint64_t t = term;
+      case Mode::observing:
         if (cv.wait_until(lk, next_observe,
                           [&] { return stopping || term != t; })) {
           break;
@@ -152,9 +114,16 @@ void Elector::State::run() {
         observe_once(lk);
         next_observe = steady_clock::now() + interval;
         break;
-      }
       case Mode::leading:
-        lead_step(lk, &next_renew);
+        if (!elected_notified) {
+          const Lease l = session->lease(*kept);
+          lk.unlock();
+          if (options.on_elected) options.on_elected(l);
+          lk.lock();
+          elected_notified = true;
+          cv.notify_all();
+        }
+        cv.wait(lk, [&] { return stopping || term != t; });
         break;
     }
   }
@@ -226,14 +195,17 @@ Status Elector::campaign(milliseconds wait) {
     s.mode = Mode::idle;
     return lease.error();
   }
-  s.lease = *lease;
+  const std::uint64_t t = s.term;
+  s.session = client_internal::default_session(s.client);
+  s.kept = s.session->keep(*lease, s.interval, [&s, t](const Error& why) {
+    s.on_term_lost(t, why);
+  });
   s.last_leader = s.client.label();
   if (!s.options.label.empty()) s.last_leader = s.options.label;
   s.elected_notified = false;
   s.mode = Mode::leading;
   s.leader.store(true);
   s.cv.notify_all();
-  const std::uint64_t t = s.term;
   s.cv.wait(lk,
             [&] { return s.elected_notified || s.term != t || s.stopping; });
   return {};
@@ -251,15 +223,17 @@ Status Elector::resign() {
     (void)s.client.release(pending);  // withdraws the queued request
     return {};
   }
-  if (!s.lease) return {};
-  const Lease held = *s.lease;
-  s.lease.reset();
+  if (!s.kept) return {};
+  auto session = std::move(s.session);
+  auto kept = std::move(s.kept);
   ++s.term;
   s.mode = Mode::idle;
   s.leader.store(false);
   s.cancelled.store(true);
   lk.unlock();
   s.cv.notify_all();
+  const Lease held = session->lease(*kept);
+  if (!session->forget(kept)) return {};  // already lost: nothing to free
   auto r = s.client.release(held);
   if (!r.ok()) return r.error();
   return {};
@@ -285,7 +259,14 @@ const std::atomic<bool>& Elector::cancelled() const noexcept {
 
 std::optional<Lease> Elector::lease() const {
   std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->lease;
+  if (!state_->kept) return std::nullopt;
+  return state_->session->lease(*state_->kept);
+}
+
+steady_clock::time_point Elector::safe_deadline() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  if (!state_->kept) return {};
+  return state_->kept->safe_deadline();
 }
 
 }  // namespace baton

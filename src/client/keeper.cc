@@ -1,134 +1,47 @@
-// client/keeper.cc — LeaseKeeper: one renewal thread per held lease.
+// client/keeper.cc — LeaseKeeper and Session: leases kept alive by a
+// SessionCore (client/session_core.h).
 #include "baton/keeper.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <utility>
 
-#include "core/validate.h"
+#include "baton/session.h"
+#include "client/client_impl.h"
+#include "client/session_core.h"
 
 namespace baton {
 
+using client_internal::KeptEntry;
+using client_internal::SessionCore;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+struct LeaseKeeper::State {
+  std::shared_ptr<SessionCore> core;
+  std::shared_ptr<KeptEntry> entry;
+  bool released = false;  // touched only by release()/destructor
+};
+
 namespace {
 
-// Renewal after a failed (retryable) attempt is retried this often, at most.
-constexpr milliseconds kFastRetry{20};
-
-milliseconds renew_interval_for(const Lease& lease, milliseconds configured) {
-  if (configured > milliseconds::zero()) return configured;
-  return std::max(milliseconds{1}, lease.ttl / 3);
+Status validate_keeper_options(const KeeperOptions& o) {
+  if (o.renew_interval < milliseconds::zero()) {
+    return Error(Errc::invalid_argument,
+                 "renew_interval " + std::to_string(o.renew_interval.count()) +
+                     "ms must not be negative");
+  }
+  return {};
 }
 
 }  // namespace
-
-struct LeaseKeeper::State {
-  State(Client c, Lease l, KeeperOptions o)
-      : client(std::move(c)),
-        options(std::move(o)),
-        interval(renew_interval_for(l, options.renew_interval)),
-        lease(std::move(l)) {
-    deadline_ns.store(lease.local_deadline.time_since_epoch().count());
-  }
-
-  void start() {
-    thread = std::thread([this] { run(); });
-  }
-
-  // Stops the renewal thread (idempotent). Never throws.
-  void stop() noexcept {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (thread.joinable()) thread.join();
-  }
-
-  // Marks the lease lost (once) and runs on_lost. Requires mu not held.
-  void declare_lost(const Error& why) {
-    if (cancelled.exchange(true)) return;
-    if (options.on_lost) options.on_lost(why);
-  }
-
-  void run() {
-    std::unique_lock<std::mutex> lk(mu);
-    auto next = steady_clock::now() + interval;
-    while (!stopping) {
-      const auto deadline = lease.local_deadline;
-      cv.wait_until(lk, std::min(next, deadline), [&] { return stopping; });
-      if (stopping) break;
-      auto now = steady_clock::now();
-      if (now >= deadline) {
-        lk.unlock();
-        declare_lost(Error(Errc::lock_lost,
-                           "lock " + core::quote_name(lease.name) +
-                               ": the local safe deadline passed before a "
-                               "renewal succeeded"));
-        return;
-      }
-      if (now < next) continue;
-      const Lease current = lease;
-      lk.unlock();
-      auto renewed = client.extend(current, current.ttl);
-      now = steady_clock::now();
-      lk.lock();
-      if (renewed.ok()) {
-        if (now >= deadline) {
-          // Renewed, but only after the old safe deadline: the lease was not
-          // safely held in between, so it counts as lost.
-          lease = *renewed;
-          lk.unlock();
-          declare_lost(
-              Error(Errc::lock_lost, "lock " + core::quote_name(lease.name) +
-                                         ": renewed only after the local safe "
-                                         "deadline had passed"));
-          return;
-        }
-        lease = *renewed;
-        deadline_ns.store(lease.local_deadline.time_since_epoch().count());
-        next = now + interval;
-        continue;
-      }
-      if (renewed.error().code() == Errc::lock_lost ||
-          !renewed.error().retryable()) {
-        lk.unlock();
-        declare_lost(renewed.error());
-        return;
-      }
-      // Retryable: try again soon, until the safe deadline.
-      next = now + std::min(interval, kFastRetry);
-    }
-  }
-
-  Client client;
-  KeeperOptions options;
-  milliseconds interval;
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  Lease lease;            // guarded by mu
-  bool stopping = false;  // guarded by mu
-  bool released = false;  // touched only by release()/destructor
-  std::atomic<bool> cancelled{false};
-  // lease.local_deadline as a count, readable without mu.
-  std::atomic<steady_clock::rep> deadline_ns{0};
-  std::thread thread;
-};
 
 Result<LeaseKeeper> LeaseKeeper::acquire(const Client& client,
                                          std::string_view name,
                                          milliseconds wait,
                                          const AcquireOptions& acquire_options,
                                          KeeperOptions keeper_options) {
-  if (keeper_options.renew_interval < milliseconds::zero()) {
-    return Error(Errc::invalid_argument,
-                 "renew_interval " +
-                     std::to_string(keeper_options.renew_interval.count()) +
-                     "ms must not be negative");
+  if (Status st = validate_keeper_options(keeper_options); !st.ok()) {
+    return st.error();
   }
   auto lease = wait > milliseconds::zero()
                    ? client.acquire(name, wait, acquire_options)
@@ -138,13 +51,18 @@ Result<LeaseKeeper> LeaseKeeper::acquire(const Client& client,
 }
 
 LeaseKeeper::LeaseKeeper(Client client, Lease lease, KeeperOptions options)
-    : state_(std::make_unique<State>(std::move(client), std::move(lease),
-                                     std::move(options))) {
-  state_->start();
-}
+    : LeaseKeeper(client_internal::default_session(client), std::move(lease),
+                  std::move(options)) {}
 
-LeaseKeeper::LeaseKeeper(std::unique_ptr<State> state)
-    : state_(std::move(state)) {}
+LeaseKeeper::LeaseKeeper(std::shared_ptr<SessionCore> core, Lease lease,
+                         KeeperOptions options)
+    : state_(std::make_unique<State>()) {
+  // A negative interval is treated as the default (acquire() refuses it).
+  state_->entry = core->keep(
+      std::move(lease), std::max(options.renew_interval, milliseconds::zero()),
+      std::move(options.on_lost));
+  state_->core = std::move(core);
+}
 
 LeaseKeeper::LeaseKeeper(LeaseKeeper&&) noexcept = default;
 
@@ -167,8 +85,7 @@ LeaseKeeper::~LeaseKeeper() {
 
 Lease LeaseKeeper::lease() const {
   if (!state_) return Lease{};
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->lease;
+  return state_->core->lease(*state_->entry);
 }
 
 std::uint64_t LeaseKeeper::fencing_token() const {
@@ -177,35 +94,53 @@ std::uint64_t LeaseKeeper::fencing_token() const {
 
 bool LeaseKeeper::lost() const noexcept {
   if (!state_) return true;
-  if (state_->cancelled.load()) return true;
-  return steady_clock::now().time_since_epoch().count() >=
-         state_->deadline_ns.load();
+  const KeptEntry& e = *state_->entry;
+  if (e.cancelled.load()) return true;
+  return state_->core->client_clock().now() >= e.safe_deadline();
 }
 
 const std::atomic<bool>& LeaseKeeper::cancelled() const noexcept {
   static const std::atomic<bool> kTrue{true};
-  return state_ ? state_->cancelled : kTrue;
+  return state_ ? state_->entry->cancelled : kTrue;
 }
 
 steady_clock::time_point LeaseKeeper::safe_deadline() const {
   if (!state_) return {};
-  return steady_clock::time_point(
-      steady_clock::duration(state_->deadline_ns.load()));
+  return state_->entry->safe_deadline();
 }
 
 Result<bool> LeaseKeeper::release() {
   if (!state_) return Error(Errc::lock_lost, "the keeper was moved from");
   State& s = *state_;
-  s.stop();
   if (s.released) return false;
   s.released = true;
-  s.cancelled.store(true);
-  Lease current;
-  {
-    std::lock_guard<std::mutex> lk(s.mu);
-    current = s.lease;
-  }
-  return s.client.release(current);
+  const Lease current = s.core->lease(*s.entry);
+  // A lease already declared lost is not asked for again: the session gives
+  // it back in the background, and the caller is not held up by a store
+  // that may be the reason it was lost.
+  if (!s.core->forget(s.entry)) return false;
+  return s.core->client().release(current);
 }
+
+Session::Session(Client client)
+    : core_(std::make_shared<SessionCore>(std::move(client))) {}
+
+Session::~Session() {
+  try {
+    for (const Lease& l : core_->forget_all()) {
+      (void)core_->client().release(l);
+    }
+  } catch (...) {
+    // Destructors never throw; the leases will expire by themselves.
+  }
+}
+
+LeaseKeeper Session::keep(Lease lease, KeeperOptions options) {
+  return LeaseKeeper(core_, std::move(lease), std::move(options));
+}
+
+std::size_t Session::size() const { return core_->size(); }
+
+const Client& Session::client() const { return core_->client(); }
 
 }  // namespace baton

@@ -1,0 +1,246 @@
+// client/session.cc — SessionCore: renewal and lost notices for many leases.
+#include "baton/session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "client/client_impl.h"
+#include "client/session_core.h"
+#include "core/validate.h"
+
+namespace baton::client_internal {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+// After a failed (retryable) renewal, the next attempt comes this soon.
+constexpr milliseconds kFastRetry{20};
+
+void join_or_detach(std::thread& t) {
+  if (!t.joinable()) return;
+  if (t.get_id() == std::this_thread::get_id()) {
+    t.detach();  // the last reference was dropped by this very thread
+  } else {
+    t.join();
+  }
+}
+
+}  // namespace
+
+SessionCore::SessionCore(Client client)
+    : client_(std::move(client)), clock_(impl_of(client_).clock) {}
+
+SessionCore::~SessionCore() {
+  // Both loops hold a reference while they run, so they have returned.
+  join_or_detach(notice_thread_);
+  join_or_detach(renew_thread_);
+}
+
+std::shared_ptr<KeptEntry> SessionCore::keep(
+    Lease lease, milliseconds renew_interval,
+    std::function<void(const Error&)> on_lost) {
+  auto e = std::make_shared<KeptEntry>();
+  e->interval = renew_interval > milliseconds::zero()
+                    ? renew_interval
+                    : std::max(milliseconds{1}, lease.ttl / 3);
+  e->ttl = lease.ttl;
+  e->on_lost = std::move(on_lost);
+  e->deadline.store(lease.local_deadline.time_since_epoch().count());
+  e->lease = std::move(lease);
+  std::lock_guard<std::mutex> lk(mu_);
+  e->id = next_id_++;
+  e->next_renew = clock_->now() + e->interval;
+  entries_.emplace(e->id, e);
+  start_threads_locked();
+  notice_cv_.notify_all();
+  renew_cv_.notify_all();
+  return e;
+}
+
+void SessionCore::start_threads_locked() {
+  if (!notice_running_) {
+    if (notice_thread_.joinable()) notice_thread_.join();  // it is ending
+    notice_running_ = true;
+    notice_thread_ =
+        std::thread([self = shared_from_this()] { self->notice_loop(); });
+  }
+  start_renewal_locked();
+}
+
+void SessionCore::start_renewal_locked() {
+  if (!renew_running_) {
+    if (renew_thread_.joinable()) renew_thread_.join();
+    renew_running_ = true;
+    renew_thread_ =
+        std::thread([self = shared_from_this()] { self->renewal_loop(); });
+  }
+}
+
+bool SessionCore::forget(const std::shared_ptr<KeptEntry>& e) {
+  std::unique_lock<std::mutex> lk(mu_);
+  e->cancelled.store(true);
+  if (!e->active.exchange(false)) {
+    if (std::this_thread::get_id() != notice_thread_.get_id()) {
+      notified_cv_.wait(lk, [&] { return !e->notifying; });
+    }
+    return false;
+  }
+  entries_.erase(e->id);
+  notice_cv_.notify_all();
+  renew_cv_.notify_all();
+  return true;
+}
+
+std::vector<Lease> SessionCore::forget_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<Lease> held;
+  for (auto& [id, e] : entries_) {
+    e->cancelled.store(true);
+    if (e->active.exchange(false)) held.push_back(e->lease);
+  }
+  entries_.clear();
+  notice_cv_.notify_all();
+  renew_cv_.notify_all();
+  return held;
+}
+
+Lease SessionCore::lease(const KeptEntry& e) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return e.lease;
+}
+
+std::size_t SessionCore::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return entries_.size();
+}
+
+// The only place on_lost runs. No store I/O here (rule 13).
+void SessionCore::notice_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    if (entries_.empty()) {
+      notice_running_ = false;
+      return;
+    }
+    const auto now = clock_->now();
+    auto earliest = Clock::time_point::max();
+    std::vector<std::pair<std::shared_ptr<KeptEntry>, Error>> lost;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      KeptEntry& e = *it->second;
+      const auto deadline = e.safe_deadline();
+      if (!e.loss && now < deadline) {
+        earliest = std::min(earliest, deadline);
+        ++it;
+        continue;
+      }
+      Error why =
+          e.loss ? *e.loss
+                 : Error(Errc::lock_lost,
+                         "lock " + core::quote_name(e.lease.name) +
+                             ": the local safe deadline passed before "
+                             "a renewal succeeded" +
+                             (e.last_renewal_error.empty()
+                                  ? std::string(" (renewal in flight)")
+                                  : " (last renewal: " + e.last_renewal_error +
+                                        ")"));
+      e.active.store(false);
+      e.cancelled.store(true);
+      e.notifying = true;
+      lost.emplace_back(it->second, std::move(why));
+      it = entries_.erase(it);
+    }
+    if (!lost.empty()) {
+      lk.unlock();
+      for (auto& [e, why] : lost) {
+        if (e->on_lost) e->on_lost(why);
+      }
+      lk.lock();
+      for (auto& [e, why] : lost) {
+        e->notifying = false;
+        // Given back only after the notice: an early release must not let
+        // anyone else in before on_lost has run.
+        releases_.push_back(e->lease);
+      }
+      notified_cv_.notify_all();
+      renew_cv_.notify_all();
+      start_renewal_locked();  // it may have ended with the last lease
+      continue;
+    }
+    clock_->wait_until(notice_cv_, lk, earliest);
+  }
+}
+
+void SessionCore::renewal_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    if (!releases_.empty()) {
+      Lease dead = std::move(releases_.front());
+      releases_.pop_front();
+      lk.unlock();
+      (void)client_.release(dead);  // bounded by request_timeout
+      lk.lock();
+      continue;
+    }
+    if (entries_.empty()) {
+      renew_running_ = false;
+      return;
+    }
+    std::shared_ptr<KeptEntry> due;
+    for (auto& [id, e] : entries_) {
+      if (!due || e->next_renew < due->next_renew) due = e;
+    }
+    if (due->next_renew > clock_->now()) {
+      clock_->wait_until(renew_cv_, lk, due->next_renew);
+      continue;
+    }
+    due->in_flight = true;
+    lk.unlock();
+    renew(due);
+    lk.lock();
+  }
+}
+
+void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
+  Lease current;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    current = e->lease;
+  }
+  const auto deadline = e->safe_deadline();
+  const Client::Impl& impl = impl_of(client_);
+  // One attempt may not outlast the safe deadline, nor the renewal
+  // interval: a connection that went silent is given up in time for a
+  // retry on a fresh one.
+  const auto attempt_end = std::min(
+      deadline,
+      clock_->now() + std::min(impl.options.request_timeout, e->interval));
+  auto renewed = extend_until(impl, current, e->ttl, attempt_end);
+  std::lock_guard<std::mutex> lk(mu_);
+  e->in_flight = false;
+  if (!e->active.load()) return;  // lost or forgotten meanwhile
+  const auto now = clock_->now();
+  if (renewed.ok()) {
+    if (now >= deadline) {
+      e->loss = Error(Errc::lock_lost,
+                      "lock " + core::quote_name(current.name) +
+                          ": renewed only after the local safe deadline had "
+                          "passed");
+    } else {
+      e->lease = std::move(*renewed);
+      e->deadline.store(e->lease.local_deadline.time_since_epoch().count());
+      e->next_renew = now + e->interval;
+      e->last_renewal_error.clear();
+    }
+  } else if (renewed.error().code() == Errc::lock_lost ||
+             !renewed.error().retryable()) {
+    e->loss = renewed.error();
+  } else {
+    e->last_renewal_error = renewed.error().to_string();
+    e->next_renew = now + std::min(e->interval, kFastRetry);
+    return;
+  }
+  notice_cv_.notify_all();
+}
+
+}  // namespace baton::client_internal

@@ -1,0 +1,264 @@
+// tests/client/session_test.cc — Session, LeaseKeeper and Elector on a
+// manual clock, with store faults injected by FaultyStore: renewal, the
+// lost notice at the local safe deadline while a renewal hangs (rule 13),
+// and release without waiting for a store that does not answer.
+#include "baton/session.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "baton/elector.h"
+#include "baton/keeper.h"
+#include "stores/memory/memory_store.h"
+#include "support/faulty_store.h"
+
+namespace baton {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FaultyStore;
+using testing::Op;
+
+// Waits (real time, bounded) until `pred` holds. For reactions of the
+// session's threads to a move of the manual clock; nothing here waits for
+// time to pass.
+bool eventually(const std::function<bool()>& pred) {
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+AcquireOptions ttl(std::chrono::milliseconds t) {
+  AcquireOptions o;
+  o.ttl = t;
+  return o;
+}
+
+// A memory store behind a FaultyStore, on a manual clock, with no drift
+// allowance so that deadlines are exact.
+struct Fixture {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<FaultyStore> store = std::make_shared<FaultyStore>(
+      std::shared_ptr<store::Store>(store::make_memory_store()));
+  Client client = make_client();
+
+  Client make_client() {
+    ClientOptions o;
+    o.clock = clock;
+    o.drift_factor = 0;
+    o.drift_floor = 0ms;
+    o.request_timeout = 60s;
+    o.max_retries = 0;
+    return Client::wrap(store, o);
+  }
+  // Lets hung calls finish so that the session's threads can end.
+  ~Fixture() {
+    for (Op op : {Op::extend, Op::release}) store->resume(op);
+  }
+};
+
+struct LostLog {
+  std::mutex mu;
+  std::vector<Error> errors;
+  std::vector<Clock::time_point> at;
+  std::shared_ptr<const Clock> clock;
+
+  KeeperOptions options() {
+    KeeperOptions ko;
+    ko.on_lost = [this](const Error& e) {
+      std::lock_guard<std::mutex> g(mu);
+      errors.push_back(e);
+      at.push_back(clock->now());
+    };
+    return ko;
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> g(mu);
+    return errors.size();
+  }
+};
+
+TEST(SessionTest, RenewalMovesTheSafeDeadlineByExactlyTheElapsedTime) {
+  Fixture f;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_EQ(l->local_deadline, f.clock->now() + 30s);
+  LeaseKeeper k(f.client, *l);
+  const auto first = k.safe_deadline();
+  for (int i = 1; i <= 3; ++i) {
+    f.clock->advance(10s);  // the renew interval, TTL/3
+    ASSERT_TRUE(
+        eventually([&] { return k.safe_deadline() > first + (i - 1) * 10s; }));
+    EXPECT_EQ(k.safe_deadline(), first + i * 10s);
+    EXPECT_EQ(f.store->calls(Op::extend), i);
+  }
+  EXPECT_FALSE(k.lost());
+  EXPECT_EQ(k.fencing_token(), l->fencing_token);
+}
+
+TEST(SessionTest, NoticeFiresAtTheSafeDeadlineWhileARenewalHangs) {
+  Fixture f;
+  LostLog log;
+  log.clock = f.clock;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  const auto deadline = l->local_deadline;
+  LeaseKeeper k(f.client, *l, log.options());
+  f.store->hang(Op::extend);
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::extend) == 1; }));
+  f.clock->advance(19'999ms);  // 1 ms before the deadline: still held
+  EXPECT_FALSE(k.lost());
+  EXPECT_FALSE(k.cancelled().load());
+  f.clock->advance(1ms);  // the deadline; the renewal still hangs
+  ASSERT_TRUE(eventually([&] { return log.count() == 1; }));
+  EXPECT_EQ(f.store->hanging(Op::extend), 1);
+  EXPECT_TRUE(k.cancelled().load());
+  EXPECT_TRUE(k.lost());
+  {
+    std::lock_guard<std::mutex> g(log.mu);
+    EXPECT_EQ(log.errors[0].code(), Errc::lock_lost);
+    EXPECT_NE(log.errors[0].message().find("local safe deadline"),
+              std::string::npos)
+        << log.errors[0].message();
+    EXPECT_EQ(log.at[0], deadline);  // the clock did not move past it
+  }
+  // The late renewal succeeds at the store but is not taken: still lost,
+  // and noticed once. Then the session gives the lease back.
+  f.store->resume(Op::extend);
+  ASSERT_TRUE(eventually([&] {
+    auto info = f.client.describe("job");
+    return info.ok() && info->holders.empty();
+  }));
+  EXPECT_TRUE(k.lost());
+  EXPECT_EQ(log.count(), 1u);
+}
+
+TEST(SessionTest, LockLostAnswerIsNoticedOnceAndNotRenewedAgain) {
+  Fixture f;
+  LostLog log;
+  log.clock = f.clock;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  LeaseKeeper k(f.client, *l, log.options());
+  ASSERT_TRUE(*f.client.release(*l));  // behind the keeper's back
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return log.count() == 1; }));
+  {
+    std::lock_guard<std::mutex> g(log.mu);
+    EXPECT_EQ(log.errors[0].code(), Errc::lock_lost);
+  }
+  EXPECT_TRUE(k.lost());
+  const int extends = f.store->calls(Op::extend);
+  f.clock->advance(30s);
+  f.clock->advance(30s);
+  EXPECT_EQ(f.store->calls(Op::extend), extends);
+  EXPECT_EQ(log.count(), 1u);
+}
+
+TEST(SessionTest, RetryableRenewalFailuresAreRetriedUntilOneSucceeds) {
+  Fixture f;
+  LostLog log;
+  log.clock = f.clock;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  LeaseKeeper k(f.client, *l, log.options());
+  const auto first = k.safe_deadline();
+  f.store->fail(Op::extend, Error(Errc::unavailable, "injected"), 3);
+  f.clock->advance(10s);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(eventually([&] { return f.store->calls(Op::extend) == i; }));
+    EXPECT_EQ(k.safe_deadline(), first);
+    f.clock->advance(20ms);  // the fast retry
+  }
+  ASSERT_TRUE(eventually([&] { return k.safe_deadline() > first; }));
+  EXPECT_EQ(k.safe_deadline(), first + 10s + 60ms);
+  EXPECT_EQ(log.count(), 0u);
+}
+
+TEST(SessionTest, ReleasingALostLeaseDoesNotWaitForTheStore) {
+  Fixture f;
+  LostLog log;
+  log.clock = f.clock;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  LeaseKeeper k(f.client, *l, log.options());
+  f.store->hang(Op::extend);
+  f.store->hang(Op::release);
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::extend) == 1; }));
+  f.clock->advance(20s);
+  ASSERT_TRUE(eventually([&] { return log.count() == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  auto r = k.release();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);  // lost, so not released by this call
+  EXPECT_EQ(f.store->calls(Op::release), 0);  // the session's comes later
+  f.store->resume(Op::extend);
+  ASSERT_TRUE(eventually([&] { return f.store->calls(Op::release) == 1; }));
+}
+
+TEST(SessionTest, OneSessionKeepsManyLeasesAndReleasesThemWhenClosed) {
+  Fixture f;
+  std::vector<LeaseKeeper> kept;
+  {
+    Session s(f.client);
+    for (const char* name : {"a", "b", "c"}) {
+      auto l = f.client.try_acquire(name, ttl(30s));
+      ASSERT_TRUE(l.ok());
+      kept.push_back(s.keep(*l));
+    }
+    EXPECT_EQ(s.size(), 3u);
+    const auto first = kept[0].safe_deadline();
+    f.clock->advance(10s);
+    ASSERT_TRUE(eventually([&] { return f.store->calls(Op::extend) == 3; }));
+    for (auto& k : kept) {
+      ASSERT_TRUE(eventually([&] { return k.safe_deadline() == first + 10s; }));
+    }
+    ASSERT_TRUE(*kept[1].release());
+    EXPECT_EQ(s.size(), 2u);
+  }  // closing the session releases what it still keeps
+  for (const char* name : {"a", "b", "c"}) {
+    auto info = f.client.describe(name);
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->holders.empty()) << name;
+  }
+  for (auto& k : kept) EXPECT_TRUE(k.cancelled().load());
+  EXPECT_FALSE(*kept[0].release());
+}
+
+TEST(SessionTest, ElectorLosesLeadershipAtTheSafeDeadlineWhileRenewalHangs) {
+  Fixture f;
+  std::atomic<int> lost{0};
+  ElectorOptions o;
+  o.ttl = 30s;
+  o.on_lost = [&](const Error&) { lost.fetch_add(1); };
+  Elector e(f.client, "group", o);
+  ASSERT_TRUE(e.campaign(5s).ok());
+  const auto deadline = e.safe_deadline();
+  EXPECT_EQ(deadline, e.lease()->local_deadline);
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return e.safe_deadline() == deadline + 10s; }));
+  f.store->hang(Op::extend);
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::extend) == 1; }));
+  f.clock->advance(19'999ms);
+  EXPECT_TRUE(e.is_leader());
+  f.clock->advance(1ms);
+  ASSERT_TRUE(eventually([&] { return lost.load() == 1; }));
+  EXPECT_FALSE(e.is_leader());
+  EXPECT_TRUE(e.cancelled().load());
+  EXPECT_FALSE(e.lease().has_value());
+  EXPECT_TRUE(e.resign().ok());
+}
+
+}  // namespace
+}  // namespace baton

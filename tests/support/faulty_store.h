@@ -1,0 +1,155 @@
+// tests/support/faulty_store.h — a Store wrapper that injects faults into
+// chosen operations (test-only): hang until released or until the caller's
+// call deadline (stores/call_deadline.h) passes, as a real store whose
+// server stopped answering; fail with a given error; or run the call and
+// then lose the reply. Every call is counted.
+//
+// Thread safety: every member may be called from any thread.
+#ifndef BATON_TESTS_SUPPORT_FAULTY_STORE_H_
+#define BATON_TESTS_SUPPORT_FAULTY_STORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stores/call_deadline.h"
+#include "stores/store.h"
+
+namespace baton::testing {
+
+enum class Op { acquire, extend, release, describe, list, multi, counter };
+
+class FaultyStore final : public store::Store {
+ public:
+  explicit FaultyStore(std::shared_ptr<store::Store> inner)
+      : inner_(std::move(inner)) {}
+
+  // Calls of `op` hang (without reaching the inner store) until resume(op)
+  // or the call deadline; past the deadline they answer `timeout`, as the
+  // real stores do (rule 7).
+  void hang(Op op) {
+    std::lock_guard<std::mutex> g(mu_);
+    hung_[op] = true;
+  }
+  void resume(Op op) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      hung_[op] = false;
+    }
+    cv_.notify_all();
+  }
+  // The next `times` calls of `op` answer `e` without reaching the store.
+  void fail(Op op, Error e, int times = 1) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail_[op] = {std::move(e), times};
+  }
+  // The next `times` calls of `op` reach the store, but the caller gets
+  // `unavailable` (a reply lost on the way back).
+  void lose_reply(Op op, int times = 1) {
+    std::lock_guard<std::mutex> g(mu_);
+    lose_[op] = times;
+  }
+  // Calls of `op` started so far (hung ones included).
+  int calls(Op op) const {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = calls_.find(op);
+    return it == calls_.end() ? 0 : it->second;
+  }
+  // Calls of `op` hanging right now.
+  int hanging(Op op) const {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = hanging_.find(op);
+    return it == hanging_.end() ? 0 : it->second;
+  }
+
+  Result<store::Grant> acquire(const store::AcquireSpec& s,
+                               milliseconds wait) override {
+    return run(Op::acquire, [&] { return inner_->acquire(s, wait); });
+  }
+  Result<store::Grant> extend(std::string_view name, const OwnerToken& token,
+                              milliseconds ttl) override {
+    return run(Op::extend, [&] { return inner_->extend(name, token, ttl); });
+  }
+  Result<store::ReleaseResult> release(std::string_view name,
+                                       const OwnerToken& token) override {
+    return run(Op::release, [&] { return inner_->release(name, token); });
+  }
+  Result<LockInfo> describe(std::string_view name) override {
+    return run(Op::describe, [&] { return inner_->describe(name); });
+  }
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override {
+    return run(Op::list, [&] { return inner_->list(prefix, limit); });
+  }
+  Result<std::vector<store::Grant>> acquire_multi(const store::MultiSpec& s,
+                                                  milliseconds wait) override {
+    return run(Op::multi, [&] { return inner_->acquire_multi(s, wait); });
+  }
+  Result<std::int64_t> counter_get(std::string_view name) override {
+    return run(Op::counter, [&] { return inner_->counter_get(name); });
+  }
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override {
+    return run(Op::counter, [&] { return inner_->counter_add(name, delta); });
+  }
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override {
+    return run(Op::counter, [&] { return inner_->counter_take(name, n); });
+  }
+  std::string safe_url() const override {
+    return "faulty+" + inner_->safe_url();
+  }
+
+ private:
+  template <typename F>
+  auto run(Op op, F call) -> decltype(call()) {
+    std::unique_lock<std::mutex> g(mu_);
+    ++calls_[op];
+    if (hung_[op]) {
+      ++hanging_[op];
+      const auto deadline = store::call_deadline();
+      while (hung_[op]) {
+        if (deadline == store::SteadyTime::max()) {
+          cv_.wait(g);
+        } else if (cv_.wait_until(g, deadline) == std::cv_status::timeout &&
+                   hung_[op]) {
+          --hanging_[op];
+          return Error(Errc::timeout, "faulty store: no answer (hung)");
+        }
+      }
+      --hanging_[op];
+    }
+    if (auto it = fail_.find(op); it != fail_.end() && it->second.second > 0) {
+      --it->second.second;
+      return it->second.first;
+    }
+    bool lose = false;
+    if (auto it = lose_.find(op); it != lose_.end() && it->second > 0) {
+      --it->second;
+      lose = true;
+    }
+    g.unlock();
+    auto r = call();
+    if (lose) return Error(Errc::unavailable, "faulty store: reply lost");
+    return r;
+  }
+
+  std::shared_ptr<store::Store> inner_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Op, bool> hung_;
+  std::map<Op, std::pair<Error, int>> fail_;
+  std::map<Op, int> lose_;
+  std::map<Op, int> calls_;
+  std::map<Op, int> hanging_;
+};
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_SUPPORT_FAULTY_STORE_H_
