@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "baton/clock.h"
 #include "core/clock.h"
 #include "core/lock_table.h"
 #include "core/validate.h"
@@ -49,10 +50,25 @@ struct MultiPending {
   std::vector<core::CoreGrant> granted;
 };
 
+// The store's time, read from a baton::Clock (the steady clock, or a test's
+// ManualClock shared with the client).
+class TableClock final : public core::Clock {
+ public:
+  explicit TableClock(std::shared_ptr<const baton::Clock> c)
+      : c_(std::move(c)) {}
+  Instant now() const override {
+    return duration_cast<Instant>(c_->now().time_since_epoch());
+  }
+  const baton::Clock& source() const { return *c_; }
+
+ private:
+  std::shared_ptr<const baton::Clock> c_;
+};
+
 class MemoryStore final : public Store {
  public:
-  explicit MemoryStore(std::string url)
-      : url_(std::move(url)), table_(clock_) {}
+  MemoryStore(std::string url, std::shared_ptr<const baton::Clock> clock)
+      : url_(std::move(url)), clock_(std::move(clock)), table_(clock_) {}
 
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override {
     if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
@@ -288,7 +304,7 @@ class MemoryStore final : public Store {
     if (auto next = table_.next_deadline(); next && *next < wake) wake = *next;
     const auto tp = std::chrono::steady_clock::time_point(
         duration_cast<std::chrono::steady_clock::duration>(wake));
-    cv_.wait_until(lk, tp);
+    clock_.source().wait_until(cv_, lk, tp);
     table_.advance();
     drain_locked();
   }
@@ -319,7 +335,7 @@ class MemoryStore final : public Store {
   }
 
   const std::string url_;
-  core::SteadyClock clock_;
+  TableClock clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   core::LockTable table_;  // guarded by mu_
@@ -372,8 +388,10 @@ class SharedMemoryStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> make_memory_store(std::string url) {
-  return std::make_unique<MemoryStore>(std::move(url));
+std::unique_ptr<Store> make_memory_store(
+    std::string url, std::shared_ptr<const baton::Clock> clock) {
+  if (!clock) clock = baton::Clock::steady();
+  return std::make_unique<MemoryStore>(std::move(url), std::move(clock));
 }
 
 Result<std::unique_ptr<Store>> open_memory_store(const core::Url& url) {

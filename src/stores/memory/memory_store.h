@@ -16,14 +16,18 @@
 #include <memory>
 #include <string>
 
+#include "baton/clock.h"
 #include "baton/error.h"
 #include "core/url.h"
 #include "stores/store.h"
 
 namespace baton::store {
 
-// A new private memory store.
-std::unique_ptr<Store> make_memory_store(std::string url = "memory:");
+// A new private memory store. Its time is `clock` (null = the steady
+// clock); tests pass the ManualClock their client reads.
+std::unique_ptr<Store> make_memory_store(
+    std::string url = "memory:",
+    std::shared_ptr<const baton::Clock> clock = nullptr);
 
 // The factory behind the `memory:` scheme (see header comment).
 Result<std::unique_ptr<Store>> open_memory_store(const core::Url& url);

@@ -1,4 +1,5 @@
-// client/clock.cc — the steady clock and the tests' manual clock.
+// core/clock.cc — baton::Clock (include/baton/clock.h): the steady clock
+// and the tests' manual clock. In core because stores (memory:) read it too.
 #include "baton/clock.h"
 
 #include <algorithm>
