@@ -1,7 +1,7 @@
 // baton/counter.h — an atomic counter stored beside the locks.
 //
-// From the MySQL/Redis source document: an inventory of 10 prizes must never
-// hand out 11. Each operation is one atomic store operation.
+// Counters beside the locks (docs/contract.md): an inventory of 10 prizes must
+// never hand out 11. Each operation is one atomic store operation.
 //
 // Thread safety: a Counter is a cheap handle; use it from any thread.
 #ifndef BATON_COUNTER_H_

@@ -1,5 +1,5 @@
-// baton/elector.h — leader election on top of a lock (CONTRACT "Leader
-// election"; the active-standby design of the PostgreSQL source document).
+// baton/elector.h — leader election on top of a lock (docs/contract.md,
+// "Leader election"): active-standby, one leader per group at a time.
 //
 //   baton::Elector e(client, "billing-leader", {.ttl = 15s});
 //   if (e.campaign().ok()) run_as_leader(e.cancelled());   // blocks until won

@@ -1,5 +1,5 @@
-// baton/fence.h — the protected resource's side of fencing (CONTRACT "The
-// protected resource"; source document 004).
+// baton/fence.h — the protected resource's side of fencing
+// (docs/contract.md, "The protected resource").
 //
 // A lease alone cannot stop a paused holder from writing after its lease
 // ended. The resource must check the fencing token: accept a write only if
