@@ -141,7 +141,13 @@ TEST_P(ConformanceTest, Rule11_AcquireAllIsAllOrNothing) {
   ASSERT_TRUE(info_x.ok());
   EXPECT_TRUE(info_x->holders.empty());
   std::thread releaser([&] {
-    std::this_thread::sleep_for(100ms);
+    // Frees y once the all-or-nothing request is queued (on both names),
+    // so the grant must come from the release, not from a lucky order.
+    EXPECT_TRUE(eventually([&] {
+      auto ix = client().describe(x), iy = client().describe(y);
+      return ix.ok() && iy.ok() && !ix->waiters.empty() &&
+             !iy->waiters.empty();
+    }));
     (void)client().release(*hold_y);
   });
   auto all = client().acquire_all({x, y}, 20s, opts(10s));
