@@ -10,9 +10,10 @@
 // client's default Session (<baton/session.h>): renewed every
 // retry_interval (default TTL/3), with cancelled() set and on_lost called
 // when renewal answers lock_lost or, at the latest, at the local safe
-// deadline if no renewal succeeded by then — whatever the store is doing. A
-// standby that calls observe() or runs watch() sees the current leader's label
-// and fencing token; on_new_leader fires when the observed leader changes.
+// deadline if no renewal succeeded by then — whatever the store is doing.
+// observe() returns the current leader's label and fencing token; while a
+// campaign waits, the elector describes the lock every retry_interval and
+// on_new_leader fires when the leader it sees changes.
 //
 // Thread safety: all methods may be called from any thread. on_elected and
 // on_new_leader run on the elector's background thread, on_lost on the
