@@ -6,8 +6,8 @@
 //   if (lease) { ... write with lease->fencing_token ...;
 //   client->release(*lease); }
 //
-// Every call validates its input first (CONTRACT rule 16): a bad name, TTL,
-// capacity or URL gives invalid_argument and nothing reaches the store.
+// Every call validates its input first (docs/contract.md#rule-16): a bad name,
+// TTL, capacity or URL gives invalid_argument and nothing reaches the store.
 // Calls that fail with `unavailable` are retried inside the client with the
 // same owner token (rule 17), up to ClientOptions::max_retries.
 //

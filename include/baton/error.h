@@ -15,7 +15,7 @@
 //                              nothing was changed. The message names it.
 //   unavailable        yes     the store could not be reached or did not
 //                              answer; retrying with the same owner token is
-//                              safe (CONTRACT rule 17).
+//                              safe (docs/contract.md#rule-17).
 //   permission_denied  no      authentication or authorization failed.
 //   internal           no      a bug or a broken invariant; report it.
 //

@@ -1,9 +1,9 @@
 // baton/lease.h — owner tokens, leases and lock descriptions (plain values).
 //
-// A Lease is one holder's right to a lock (CONTRACT "Words"). It is a value:
-// copying it copies the right's *identity*, not the right itself; whether it
-// is still held is decided by the store (store time), and locally by
-// `local_deadline` (CONTRACT rule 14).
+// A Lease is one holder's right to a lock (docs/contract.md#words). It is a
+// value: copying it copies the right's *identity*, not the right itself;
+// whether it is still held is decided by the store (store time), and locally by
+// `local_deadline` (docs/contract.md#rule-14).
 //
 // Thread safety: plain values; no internal synchronization.
 #ifndef BATON_LEASE_H_

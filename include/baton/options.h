@@ -21,7 +21,7 @@ namespace baton {
 
 using std::chrono::milliseconds;
 
-// Limits enforced by every entry point (CONTRACT rule 16).
+// Limits enforced by every entry point (docs/contract.md#rule-16).
 inline constexpr std::size_t kMaxNameBytes = 512;
 inline constexpr milliseconds kMinTtl{1};
 inline constexpr milliseconds kMaxTtl{7LL * 24 * 3600 * 1000};  // 7 days

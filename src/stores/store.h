@@ -3,8 +3,8 @@
 // One method = one atomic operation on the store, normally one round trip
 // (one Lua script, one SQL statement or function, one lock-server command).
 // Stores receive already-validated input from baton::Client but must still
-// refuse bad input themselves (CONTRACT rule 16): they can be reached through
-// other paths (the CLI, the server, fuzzers).
+// refuse bad input themselves (docs/contract.md#rule-16): they can be reached
+// through other paths (the CLI, the server, fuzzers).
 //
 // Time: every expiry is decided by *store time*. A store reports, with each
 // grant, `valid_for` = (lease expiry) − (store time when the store received

@@ -1,5 +1,5 @@
 // tests/conformance/conformance.h — one suite of the lock contract
-// (CONTRACT.md), instantiated once per store:
+// (docs/contract.md), instantiated once per store:
 //
 //   INSTANTIATE_CONFORMANCE(Memory, baton::conformance::url_factory(
 //                                       "memory:conformance"));

@@ -1,4 +1,4 @@
-// tests/conformance/suite_basic.cc — rules 1–9 of CONTRACT.md.
+// tests/conformance/suite_basic.cc — rules 1–9 of docs/contract.md.
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -9,9 +9,9 @@
 // oversize or malformed reply is `unavailable` and drops the connection. A
 // blocking acquire holds one connection for its wait. Connect/IO failures and
 // timeouts are `unavailable`: the client retries with the same owner token,
-// which batond answers idempotently (CONTRACT rule 17). A connection that
-// failed is dropped, never reused; new connections back off after failures (50
-// ms doubling to 1 s).
+// which batond answers idempotently (docs/contract.md#rule-17). A connection
+// that failed is dropped, never reused; new connections back off after failures
+// (50 ms doubling to 1 s).
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_BATON_BATON_STORE_H_
