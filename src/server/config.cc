@@ -74,6 +74,8 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
         auto d = duration_of(v);
         if (!d) return d.error();
         c->fsync_interval = *d;
+      } else if (key == "repair") {
+        c->repair = v.as<bool>();
       } else if (key == "compact_factor") {
         c->compact_factor = v.as<double>();
       } else if (key == "compact_min_bytes") {
@@ -135,6 +137,9 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
   app.add_option("--fsync", fsync, "always | batch | never");
   app.add_option("--fsync-interval", fsync_interval,
                  "least time between fsyncs for fsync: batch (default 0ms)");
+  app.add_flag("--repair", c->repair,
+               "start even if the journal or snapshot is corrupt: keep "
+               "copies, restore what is valid, log what was dropped");
   app.add_option("--session-timeout", session_timeout,
                  "EPHEMERAL leases live this long after disconnect");
   app.add_option("--max-connections", c->max_connections);

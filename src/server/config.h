@@ -25,6 +25,9 @@ struct ServerConfig {
   // fsync: batch starts an fsync at most once per interval (0 = as soon as
   // the previous one returned: back-to-back group commit).
   std::chrono::milliseconds fsync_interval{0};
+  // Start even if the journal or snapshot is corrupt (see JournalOptions::
+  // repair); otherwise batond refuses to start and leaves them untouched.
+  bool repair = false;
   double compact_factor = 4.0;
   std::size_t compact_min_bytes = 1 << 20;
   // Largest request frame and most arguments per request.

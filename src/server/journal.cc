@@ -1,153 +1,19 @@
 #include "server/journal.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 
 namespace baton::server {
 
 namespace {
-
-constexpr std::uint8_t kLeasePut = 1, kLeaseDel = 2, kCounter = 3, kFence = 4;
-constexpr std::uint32_t kMaxRecord = 64u << 20;
-
-std::array<std::uint32_t, 256> make_table() {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82F63B78u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-
-class Enc {
- public:
-  void u8(std::uint8_t v) { s_ += static_cast<char>(v); }
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) s_ += static_cast<char>((v >> (8 * i)) & 0xff);
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) s_ += static_cast<char>((v >> (8 * i)) & 0xff);
-  }
-  void str(std::string_view v) {
-    u32(static_cast<std::uint32_t>(v.size()));
-    s_.append(v);
-  }
-  void token(const OwnerToken& t) {
-    u64(t.hi);
-    u64(t.lo);
-  }
-  // Frames the payload: length, CRC32C, payload.
-  std::string frame() const {
-    std::string out;
-    Enc h;
-    h.u32(static_cast<std::uint32_t>(s_.size()));
-    h.u32(crc32c(s_.data(), s_.size()));
-    out = h.s_ + s_;
-    return out;
-  }
-
- private:
-  std::string s_;
-};
-
-class Dec {
- public:
-  explicit Dec(std::string_view s) : s_(s) {}
-  bool u8(std::uint8_t* v) {
-    if (s_.size() < 1) return false;
-    *v = static_cast<std::uint8_t>(s_[0]);
-    s_.remove_prefix(1);
-    return true;
-  }
-  bool u32(std::uint32_t* v) {
-    if (s_.size() < 4) return false;
-    *v = 0;
-    for (int i = 0; i < 4; ++i)
-      *v |= std::uint32_t(static_cast<std::uint8_t>(s_[i])) << (8 * i);
-    s_.remove_prefix(4);
-    return true;
-  }
-  bool u64(std::uint64_t* v) {
-    if (s_.size() < 8) return false;
-    *v = 0;
-    for (int i = 0; i < 8; ++i)
-      *v |= std::uint64_t(static_cast<std::uint8_t>(s_[i])) << (8 * i);
-    s_.remove_prefix(8);
-    return true;
-  }
-  bool str(std::string* v) {
-    std::uint32_t n = 0;
-    if (!u32(&n) || s_.size() < n) return false;
-    v->assign(s_.substr(0, n));
-    s_.remove_prefix(n);
-    return true;
-  }
-  bool token(OwnerToken* t) { return u64(&t->hi) && u64(&t->lo); }
-  bool done() const { return s_.empty(); }
-
- private:
-  std::string_view s_;
-};
-
-bool apply(std::string_view payload, DurableState* st) {
-  Dec d(payload);
-  std::uint8_t type = 0;
-  if (!d.u8(&type)) return false;
-  switch (type) {
-    case kLeasePut: {
-      core::LeaseRecord r;
-      std::uint64_t fencing = 0, ttl = 0, expiry = 0, n = 0;
-      std::uint32_t holds = 0, cap = 0, aliases = 0;
-      if (!d.str(&r.name) || !d.token(&r.token) || !d.u64(&fencing) ||
-          !d.u64(&ttl) || !d.u64(&expiry) || !d.u32(&holds) || !d.u32(&cap) ||
-          !d.str(&r.label) || !d.str(&r.reentrancy_key) || !d.u32(&aliases)) {
-        return false;
-      }
-      for (n = 0; n < aliases; ++n) {
-        OwnerToken t;
-        if (!d.token(&t)) return false;
-        r.aliases.push_back(t);
-      }
-      r.fencing_token = fencing;
-      r.ttl = core::Nanos(static_cast<std::int64_t>(ttl));
-      r.expiry = core::Instant(static_cast<std::int64_t>(expiry));
-      r.holds = holds;
-      r.capacity = cap;
-      if (fencing > st->fencing_high_water) st->fencing_high_water = fencing;
-      auto key = std::make_pair(r.name, r.token);
-      st->leases[key] = std::move(r);
-      return d.done();
-    }
-    case kLeaseDel: {
-      std::string name;
-      OwnerToken t;
-      if (!d.str(&name) || !d.token(&t)) return false;
-      st->leases.erase(std::make_pair(name, t));
-      return d.done();
-    }
-    case kCounter: {
-      std::string name;
-      std::uint64_t v = 0;
-      if (!d.str(&name) || !d.u64(&v)) return false;
-      st->counters[name] = static_cast<std::int64_t>(v);
-      return d.done();
-    }
-    case kFence: {
-      std::uint64_t v = 0;
-      if (!d.u64(&v)) return false;
-      if (v > st->fencing_high_water) st->fencing_high_water = v;
-      return d.done();
-    }
-    default:
-      return false;
-  }
-}
 
 Status errno_error(const std::string& what) {
   return Error(Errc::unavailable, what + ": " + std::strerror(errno));
@@ -192,71 +58,117 @@ std::int64_t wall_now_ms() {
       .count();
 }
 
-}  // namespace
-
-std::uint32_t crc32c(const void* data, std::size_t size) {
-  static const std::array<std::uint32_t, 256> table = make_table();
-  std::uint32_t c = 0xFFFFFFFFu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i)
-    c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-std::string encode_lease_put(const core::LeaseRecord& r) {
-  Enc e;
-  e.u8(kLeasePut);
-  e.str(r.name);
-  e.token(r.token);
-  e.u64(r.fencing_token);
-  e.u64(static_cast<std::uint64_t>(r.ttl.count()));
-  e.u64(static_cast<std::uint64_t>(r.expiry.count()));
-  e.u32(r.holds);
-  e.u32(r.capacity);
-  e.str(r.label);
-  e.str(r.reentrancy_key);
-  e.u32(static_cast<std::uint32_t>(r.aliases.size()));
-  for (const auto& t : r.aliases) e.token(t);
-  return e.frame();
-}
-std::string encode_lease_del(std::string_view name, const OwnerToken& token) {
-  Enc e;
-  e.u8(kLeaseDel);
-  e.str(name);
-  e.token(token);
-  return e.frame();
-}
-std::string encode_counter(std::string_view name, std::int64_t value) {
-  Enc e;
-  e.u8(kCounter);
-  e.str(name);
-  e.u64(static_cast<std::uint64_t>(value));
-  return e.frame();
-}
-std::string encode_fence(std::uint64_t high_water) {
-  Enc e;
-  e.u8(kFence);
-  e.u64(high_water);
-  return e.frame();
-}
+// One data file as read at open().
+struct DataFile {
+  std::string path;
+  std::string name;  // "snapshot" or "journal"
+  std::string bytes;
+  std::vector<Damage> damage;
+};
 
-std::size_t replay_records(std::string_view bytes, DurableState* state) {
-  std::size_t at = 0;
-  while (bytes.size() - at >= 8) {
-    Dec h(bytes.substr(at, 8));
-    std::uint32_t len = 0, crc = 0;
-    h.u32(&len);
-    h.u32(&crc);
-    if (len == 0 || len > kMaxRecord || bytes.size() - at - 8 < len) break;
-    std::string_view payload = bytes.substr(at + 8, len);
-    if (crc32c(payload.data(), payload.size()) != crc) break;
-    if (!apply(payload, state)) break;
-    ++state->records;
-    at += 8 + len;
+std::string refusal_message(const std::vector<DataFile>& files) {
+  std::string out = "refusing to start: ";
+  bool first = true;
+  for (const auto& f : files) {
+    if (f.damage.empty()) continue;
+    if (!first) out += "; also ";
+    first = false;
+    out += f.name + " " + f.path + " is corrupt at " +
+           describe_damage(f.damage[0]);
+    if (f.damage.size() > 1) {
+      out += " (and " + std::to_string(f.damage.size() - 1) +
+             " more damaged stretch(es) after it)";
+    }
   }
-  if (at != bytes.size()) state->torn_tail = true;
-  return at;
+  out +=
+      ". The data files were left untouched. Start once with --repair "
+      "(config: repair: true) to restore every record that is still valid; "
+      "copies of the original files are then kept as "
+      "<file>.corrupt-<UTC time>";
+  return out;
 }
+
+std::string utc_stamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+Status fsync_dir(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno_error("open " + dir);
+  const bool ok = ::fsync(dfd) == 0;
+  ::close(dfd);
+  if (!ok) return errno_error("fsync " + dir);
+  return {};
+}
+
+// Writes `bytes` to a new file (never over an existing one), fsynced.
+Status write_new_file(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno_error("create " + path);
+  const bool ok = write_all(fd, bytes) && ::fsync(fd) == 0;
+  Status s = ok ? Status{} : errno_error("write " + path);
+  ::close(fd);
+  return s;
+}
+
+// Repair: copies every non-empty data file to <path>.corrupt-<UTC time>
+// (one suffix for both, unused so far) before anything is rewritten.
+Status keep_copies(const std::vector<DataFile>& files) {
+  const std::string stamp = utc_stamp();
+  std::string suffix;
+  for (int n = 0;; ++n) {
+    suffix = ".corrupt-" + stamp + (n == 0 ? "" : "-" + std::to_string(n));
+    bool free = true;
+    for (const auto& f : files) {
+      free = free && ::access((f.path + suffix).c_str(), F_OK) != 0;
+    }
+    if (free) break;
+    if (n == 100) {
+      return Error(Errc::unavailable, "repair: no free name for the copies (" +
+                                          files[0].path + suffix + ")");
+    }
+  }
+  std::string kept;
+  std::string dir;
+  for (const auto& f : files) {
+    if (f.bytes.empty()) continue;
+    Status s = write_new_file(f.path + suffix, f.bytes);
+    if (!s) return Error(Errc::unavailable, "repair: " + s.error().message());
+    kept += (kept.empty() ? "" : ", ") + f.path + suffix;
+    dir = f.path.substr(0, f.path.rfind('/'));
+  }
+  if (!dir.empty()) {
+    Status s = fsync_dir(dir);
+    if (!s) return Error(Errc::unavailable, "repair: " + s.error().message());
+  }
+  spdlog::warn("repair: kept copies of the original files: {}", kept);
+  return {};
+}
+
+// When the data files were last written (wall-clock ms): the latest instant
+// at which a lost record can have been appended.
+std::int64_t last_write_wall_ms(const std::vector<DataFile>& files) {
+  std::int64_t latest = 0;
+  for (const auto& f : files) {
+    struct stat sb {};
+    if (::stat(f.path.c_str(), &sb) != 0) continue;
+    const std::int64_t ms =
+        std::int64_t{sb.st_mtim.tv_sec} * 1000 + sb.st_mtim.tv_nsec / 1000000;
+    latest = std::max(latest, ms);
+  }
+  return latest == 0 ? wall_now_ms() : latest;
+}
+
+}  // namespace
 
 Journal::Journal(JournalOptions options, const core::Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
@@ -312,32 +224,122 @@ std::int64_t Journal::to_wall_ms(core::Instant expiry) const {
 Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options,
                                                core::LockTable& table,
                                                const core::Clock& clock) {
+  if (options.fencing_block == 0) {
+    return Error(Errc::invalid_argument, "fencing_block must be at least 1");
+  }
   if (::mkdir(options.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return errno_error("cannot create data dir " + options.dir).error();
   }
+  // Nothing is written before both files have been read and judged: a
+  // refused start leaves them byte for byte as they were.
   DurableState st;
-  for (const char* file : {"/snapshot", "/journal"}) {
-    auto bytes = read_file(options.dir + file);
+  std::vector<DataFile> files(2);
+  files[0].name = "snapshot";
+  files[1].name = "journal";
+  for (auto& f : files) {
+    f.path = options.dir + "/" + f.name;
+    auto bytes = read_file(f.path);
     if (!bytes) return bytes.error();
-    replay_records(*bytes, &st);
+    f.bytes = std::move(*bytes);
+    f.damage = scan_records(f.bytes, &st);
+  }
+  const DataFile& journal = files[1];
+  // The journal's only damage running to its end is a torn tail (the last
+  // writes before a crash, never acknowledged). The snapshot is fsynced
+  // before it is renamed into place, so any damage in it is corruption.
+  const bool torn = journal.damage.size() == 1 && journal.damage[0].at_end;
+  const bool corrupt =
+      !files[0].damage.empty() || (!journal.damage.empty() && !torn);
+  std::uint64_t stretches = 0;
+  if (options.repair && !corrupt) {
+    spdlog::info("repair: {} and {} are not corrupt, nothing to repair",
+                 files[0].path, journal.path);
+  }
+  if (corrupt) {
+    if (!options.repair) {
+      return Error(Errc::internal, refusal_message(files));
+    }
+    Status kept = keep_copies(files);
+    if (!kept) return kept.error();
+    for (const auto& f : files) {
+      for (const auto& d : f.damage) {
+        spdlog::warn("repair: {} {}: dropped {}", f.name, f.path,
+                     describe_damage(d));
+        ++stretches;
+      }
+    }
+  }
+  // The restart floor (docs/server.md, "Why no fencing token is reused"):
+  // every token handed out is covered by a fence mark and by its own lease
+  // record, so the highest of them read is past it even if one record was
+  // lost. Each damaged stretch may also have swallowed the fence record of
+  // the newest block: one more block per stretch.
+  const std::uint64_t block = options.fencing_block;
+  std::uint64_t floor = st.fencing_high_water;
+  for (std::uint64_t i = 0; i < stretches; ++i)
+    floor = saturating_add(floor, block);
+  if (corrupt) {
+    spdlog::warn(
+        "repair: fencing floor {} (highest fence mark or token read {} + {} "
+        "damaged stretch(es) x fencing block {}): every token issued before "
+        "is below the next one",
+        floor, st.fencing_high_water, stretches, block);
   }
   std::unique_ptr<Journal> j(new Journal(std::move(options), clock));
-  j->stats_.torn_tail = st.torn_tail;
-  table.raise_fencing_floor(st.fencing_high_water);
-  std::int64_t now_ms = wall_now_ms();
-  core::Instant now = clock.now();
-  for (auto& [key, rec] : st.leases) {
-    core::LeaseRecord r = rec;
-    r.expiry = now + std::chrono::milliseconds(rec.expiry.count() - now_ms);
-    if (table.restore_lease(r)) ++j->stats_.restored_leases;
+  if (torn) {
+    j->stats_.torn_tail = true;
+    j->stats_.torn_tail_offset = journal.damage[0].offset;
+    j->stats_.torn_tail_bytes = journal.damage[0].bytes;
   }
-  for (const auto& [name, value] : st.counters) {
-    table.restore_counter(name, value);
-    ++j->stats_.restored_counters;
-  }
+  j->stats_.repaired_stretches = static_cast<std::size_t>(stretches);
+  j->reserved_ = floor;
+  table.raise_fencing_floor(floor);
+  // A damaged stretch may have held an extend: no restored lease ends
+  // before the last write to the files + its ttl (when such an extend could
+  // have ended it at the latest).
+  std::optional<std::int64_t> last_write_ms;
+  if (corrupt) last_write_ms = last_write_wall_ms(files);
+  j->restore(st, table, clock, last_write_ms);
   Status s = j->compact(table);
   if (!s) return s.error();
   return j;
+}
+
+void Journal::restore(const DurableState& st, core::LockTable& table,
+                      const core::Clock& clock,
+                      std::optional<std::int64_t> last_write_ms) {
+  // Newest first: if a lost release left two leases competing for one
+  // place, the later grant (the one its holder was told about last) wins.
+  std::vector<const core::LeaseRecord*> order;
+  order.reserve(st.leases.size());
+  for (const auto& [key, rec] : st.leases) order.push_back(&rec);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return a->fencing_token > b->fencing_token;
+  });
+  const std::int64_t now_ms = wall_now_ms();
+  const core::Instant now = clock.now();
+  for (const core::LeaseRecord* rec : order) {
+    core::LeaseRecord r = *rec;
+    std::int64_t expiry_ms = rec->expiry.count();
+    if (last_write_ms) {
+      const std::int64_t ttl_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(rec->ttl)
+              .count();
+      expiry_ms = std::max(expiry_ms, *last_write_ms + ttl_ms);
+    }
+    r.expiry = now + std::chrono::milliseconds(expiry_ms - now_ms);
+    Status s = table.restore_lease(r);
+    if (s) {
+      ++stats_.restored_leases;
+    } else {
+      spdlog::warn("lease of {} with fencing token {} not restored: {}", r.name,
+                   r.fencing_token, s.error().message());
+    }
+  }
+  for (const auto& [name, value] : st.counters) {
+    table.restore_counter(name, value);
+    ++stats_.restored_counters;
+  }
 }
 
 void Journal::append(std::string record) {
@@ -348,6 +350,13 @@ void Journal::append(std::string record) {
 }
 
 void Journal::lease_put(const core::LeaseRecord& lease) {
+  if (lease.fencing_token > reserved_) {
+    // Reserve a block of tokens before this one is handed out: the fence
+    // record goes first into the same buffer, so the fsync that makes the
+    // grant durable (and lets its reply out) covers it too.
+    reserved_ = saturating_add(lease.fencing_token, options_.fencing_block - 1);
+    append(encode_fence(reserved_));
+  }
   core::LeaseRecord r = lease;
   r.expiry = core::Instant(to_wall_ms(lease.expiry));
   append(encode_lease_put(r));
@@ -435,6 +444,10 @@ Status Journal::sync() {
   return {};
 }
 
+std::uint64_t Journal::fence_mark(const core::LockTable& table) const {
+  return std::max(reserved_, table.fencing_high_water());
+}
+
 Status Journal::maybe_compact(const core::LockTable& table) {
   if (failed_ || in_flight_) return {};
   double limit =
@@ -455,7 +468,9 @@ Status Journal::compact(const core::LockTable& table) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return errno_error("open " + tmp);
   constexpr std::size_t kChunk = 1 << 20;
-  std::string snap = encode_fence(table.fencing_high_water());
+  // The fence mark twice, first and last: losing one record never loses it.
+  const std::uint64_t mark = fence_mark(table);
+  std::string snap = encode_fence(mark);
   std::uint64_t total = 0;
   bool ok = true;
   auto spill = [&](bool force) {
@@ -475,6 +490,7 @@ Status Journal::compact(const core::LockTable& table) {
     snap += encode_counter(name, value);
     spill(false);
   }
+  snap += encode_fence(mark);
   spill(true);
   std::string().swap(snap);
   ok = ok && ::fsync(fd) == 0;

@@ -3,12 +3,20 @@
 // "Durability").
 //
 // Files in the data directory:
-//   snapshot  every live lease, every counter and the fencing high water,
-//             written to snapshot.tmp, fsynced and renamed over `snapshot`.
+//   snapshot  the fencing reservation, every live lease, every counter and
+//             the fencing reservation again; written to snapshot.tmp,
+//             fsynced and renamed over `snapshot`.
 //   journal   records appended after the snapshot.
 // Record framing (both files): u32 payload length, u32 CRC32C of the
-// payload, payload (u8 type + fields, little endian). Replay stops at the
-// first short or corrupt record: a torn tail is ignored.
+// payload, payload (u8 type + fields, little endian).
+// Reading back: a record that is not valid (short, bad CRC, malformed) is a
+// torn tail if no valid record follows it in the journal (normal after a
+// crash, ignored); otherwise, and anywhere in the snapshot, it is corruption
+// and open() refuses to start, touching no file, unless options.repair.
+// Fencing: before a lease record carries a token above the reserved mark,
+// a fence record reserving the next `fencing_block` tokens is appended (it
+// rides on the same group commit), so every issued token is covered by two
+// records; the restart floor is the highest mark or token read.
 // Lease expiries are stored as Unix wall-clock milliseconds and converted
 // to/from the table's steady clock, so leases come back with their remaining
 // time after a restart.
@@ -30,6 +38,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -48,15 +57,35 @@ struct JournalOptions {
   // snapshot size and compact_min_bytes.
   double compact_factor = 4.0;
   std::size_t compact_min_bytes = 1 << 20;
+  // Start even if a file is corrupt: keep copies of both files as
+  // <file>.corrupt-<UTC time>, restore every record that is still valid
+  // (resynchronising after each damaged stretch), log what was dropped, and
+  // raise the fencing floor one block per damaged stretch past the highest
+  // mark or token read. Without it a corrupt file makes open() fail.
+  bool repair = false;
+  // Fencing tokens reserved per fence record (>= 1). Every restart starts
+  // above the reserved mark, so tokens may jump by up to this much.
+  std::uint64_t fencing_block = 1024;
+};
+
+// A stretch of a file that did not read as valid records.
+struct Damage {
+  std::uint64_t offset = 0;  // where the first invalid record starts
+  std::uint64_t bytes = 0;   // skipped, up to the next valid record or the end
+  std::string what;          // why the record at `offset` is not valid
+  // Records lost: 1 when the damaged record's own length led exactly to the
+  // next valid record; 0 when unknown (at least one).
+  std::size_t records = 0;
+  bool at_end = false;  // no valid record follows (a torn tail, in a journal)
 };
 
 // The durable facts read back from disk (wall-clock expiries).
 struct DurableState {
   std::map<std::pair<std::string, OwnerToken>, core::LeaseRecord> leases;
   std::map<std::string, std::int64_t> counters;
+  // The highest fence mark or lease fencing token read.
   std::uint64_t fencing_high_water = 0;
   std::size_t records = 0;  // valid records read
-  bool torn_tail = false;   // a short or corrupt record was skipped
 };
 
 // CRC32C (Castagnoli).
@@ -67,9 +96,17 @@ std::uint32_t crc32c(const void* data, std::size_t size);
 std::string encode_lease_put(const core::LeaseRecord& lease_wall_ms);
 std::string encode_lease_del(std::string_view name, const OwnerToken& token);
 std::string encode_counter(std::string_view name, std::int64_t value);
-std::string encode_fence(std::uint64_t high_water);
-// Applies every valid record of `bytes` to `state`; returns bytes consumed.
-std::size_t replay_records(std::string_view bytes, DurableState* state);
+// "No fencing token above `mark` was handed out before the next fence
+// record": the reservation record (also the snapshot's high water).
+std::string encode_fence(std::uint64_t mark);
+// Applies every valid record of `bytes` to `state`, in order. At a record
+// that is not valid it resynchronises: searches forward, byte by byte, for
+// the next offset where a whole record with a valid CRC and a well-formed
+// payload starts, and goes on from there. Returns the damaged stretches in
+// file order (empty: the bytes are clean).
+std::vector<Damage> scan_records(std::string_view bytes, DurableState* state);
+// "offset 120: CRC32C mismatch ...; 2 valid records follow" (for messages).
+std::string describe_damage(const Damage& damage);
 
 // What one fdatasync of the sync thread achieved.
 struct SyncResult {
@@ -129,25 +166,36 @@ class Journal final : public core::ChangeSink {
     std::uint64_t snapshot_bytes = 0;
     std::chrono::microseconds last_sync{0}, max_sync{0}, total_sync{0};
     std::size_t restored_leases = 0, restored_counters = 0;
-    bool torn_tail = false;
+    bool torn_tail = false;  // a torn journal tail was ignored at open()
+    std::uint64_t torn_tail_offset = 0, torn_tail_bytes = 0;
+    std::size_t repaired_stretches = 0;  // damage dropped by repair at open()
   };
   const Stats& stats() const { return stats_; }
 
  private:
   Journal(JournalOptions options, const core::Clock& clock);
   Status compact(const core::LockTable& table);
+  // Puts what was read into `table` (newest lease first). With
+  // `last_write_ms` (repair) no lease ends before last_write_ms + its ttl.
+  void restore(const DurableState& st, core::LockTable& table,
+               const core::Clock& clock,
+               std::optional<std::int64_t> last_write_ms);
   void append(std::string record);
   void fail(std::string why);
   void record_sync(std::chrono::microseconds took);
   void wait_sync_idle();
   void sync_thread_main();
   std::int64_t to_wall_ms(core::Instant expiry) const;
+  std::uint64_t fence_mark(const core::LockTable& table) const;
 
   JournalOptions options_;
   const core::Clock& clock_;
   int fd_ = -1;
   std::string buffer_;
   std::uint64_t appended_ = 0, written_ = 0, durable_ = 0;
+  // Highest fencing token covered by a fence record appended so far (or by
+  // the floor read at open()).
+  std::uint64_t reserved_ = 0;
   bool in_flight_ = false;  // a start_sync() awaits its finish_sync()
   bool failed_ = false;
   std::string failure_;

@@ -73,16 +73,30 @@ Status Server::start() {
     jo.fsync = config_.fsync;
     jo.compact_factor = config_.compact_factor;
     jo.compact_min_bytes = config_.compact_min_bytes;
+    jo.repair = config_.repair;
     auto j = Journal::open(jo, table_, clock_);
     if (!j) return j.error();
     journal_ = std::move(*j);
     table_.set_change_sink(journal_.get());
     const auto& st = journal_->stats();
-    spdlog::info(
-        "restored {} leases, {} counters from {} (fencing high "
-        "water {}{})",
-        st.restored_leases, st.restored_counters, config_.data_dir,
-        table_.fencing_high_water(), st.torn_tail ? ", torn tail ignored" : "");
+    std::string torn;
+    if (st.torn_tail) {
+      torn = ", torn tail of " + std::to_string(st.torn_tail_bytes) +
+             " bytes at offset " + std::to_string(st.torn_tail_offset) +
+             " ignored";
+    }
+    if (st.repaired_stretches > 0) {
+      spdlog::warn(
+          "repair: restored {} leases, {} counters from {} (fencing high "
+          "water {}) after dropping {} damaged stretch(es)",
+          st.restored_leases, st.restored_counters, config_.data_dir,
+          table_.fencing_high_water(), st.repaired_stretches);
+    } else {
+      spdlog::info(
+          "restored {} leases, {} counters from {} (fencing high water {}{})",
+          st.restored_leases, st.restored_counters, config_.data_dir,
+          table_.fencing_high_water(), torn);
+    }
   } else {
     spdlog::warn("no data_dir: leases are not persisted");
   }

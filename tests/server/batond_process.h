@@ -45,6 +45,13 @@ class BatondProcess {
 
   // Starts batond (on `port_` again after a restart, else a free port).
   void start() {
+    if (!try_start()) {
+      throw std::runtime_error("batond did not start: " + startup_output_);
+    }
+  }
+  // Like start(), but returns false if batond exited instead of becoming
+  // ready (exit_status() and startup_output() then tell how).
+  bool try_start() {
     int out[2];
     if (::pipe(out) != 0) throw std::runtime_error("pipe");
     std::vector<std::string> args = {
@@ -80,20 +87,42 @@ class BatondProcess {
       ::_exit(127);
     }
     ::close(out[1]);
+    // Log lines (spdlog writes to stdout) may come before the ready line.
+    startup_output_.clear();
     std::string line;
     char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    bool ready = false;
+    while (::read(out[0], &c, 1) == 1) {
+      if (c != '\n') {
+        line += c;
+      } else if (line.rfind("batond ready ", 0) == 0) {
+        ready = true;
+        break;
+      } else {
+        startup_output_ += line + "\n";
+        line.clear();
+      }
+    }
     ::close(out[0]);
     auto at = line.find("port=");
-    if (at == std::string::npos) {
+    if (!ready || at == std::string::npos) {
+      startup_output_ += line;
       stop();
-      throw std::runtime_error("batond did not start: " + line);
+      return false;
     }
     port_ = static_cast<std::uint16_t>(std::stoi(line.substr(at + 5)));
+    return true;
   }
   void kill9() { signal_and_wait(SIGKILL); }
   void stop() { signal_and_wait(SIGTERM); }
 
+  // The flags the next start() appends (after BATOND_TEST_ARGS).
+  void set_extra(std::vector<std::string> extra) { extra_ = std::move(extra); }
+  // What the last start printed before its ready line (or before it
+  // exited): log lines at the --log-level given (warn unless overridden).
+  const std::string& startup_output() const { return startup_output_; }
+  // waitpid() status of the last process stopped (or that exited).
+  int exit_status() const { return status_; }
   std::uint16_t port() const { return port_; }
   const std::string& dir() const { return dir_; }
   std::string url() const {
@@ -104,14 +133,16 @@ class BatondProcess {
   void signal_and_wait(int sig) {
     if (pid_ <= 0) return;
     ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
+    status_ = 0;
+    ::waitpid(pid_, &status_, 0);
     pid_ = -1;
   }
   std::vector<std::string> extra_;
   std::string dir_;
   bool owns_dir_ = false;
   pid_t pid_ = -1;
+  int status_ = 0;
+  std::string startup_output_;
   std::uint16_t port_ = 0;
 };
 
