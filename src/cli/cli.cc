@@ -56,8 +56,9 @@ Result<milliseconds> parse_duration_flag(std::string_view flag,
   }
   auto d = core::parse_duration(text);
   if (!d) {
-    return Error(Errc::invalid_argument,
-                 std::string(flag) + ": " + d.error().message());
+    std::string message = std::string(flag) + ": " + d.error().message();
+    if (allow_forever) message += "; or \"forever\" to wait without end";
+    return Error(Errc::invalid_argument, std::move(message));
   }
   return *d;
 }
