@@ -165,9 +165,13 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     return spawn_exit;
   }
   if (!outcome->started) {
-    report(Errc::lock_lost, "leadership of " + flags.group +
-                                " lost before the command started (" +
-                                lost.reason() + ")");
+    report(Errc::lock_lost,
+           "leadership of " + flags.group +
+               " lost before the command started (" +
+               (lost.reason().empty() ? std::string("its local safe deadline "
+                                                    "passed")
+                                      : lost.reason()) +
+               ")");
     exit_now(kExitLeaseLost);
   }
   if (outcome->stopped) exit_now(kExitLeaseLost);

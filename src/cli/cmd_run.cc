@@ -175,9 +175,12 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     return spawn_exit;
   }
   if (!outcome->started) {
-    report(Errc::lock_lost, "lease on " + flags.lock +
-                                " lost before the command started (" +
-                                lost.reason() + ")");
+    report(Errc::lock_lost,
+           "lease on " + flags.lock + " lost before the command started (" +
+               (lost.reason().empty() ? std::string("its local safe deadline "
+                                                    "passed")
+                                      : lost.reason()) +
+               ")");
     exit_now(kExitLeaseLost);
   }
   if (outcome->stopped) {
