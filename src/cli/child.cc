@@ -1,4 +1,4 @@
-// cli/child.cc — the guard process, the deadline rule and signal forwarding
+// cli/child.cc — the deadline rule, signal forwarding and the terminal
 // for `baton run` / `baton elect` (see child.h for the design).
 #include "cli/child.h"
 
@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -20,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/guard.h"
 #include "core/duration.h"
 
 extern char** environ;
@@ -32,181 +32,13 @@ using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
-constexpr std::array<int, 4> kForwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-// The guard's parent-death signal: catchable, so that the guard can kill
-// the command's whole group before it goes.
-constexpr int kDeathSignal = SIGUSR1;
-// Dispositions the command gets back to default: baton forwards or ignores
-// (SIGPIPE) these, the guard uses SIGUSR1 and SIGCHLD. (SIGTTOU too when
-// the terminal is handed over.)
-constexpr std::array<int, 7> kResetInCommand = {
-    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGCHLD};
-// Exit status of a guard or command whose parent died before it could
-// arm PR_SET_PDEATHSIG (nobody reads it).
-constexpr int kOrphaned = 1;
+constexpr const std::array<int, 4>& kForwarded = kForwardedSignals;
 // SIGKILL goes this long before the safe deadline, so that the command is
 // gone (not only signalled) by it.
 constexpr milliseconds kKillLead{10};
 // When only a stop flag (no StopNotice) can say "lost", it is read this
 // often.
 constexpr milliseconds kFlagPoll{20};
-
-// fork(2) without the atfork handlers: the guard and the command are
-// forked from a multithreaded process and only make raw system calls.
-pid_t raw_fork() {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
-  return _Fork();
-#else
-  return fork();
-#endif
-}
-
-// ---------------------------------------------------------------------------
-// Guard -> baton messages (one write each, < PIPE_BUF: atomic).
-
-enum MessageKind : int {
-  kStarted = 1,  // a = command pid (= its process group), b = exec errno
-  kExited = 2,   // a = the command's wait status
-};
-struct Message {
-  int kind = 0;
-  int a = 0;
-  int b = 0;
-};
-
-void send_message(int fd, int kind, int a, int b) {
-  Message m;
-  m.kind = kind;
-  m.a = a;
-  m.b = b;
-  while (write(fd, &m, sizeof m) < 0 && errno == EINTR) {
-  }
-}
-
-// 1: a message, 0: end of file (the guard is gone), -1: error.
-int read_message(int fd, Message* m) {
-  for (;;) {
-    ssize_t n = read(fd, m, sizeof *m);
-    if (n == static_cast<ssize_t>(sizeof *m)) return 1;
-    if (n == 0) return 0;
-    if (n < 0 && errno == EINTR) continue;
-    return -1;
-  }
-}
-
-// Everything the guard and the command need, prepared before the fork:
-// after it, only async-signal-safe calls are made (no allocation).
-struct SpawnPlan {
-  const char* path = nullptr;  // resolved argv[0]
-  char* const* argv = nullptr;
-  char* const* sh_argv = nullptr;  // "/bin/sh path args..." for ENOEXEC
-  char* const* envp = nullptr;
-  pid_t baton_pid = 0;
-  int report_fd = -1;  // write end of the guard -> baton pipe
-  int tty_fd = -1;     // >= 0: hand the terminal to the command's group
-  sigset_t empty;
-};
-
-void ignore_signal_handler(int) {}
-
-void set_disposition(int sig, void (*handler)(int)) {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = handler;
-  sigemptyset(&sa.sa_mask);
-  sigaction(sig, &sa, nullptr);
-}
-
-[[noreturn]] void command_main(const SpawnPlan& plan, int exec_fd,
-                               pid_t guard) {
-  setpgid(0, 0);
-  // SIGTTOU is ignored (inherited from baton), so a background group may
-  // take the terminal.
-  if (plan.tty_fd >= 0) {
-    tcsetpgrp(plan.tty_fd, getpid());
-    set_disposition(SIGTTOU, SIG_DFL);
-  }
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != guard) _exit(kOrphaned);
-  for (int sig : kResetInCommand) set_disposition(sig, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &plan.empty, nullptr);
-  execve(plan.path, plan.argv, plan.envp);
-  int err = errno;
-  if (err == ENOEXEC) {
-    // As execvp(3): a script without "#!" runs under /bin/sh.
-    execve("/bin/sh", plan.sh_argv, plan.envp);
-  }
-  while (write(exec_fd, &err, sizeof err) < 0 && errno == EINTR) {
-  }
-  _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
-}
-
-// The guard: forks the command into its own process group, relays its
-// status, and SIGKILLs the group when baton dies or the command exits.
-[[noreturn]] void guard_main(const SpawnPlan& plan) {
-  for (int sig : kForwarded) set_disposition(sig, SIG_IGN);
-  set_disposition(SIGCHLD, ignore_signal_handler);
-  set_disposition(kDeathSignal, ignore_signal_handler);
-  sigset_t block;
-  sigemptyset(&block);
-  sigaddset(&block, SIGCHLD);
-  sigaddset(&block, kDeathSignal);
-  sigprocmask(SIG_BLOCK, &block, nullptr);
-  prctl(PR_SET_PDEATHSIG, kDeathSignal);
-  // baton may have died before prctl: then nobody would ever signal us.
-  if (getppid() != plan.baton_pid) _exit(kOrphaned);
-
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    send_message(plan.report_fd, kStarted, 0, errno);
-    _exit(126);
-  }
-  const pid_t self = getpid();
-  const pid_t command = raw_fork();
-  if (command == 0) {
-    close(exec_pipe[0]);
-    command_main(plan, exec_pipe[1], self);
-  }
-  if (command < 0) {
-    send_message(plan.report_fd, kStarted, 0, errno);
-    _exit(126);
-  }
-  setpgid(command, command);  // as the command does: whichever runs first
-  close(exec_pipe[1]);
-  int exec_errno = 0;
-  for (;;) {
-    ssize_t n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
-    break;
-  }
-  close(exec_pipe[0]);
-  send_message(plan.report_fd, kStarted, command, exec_errno);
-
-  int status = 0;
-  for (;;) {
-    siginfo_t info;
-    std::memset(&info, 0, sizeof info);
-    if (waitid(P_PID, command, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == command) {
-      // Exited, not yet reaped: its pid still names the group, so this
-      // reaches only what it left behind there.
-      kill(-command, SIGKILL);
-      while (waitpid(command, &status, 0) < 0 && errno == EINTR) {
-      }
-      send_message(plan.report_fd, kExited, status, 0);
-      _exit(0);
-    }
-    if (getppid() != plan.baton_pid) {
-      // baton is gone: nobody renews the lease any more.
-      kill(-command, SIGKILL);
-      while (waitpid(command, &status, 0) < 0 && errno == EINTR) {
-      }
-      _exit(kOrphaned);
-    }
-    sigsuspend(&plan.empty);
-  }
-}
 
 // ---------------------------------------------------------------------------
 // Signal forwarding to the command's process group.
