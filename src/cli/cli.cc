@@ -1,9 +1,16 @@
 // cli/cli.cc — shared helpers of the `baton` command-line tool.
 #include "cli/cli.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/duration.h"
 #include "core/validate.h"
@@ -36,9 +43,53 @@ int report(Errc code, std::string_view message) {
   return exit_code_for(code);
 }
 
+namespace {
+
+// What report() knows about the store calls of the running command (set
+// by StoreDeadline; main thread only).
+struct CallContext {
+  bool active = false;
+  std::chrono::steady_clock::time_point start;
+  milliseconds wait{0};
+  milliseconds timeout{0};
+  std::string store;  // describe_store()
+};
+CallContext g_call_context;
+
+std::string no_answer(const std::string& store, milliseconds timeout,
+                      milliseconds wait) {
+  std::string m = "no answer from " + store + " within " +
+                  core::format_duration(timeout) + " (--timeout)";
+  if (wait > milliseconds::zero()) {
+    m += " after the " + core::format_duration(wait) + " wait";
+  }
+  return m;
+}
+
+// An `unavailable` message that says which store, and, when the call ran
+// out of time, that it did.
+std::string unavailable_message(const std::string& message) {
+  const CallContext& c = g_call_context;
+  if (!c.active) return message;
+  const auto elapsed = std::chrono::steady_clock::now() - c.start;
+  if (c.wait != milliseconds::max() &&
+      elapsed >= c.wait + c.timeout - c.timeout / 10) {
+    return no_answer(c.store, c.timeout, c.wait) + ": " + message;
+  }
+  const std::size_t at = c.store.find(" at ");
+  const std::string address =
+      at == std::string::npos ? c.store : c.store.substr(at + 4);
+  if (message.find(address) != std::string::npos) return message;
+  return message + " (" + c.store + ")";
+}
+
+}  // namespace
+
 int report(const Error& error) {
-  int rc = report(error.code(), error.message());
-  if (error.code() == Errc::not_acquired) {
+  int rc = report(error.code(), error.code() == Errc::unavailable
+                                    ? unavailable_message(error.message())
+                                    : error.message());
+  if (error.code() == Errc::not_acquired || error.code() == Errc::timeout) {
     for (const HolderInfo& h : error.holders()) {
       std::cerr << "  held by " << (h.label.empty() ? "?" : h.label)
                 << " (fencing " << h.fencing_token << ", "
@@ -46,6 +97,14 @@ int report(const Error& error) {
     }
   }
   return rc;
+}
+
+int report_cannot_run(const Error& error, int exit_code) {
+  if (exit_code != kExitCannotExec && exit_code != kExitNotFound) {
+    return report(error);
+  }
+  std::cerr << "baton: " << error.message() << '\n';
+  return exit_code;
 }
 
 Result<milliseconds> parse_duration_flag(std::string_view flag,
@@ -56,8 +115,9 @@ Result<milliseconds> parse_duration_flag(std::string_view flag,
   }
   auto d = core::parse_duration(text);
   if (!d) {
-    return Error(Errc::invalid_argument,
-                 std::string(flag) + ": " + d.error().message());
+    std::string message = std::string(flag) + ": " + d.error().message();
+    if (allow_forever) message += "; or \"forever\" to wait without end";
+    return Error(Errc::invalid_argument, std::move(message));
   }
   return *d;
 }
@@ -80,11 +140,112 @@ Result<LockFlags> parse_lock_flags(const Globals& globals,
   return LockFlags{*ttl, *wait};
 }
 
+Error with_holders_of(const Client& client, std::string_view lock,
+                      Error error) {
+  if (error.code() != Errc::timeout || !error.holders().empty()) return error;
+  auto info = client.describe(lock);
+  if (info && !info->holders.empty()) {
+    std::move(error).with_holders(info->holders);
+  }
+  return error;
+}
+
 Result<Client> open_client(const Globals& globals) {
   ClientOptions options;
   options.label = globals.label;
+  options.request_timeout = globals.timeout;
   if (globals.retry_interval) options.retry_interval = *globals.retry_interval;
   return Client::open(globals.store, options);
+}
+
+std::string describe_store(std::string_view url) {
+  const std::size_t colon = url.find(':');
+  const std::string scheme(url.substr(0, colon));
+  if (colon == std::string_view::npos) return "the store " + scheme;
+  if (url.substr(colon).rfind("://", 0) != 0)
+    return "the " + scheme + ": store";
+  std::string_view rest = url.substr(colon + 3);
+  rest = rest.substr(0, std::min(rest.find('/'), rest.find('?')));
+  if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    rest.remove_prefix(at + 1);  // user:password@
+  }
+  std::string name = scheme;
+  if (scheme == "baton") name = "batond";
+  if (scheme == "postgres" || scheme == "postgresql") name = "PostgreSQL";
+  if (scheme == "redis") name = "Redis";
+  if (scheme == "redlock") name = "the Redlock servers";
+  if (rest.empty()) return name;
+  return name + " at " + std::string(rest);
+}
+
+struct StoreDeadline::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+StoreDeadline::StoreDeadline(const Globals& globals, milliseconds wait,
+                             std::string what_then, int exit_code) {
+  const auto now = std::chrono::steady_clock::now();
+  const std::string store = describe_store(globals.store);
+  g_call_context = CallContext{true, now, wait, globals.timeout, store};
+  if (wait == milliseconds::max()) return;
+  state_ = std::make_shared<State>();
+  const auto until = now + wait + globals.timeout + kStoreDeadlineSlack;
+  std::string message =
+      "baton: unavailable: " + no_answer(store, globals.timeout, wait);
+  if (!what_then.empty()) message += "; " + what_then;
+  message += '\n';
+  std::thread([state = state_, until, message, exit_code] {
+    std::unique_lock<std::mutex> lk(state->mu);
+    if (state->cv.wait_until(lk, until, [&] { return state->done; })) return;
+    // write(2): the main thread may be stuck anywhere, even in iostream.
+    ssize_t ignored = write(STDERR_FILENO, message.data(), message.size());
+    (void)ignored;
+    std::_Exit(exit_code);
+  }).detach();
+}
+
+StoreDeadline::~StoreDeadline() {
+  g_call_context.active = false;
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->done = true;
+  }
+  state_->cv.notify_all();
+}
+
+void exit_now(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+Result<milliseconds> parse_grace(std::string_view text, milliseconds ttl,
+                                 milliseconds renew_interval) {
+  const milliseconds room = ttl - renew_interval;
+  if (text == "auto") {
+    return std::max(milliseconds::zero(),
+                    std::min({milliseconds(10'000), ttl / 3, room / 2}));
+  }
+  auto grace = parse_duration_flag("--grace", text, false);
+  if (!grace) return grace.error();
+  if (*grace >= room) {
+    return Error(
+        Errc::invalid_argument,
+        "--grace " + core::format_duration(*grace) +
+            " leaves no room for renewals with --ttl " +
+            core::format_duration(ttl) + " (renewed every " +
+            core::format_duration(renew_interval) +
+            "): the command gets SIGTERM at the lease's safe deadline minus "
+            "the grace, so the grace must be shorter than " +
+            core::format_duration(room) +
+            " (TTL - renew interval); use a longer --ttl or a shorter "
+            "--grace (\"auto\" = min(10s, TTL/3))");
+  }
+  return *grace;
 }
 
 std::string format_wait(milliseconds d) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +52,10 @@ struct Globals {
   // RetryInterval from the config file (cli/config.h): the client's retry
   // pause; unset = the library default.
   std::optional<std::chrono::milliseconds> retry_interval;
+  // --timeout / Timeout: ClientOptions::request_timeout, and the bound of
+  // every command's store calls (StoreDeadline).
+  std::string timeout_text = "5s";
+  std::chrono::milliseconds timeout{5'000};
 };
 
 // One subcommand: its CLI11 node and the action to run once parsed.
@@ -74,11 +79,16 @@ Command add_bench_command(CLI::App& app, const Globals& globals);
 int exit_code_for(Errc code) noexcept;
 
 // Prints "baton: <errc>: <message>" (and who holds the lock, for
-// not_acquired) to stderr; returns exit_code_for(error.code()).
+// not_acquired and timeout) to stderr; returns exit_code_for(error.code()).
 int report(const Error& error);
 // Prints "baton: <errc>: <message>" for a CLI-level problem; returns the
 // exit code for `code`.
 int report(Errc code, std::string_view message);
+// run / elect: the command could not be started. With exit_code 126 or
+// 127 prints "baton: cannot run "<cmd>": <reason>" (no error code: the
+// exit status is the shell's, not one of baton's) and returns exit_code;
+// otherwise report(error).
+int report_cannot_run(const Error& error, int exit_code);
 
 // Parses a duration flag ("500ms", "30s", "2m"). `allow_forever` accepts
 // "forever" (and "inf") as milliseconds::max(). The error names the flag.
@@ -98,8 +108,52 @@ Result<LockFlags> parse_lock_flags(const Globals& globals,
                                    std::string_view wait_text,
                                    std::uint32_t capacity);
 
-// Opens the store named by --store with --label.
+// A `timeout` of a blocking acquire of `lock`, with the lock's current
+// holders attached (asked with describe(); unchanged if that fails), so
+// that the report names who kept the lock.
+Error with_holders_of(const Client& client, std::string_view lock, Error error);
+
+// Opens the store named by --store with --label and --timeout.
 Result<Client> open_client(const Globals& globals);
+
+// The store of a URL, for messages: "batond at 127.0.0.1:7420",
+// "PostgreSQL at db:5432", "the memory: store". Never shows a password.
+std::string describe_store(std::string_view url);
+
+// The CLI's bound on store calls: "every command ends within wait +
+// timeout". While a StoreDeadline lives, a background thread waits; if it
+// is still alive `wait + timeout + kStoreDeadlineSlack` after construction,
+// it prints "baton: unavailable: no answer from <store> within <timeout>"
+// (and `what_then`, if any) and ends the process at once with `exit_code`.
+// The client library bounds each call by the same timeout and normally
+// answers first; this is the backstop. wait = milliseconds::max(): none.
+inline constexpr std::chrono::milliseconds kStoreDeadlineSlack{500};
+class StoreDeadline {
+ public:
+  StoreDeadline(const Globals& globals, std::chrono::milliseconds wait,
+                std::string what_then = "", int exit_code = kExitUnavailable);
+  ~StoreDeadline();
+  StoreDeadline(const StoreDeadline&) = delete;
+  StoreDeadline& operator=(const StoreDeadline&) = delete;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Flushes stdout and stderr and ends the process now, without running
+// destructors: after a lease is lost nothing may wait for a store that
+// does not answer (the keeper's release, the elector's thread).
+[[noreturn]] void exit_now(int code);
+
+// --grace of run / elect: "auto" = min(10s, TTL/3, (TTL - renew)/2), or a
+// duration that leaves room for renewals: grace < TTL - renew interval
+// (the command gets SIGTERM at the safe deadline minus grace, and the
+// deadline only moves when a renewal succeeds).
+Result<std::chrono::milliseconds> parse_grace(
+    std::string_view text, std::chrono::milliseconds ttl,
+    std::chrono::milliseconds renew_interval);
 
 // "30s", "1500ms", "forever".
 std::string format_wait(std::chrono::milliseconds d);

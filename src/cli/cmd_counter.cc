@@ -30,6 +30,7 @@ int do_counter(const Globals& globals, const CounterFlags& flags, Op op) {
     return report(Errc::invalid_argument,
                   "take: n must be at least 1, got " + std::to_string(flags.n));
   }
+  StoreDeadline bound(globals, std::chrono::milliseconds::zero());
   auto client = open_client(globals);
   if (!client) return report(client.error());
   Counter counter = client->counter(flags.name);

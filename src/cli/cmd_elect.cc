@@ -8,7 +8,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +29,7 @@ struct ElectFlags {
   std::vector<std::string> command;
   std::string ttl = "15s";
   std::string retry_interval = "0";
-  std::string grace = "10s";
+  std::string grace = "auto";
 };
 
 // How long to wait for campaign() to return after resign() on a signal.
@@ -49,8 +49,6 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   auto retry =
       parse_duration_flag("--retry-interval", flags.retry_interval, false);
   if (!retry) return report(retry.error());
-  auto grace = parse_duration_flag("--grace", flags.grace, false);
-  if (!grace) return report(grace.error());
   for (Status s :
        {core::validate_name(flags.group, "group name"),
         core::validate_ttl(*ttl), core::validate_label(globals.label)}) {
@@ -62,14 +60,21 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
                                               " must be shorter than --ttl " +
                                               core::format_duration(*ttl));
   }
+  const milliseconds renew_interval = *retry > milliseconds::zero()
+                                          ? *retry
+                                          : std::max(milliseconds(1), *ttl / 3);
+  auto grace = parse_grace(flags.grace, *ttl, renew_interval);
+  if (!grace) return report(grace.error());
+  int not_runnable = 0;
+  auto path = resolve_command(command[0], &not_runnable);
+  if (!path) return report_cannot_run(path.error(), not_runnable);
 
   auto client = open_client(globals);
   if (!client) return report(client.error());
   const std::string label =
       globals.label.empty() ? client->label() : globals.label;
 
-  std::mutex mu;
-  std::string lost_reason;
+  StopNotice lost;
   ElectorOptions options;
   options.ttl = *ttl;
   options.retry_interval = *retry;
@@ -79,27 +84,28 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     std::cerr << "baton: leader of " << flags.group << " is now "
               << (leader.empty() ? "(none)" : leader) << '\n';
   };
-  options.on_lost = [&](const Error& e) {
-    std::lock_guard<std::mutex> guard(mu);
-    lost_reason = e.to_string();
-  };
-  Elector elector(*client, flags.group, options);
+  options.on_lost = [&lost](const Error& e) { lost.notify(e.to_string()); };
+  // In an optional so that it can be destroyed under a StoreDeadline.
+  std::optional<Elector> elector;
+  elector.emplace(*client, flags.group, options);
 
   std::cerr << "baton: campaigning for " << flags.group << " as " << label
             << '\n';
   {
     SignalLatch latch;
     auto campaign = std::async(std::launch::async,
-                               [&elector] { return elector.campaign(); });
+                               [&elector] { return elector->campaign(); });
     while (campaign.wait_for(milliseconds(100)) != std::future_status::ready) {
       if (int sig = latch.signal(); sig != 0) {
-        (void)elector.resign();
+        (void)elector->resign();
         if (campaign.wait_for(kResignWait) != std::future_status::ready) {
           std::cerr << "baton: campaign did not stop after resign; exiting\n";
           std::_Exit(128 + sig);
         }
         (void)campaign.get();
-        (void)elector.resign();
+        StoreDeadline bound(globals, milliseconds::zero(), "", 128 + sig);
+        (void)elector->resign();
+        elector.reset();
         return 128 + sig;
       }
     }
@@ -107,13 +113,14 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     if (!won) return report(won.error());
   }
 
-  auto lease = elector.lease();
+  auto lease = elector->lease();
   std::uint64_t fencing = lease ? lease->fencing_token : 0;
   std::cerr << "baton: elected leader of " << flags.group << " (fencing "
             << fencing << ")\n";
 
   SuperviseOptions supervise_options;
   supervise_options.argv = command;
+  supervise_options.path = *path;
   supervise_options.env = {
       {"BATON_LOCK", flags.group},
       {"BATON_FENCING_TOKEN", std::to_string(fencing)},
@@ -124,29 +131,51 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     supervise_options.env.emplace_back("BATON_OWNER_TOKEN",
                                        lease->token.to_string());
   }
-  supervise_options.stop = &elector.cancelled();
-  supervise_options.grace = *grace;
-  supervise_options.on_stop = [&] {
-    std::string reason;
-    {
-      std::lock_guard<std::mutex> guard(mu);
-      reason = lost_reason.empty() ? "renewal failed" : lost_reason;
+  // The term's local safe deadline; the elector drops the lease when the
+  // term ends, so the last one seen is kept. (Elector::safe_deadline()
+  // will say the same.)
+  SteadyTime last_deadline = lease ? lease->local_deadline : SteadyTime{};
+  supervise_options.deadline = [&] {
+    if (auto current = elector->lease()) {
+      last_deadline = current->local_deadline;
     }
+    return last_deadline;
+  };
+  supervise_options.notice = &lost;
+  supervise_options.stop = &elector->cancelled();
+  supervise_options.grace = *grace;
+  supervise_options.on_stop = [&](const StopEvent& event) {
     report(Errc::lock_lost,
-           "leadership of " + flags.group + " lost (" + reason +
-               "); stopping the command (SIGTERM, then SIGKILL after " +
-               core::format_duration(*grace) + ")");
+           describe_stop("leadership of " + flags.group, event, *grace));
   };
 
+  auto resign_bounded = [&](int exit_code) {
+    StoreDeadline bound(globals, milliseconds::zero(),
+                        "leadership of " + flags.group +
+                            " was not resigned; it ends by its TTL",
+                        exit_code);
+    (void)elector->resign();
+    elector.reset();
+  };
   int spawn_exit = 0;
   auto outcome = supervise(supervise_options, &spawn_exit);
   if (!outcome) {
-    report(outcome.error());
-    (void)elector.resign();
+    report_cannot_run(outcome.error(), spawn_exit);
+    resign_bounded(spawn_exit);
     return spawn_exit;
   }
-  if (outcome->stopped) return kExitLeaseLost;
-  (void)elector.resign();
+  if (!outcome->started) {
+    report(Errc::lock_lost,
+           "leadership of " + flags.group +
+               " lost before the command started (" +
+               (lost.reason().empty() ? std::string("its local safe deadline "
+                                                    "passed")
+                                      : lost.reason()) +
+               ")");
+    exit_now(kExitLeaseLost);
+  }
+  if (outcome->stopped) exit_now(kExitLeaseLost);
+  resign_bounded(outcome->exit_code);
   return outcome->exit_code;
 }
 
@@ -169,7 +198,9 @@ Command add_elect_command(CLI::App& app, const Globals& globals,
                   "Renew / re-check interval (0 = TTL/3)")
       ->capture_default_str();
   sub->add_option("--grace", flags->grace,
-                  "After leadership is lost: time between SIGTERM and SIGKILL")
+                  "SIGTERM this long before the term's safe deadline if no "
+                  "renewal succeeded; SIGKILL at the deadline. auto = "
+                  "min(10s, TTL/3, (TTL - retry interval)/2)")
       ->capture_default_str();
   return {sub, [flags, &globals, &trailing] {
             return run_elected(globals, *flags, trailing);

@@ -61,6 +61,7 @@ int do_acquire(const Globals& globals, const LeaseFlags& flags) {
   auto parsed = parse_lock_flags(globals, flags.lock, flags.ttl, flags.wait,
                                  flags.capacity);
   if (!parsed) return report(parsed.error());
+  StoreDeadline bound(globals, parsed->wait);
   auto client = open_client(globals);
   if (!client) return report(client.error());
   AcquireOptions options;
@@ -71,7 +72,8 @@ int do_acquire(const Globals& globals, const LeaseFlags& flags) {
   auto lease = parsed->wait == milliseconds::zero()
                    ? client->try_acquire(flags.lock, options)
                    : client->acquire(flags.lock, parsed->wait, options);
-  if (!lease) return report(lease.error());
+  if (!lease)
+    return report(with_holders_of(*client, flags.lock, lease.error()));
   print_lease(*lease, flags.json);
   return kExitOk;
 }
@@ -82,6 +84,7 @@ int do_extend(const Globals& globals, const LeaseFlags& flags) {
   if (Status s = core::validate_ttl(*ttl); !s) return report(s.error());
   auto lease = lease_from_flags(flags);
   if (!lease) return report(lease.error());
+  StoreDeadline bound(globals, milliseconds::zero());
   auto client = open_client(globals);
   if (!client) return report(client.error());
   auto extended = client->extend(*lease, *ttl);
@@ -93,6 +96,7 @@ int do_extend(const Globals& globals, const LeaseFlags& flags) {
 int do_release(const Globals& globals, const LeaseFlags& flags) {
   auto lease = lease_from_flags(flags);
   if (!lease) return report(lease.error());
+  StoreDeadline bound(globals, milliseconds::zero());
   auto client = open_client(globals);
   if (!client) return report(client.error());
   auto released = client->release(*lease);

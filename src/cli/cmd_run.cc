@@ -7,7 +7,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +29,7 @@ struct RunFlags {
   std::string ttl = "30s";
   std::string wait = "0";
   std::uint32_t capacity = 1;
-  std::string grace = "10s";
+  std::string grace = "auto";
 };
 
 // "3rd in line for X (waited 12s), held by Y (18s left)".
@@ -105,9 +105,18 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   auto parsed = parse_lock_flags(globals, flags.lock, flags.ttl, flags.wait,
                                  flags.capacity);
   if (!parsed) return report(parsed.error());
-  auto grace = parse_duration_flag("--grace", flags.grace, false);
+  // The keeper renews every TTL/3 (KeeperOptions::renew_interval = 0).
+  const milliseconds renew_interval =
+      std::max(milliseconds(1), parsed->ttl / 3);
+  auto grace = parse_grace(flags.grace, parsed->ttl, renew_interval);
   if (!grace) return report(grace.error());
+  // Found before the lock is taken: a typo costs no lease.
+  int not_runnable = 0;
+  auto path = resolve_command(command[0], &not_runnable);
+  if (!path) return report_cannot_run(path.error(), not_runnable);
 
+  std::optional<StoreDeadline> bound;
+  bound.emplace(globals, parsed->wait);
   auto client = open_client(globals);
   if (!client) return report(client.error());
   const std::string label =
@@ -119,26 +128,24 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   acquire_options.label = globals.label;
   acquire_options.token = OwnerToken::random();
 
-  // Declared before the keeper: its on_lost callback writes them.
-  std::atomic<bool> lost{false};
-  std::mutex lost_mu;
-  std::string lost_reason;
+  // Declared before the keeper: its on_lost callback uses it.
+  StopNotice lost;
   KeeperOptions keeper_options;
-  keeper_options.on_lost = [&](const Error& e) {
-    {
-      std::lock_guard<std::mutex> guard(lost_mu);
-      lost_reason = e.to_string();
-    }
-    lost.store(true);
+  keeper_options.on_lost = [&lost](const Error& e) {
+    lost.notify(e.to_string());
   };
 
   auto keeper = acquire_with_progress(*client, flags.lock, parsed->wait,
                                       acquire_options, keeper_options, label);
-  if (!keeper) return report(keeper.error());
+  if (!keeper) {
+    return report(with_holders_of(*client, flags.lock, keeper.error()));
+  }
+  bound.reset();
 
   Lease lease = keeper->lease();
   SuperviseOptions supervise_options;
   supervise_options.argv = command;
+  supervise_options.path = *path;
   supervise_options.env = {
       {"BATON_LOCK", flags.lock},
       {"BATON_FENCING_TOKEN", std::to_string(lease.fencing_token)},
@@ -146,29 +153,48 @@ int run_locked(const Globals& globals, const RunFlags& flags,
       {"BATON_OWNER_TOKEN", lease.token.to_string()},
       {"BATON_STORE", globals.store},
   };
-  supervise_options.stop = &lost;
+  const LeaseKeeper& held = *keeper;
+  supervise_options.deadline = [&held] { return held.safe_deadline(); };
+  supervise_options.notice = &lost;
+  supervise_options.stop = &keeper->cancelled();
   supervise_options.grace = *grace;
-  supervise_options.on_stop = [&] {
-    std::string reason;
-    {
-      std::lock_guard<std::mutex> guard(lost_mu);
-      reason = lost_reason;
-    }
+  supervise_options.on_stop = [&](const StopEvent& event) {
     report(Errc::lock_lost,
-           "lease on " + flags.lock + " lost (" + reason +
-               "); stopping the command (SIGTERM, then SIGKILL after " +
-               core::format_duration(*grace) + ")");
+           describe_stop("lease on " + flags.lock, event, *grace));
   };
 
   int spawn_exit = 0;
   auto outcome = supervise(supervise_options, &spawn_exit);
   if (!outcome) {
-    report(outcome.error());
+    report_cannot_run(outcome.error(), spawn_exit);
+    StoreDeadline release_bound(globals, milliseconds::zero(),
+                                "the lease on " + flags.lock +
+                                    " was not released; it expires by its TTL",
+                                spawn_exit);
     (void)keeper->release();
     return spawn_exit;
   }
-  if (outcome->stopped) return kExitLeaseLost;
-  (void)keeper->release();
+  if (!outcome->started) {
+    report(Errc::lock_lost,
+           "lease on " + flags.lock + " lost before the command started (" +
+               (lost.reason().empty() ? std::string("its local safe deadline "
+                                                    "passed")
+                                      : lost.reason()) +
+               ")");
+    exit_now(kExitLeaseLost);
+  }
+  if (outcome->stopped) {
+    // Lost, or about to be: never wait for the store now (its renewal
+    // call may hang); the lease expires by its TTL if it is still there.
+    exit_now(kExitLeaseLost);
+  }
+  {
+    StoreDeadline release_bound(globals, milliseconds::zero(),
+                                "the lease on " + flags.lock +
+                                    " was not released; it expires by its TTL",
+                                outcome->exit_code);
+    (void)keeper->release();
+  }
   return outcome->exit_code;
 }
 
@@ -194,7 +220,9 @@ Command add_run_command(CLI::App& app, const Globals& globals,
                   "Holders allowed at once (1 = mutex)")
       ->capture_default_str();
   sub->add_option("--grace", flags->grace,
-                  "After the lease is lost: time between SIGTERM and SIGKILL")
+                  "SIGTERM this long before the lease's safe deadline if no "
+                  "renewal succeeded; SIGKILL at the deadline. auto = "
+                  "min(10s, TTL/3); must be < 2/3 TTL")
       ->capture_default_str();
   return {sub, [flags, &globals, &trailing] {
             return run_locked(globals, *flags, trailing);

@@ -121,6 +121,7 @@ int do_status(const Globals& globals, const StatusFlags& flags) {
       return report(s.error());
     }
   }
+  StoreDeadline bound(globals, std::chrono::milliseconds::zero());
   auto client = open_client(globals);
   if (!client) return report(client.error());
 

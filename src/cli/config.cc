@@ -3,7 +3,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -50,11 +53,29 @@ std::string canonical(const std::string& key) {
 }  // namespace
 
 Result<CliConfig> load_cli_config(const std::string& path) {
+  // Read here, not with YAML::LoadFile, so that the OS says why a file
+  // cannot be read ("No such file or directory", "Permission denied").
+  std::string text;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      return bad(path, std::string("cannot read it: ") + std::strerror(errno));
+    }
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    const int read_errno = std::ferror(f) ? errno : 0;
+    std::fclose(f);
+    if (read_errno != 0) {
+      return bad(path,
+                 std::string("cannot read it: ") + std::strerror(read_errno));
+    }
+  }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const std::exception& e) {
-    return bad(path, std::string("cannot read it: ") + e.what());
+    return bad(path, std::string("not valid YAML: ") + e.what());
   }
   CliConfig c;
   c.path = path;
@@ -95,16 +116,24 @@ Result<CliConfig> load_cli_config(const std::string& path) {
       auto d = duration();
       if (!d.ok()) return std::move(d).error();
       c.retry_interval = *d;
+    } else if (k == "timeout") {
+      auto d = duration();
+      if (!d.ok()) return std::move(d).error();
+      if (*d <= std::chrono::milliseconds::zero()) {
+        return bad(path, "Timeout must be more than 0");
+      }
+      c.timeout = *d;
     } else {
       const PoolKey* pk = nullptr;
       for (const PoolKey& pool_key : kPoolKeys) {
         if (k == canonical(pool_key.name)) pk = &pool_key;
       }
       if (pk == nullptr) {
-        return bad(path, "unknown setting \"" + key +
-                             "\" (known: Store, Label, TTL, RetryInterval, "
-                             "MaxOpenConnections, MaxIdleConnections, "
-                             "ConnectionMaxLifetime, ConnectionMaxIdleTime)");
+        return bad(path,
+                   "unknown setting \"" + key +
+                       "\" (known: Store, Label, TTL, RetryInterval, Timeout, "
+                       "MaxOpenConnections, MaxIdleConnections, "
+                       "ConnectionMaxLifetime, ConnectionMaxIdleTime)");
       }
       if (pk->count) {
         int n = 0;

@@ -6,6 +6,7 @@
 //   Store: postgres://baton@db:5432/app?schema=baton
 //   TTL: 15s                       # default --ttl
 //   RetryInterval: 2s              # client retry pause; elect --retry-interval
+//   Timeout: 5s                    # --timeout: bound of one store call
 //   MaxOpenConnections: 4          # postgres:// pool
 //   MaxIdleConnections: 2
 //   ConnectionMaxLifetime: 30m
@@ -36,6 +37,7 @@ struct CliConfig {
   std::optional<std::string> label;              // Label
   std::optional<std::chrono::milliseconds> ttl;  // TTL
   std::optional<std::chrono::milliseconds> retry_interval;  // RetryInterval
+  std::optional<std::chrono::milliseconds> timeout;         // Timeout
   // Pool settings as URL query parameters, in file order (canonical names:
   // MaxOpenConnections, MaxIdleConnections, ConnectionMaxLifetime,
   // ConnectionMaxIdleTime), values already checked.

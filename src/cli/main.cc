@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/config.h"
+#include "core/duration.h"
 
 namespace {
 
@@ -54,7 +55,8 @@ void default_flag(std::vector<std::string>& args,
                   const std::string& flag, const std::string& value) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--store" || a == "--label" || a == "--config") {
+    if (a == "--store" || a == "--label" || a == "--config" ||
+        a == "--timeout") {
       ++i;
       continue;
     }
@@ -70,6 +72,46 @@ void default_flag(std::vector<std::string>& args,
   }
 }
 
+// The subcommand named on the command line ("run", "status", ...), or "".
+std::string subcommand_of(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--store" || a == "--label" || a == "--config" ||
+        a == "--timeout") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    return a;
+  }
+  return "";
+}
+
+constexpr const char* kHelpFooter = R"(Examples:
+  baton run nightly --ttl 1m -- ./etl --date today
+  baton run gpu --capacity 4 --wait 10m -- python train.py
+  baton acquire deploy --ttl 10m          # prints token=... fencing=...
+  baton status --json
+  baton elect billing --ttl 15s -- ./billing-scheduler
+  baton --store memory: run demo -- env
+
+Durations: 500ms, 30s, 2m, 1h, 7d, 1m30s (a number needs a unit; 0 is
+fine); --wait also takes "forever".
+
+Exit codes:
+  0    ok
+  1    release: the lease was no longer held
+  64   usage: bad flag, argument or store URL
+  69   store unavailable, or no answer within --timeout
+  70   internal error
+  75   not acquired, or --wait timed out
+  76   lease or leadership lost (run/elect stopped the command)
+  77   permission denied
+  126  run/elect: the command cannot be executed
+  127  run/elect: the command was not found
+  run/elect otherwise exit with the command's status (128+N: signal N).
+Full documentation: docs/cli.md)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,10 +122,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> trailing = split_command(args);
 
   CLI::App app{
-      "baton: distributed locks, leases, leader election and counters.\n"
-      "Exit codes: 0 ok, 64 usage, 69 store unavailable, 75 not acquired or\n"
-      "timed out, 76 lease lost; run/elect pass their command's status on."};
+      "baton: distributed locks, leases, leader election and counters."};
   app.name("baton");
+  app.footer(kHelpFooter);
   app.require_subcommand(1);
   app.fallthrough();
 
@@ -98,6 +139,9 @@ int main(int argc, char** argv) {
     if (config->store) globals.store = *config->store;
     if (config->label) globals.label = *config->label;
     globals.retry_interval = config->retry_interval;
+    if (config->timeout) {
+      globals.timeout_text = baton::core::format_duration(*config->timeout);
+    }
     if (config->ttl) {
       default_flag(args, {"run", "acquire", "extend", "elect"}, "--ttl",
                    std::to_string(config->ttl->count()) + "ms");
@@ -118,6 +162,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--label", globals.label,
                  "Owner label shown by status (default host:pid:program)");
+  app.add_option("--timeout", globals.timeout_text,
+                 "How long one store call may go unanswered; every command "
+                 "ends within its --wait plus this (config key Timeout)")
+      ->capture_default_str();
 
   std::vector<Command> commands;
   commands.push_back(baton::cli::add_run_command(app, globals, trailing));
@@ -138,9 +186,27 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "baton: invalid_argument: " << e.what() << "\n"
-              << "Run with --help for more information.\n";
+    std::cerr << "baton: invalid_argument: " << e.what() << "\n";
+    const std::string sub = subcommand_of(args);
+    if ((sub == "run" || sub == "elect") && trailing.empty()) {
+      // `baton run m sh -c "echo hi"`: the command's own flags were read
+      // as baton's.
+      std::cerr << "  put the command after \"--\": baton " << sub << " <"
+                << (sub == "run" ? "lock" : "group")
+                << "> [flags] -- command [args...]\n";
+    }
+    std::cerr << "Run with --help for more information.\n";
     return baton::cli::kExitUsage;
+  }
+  {
+    auto timeout = baton::cli::parse_duration_flag("--timeout",
+                                                   globals.timeout_text, false);
+    if (!timeout) return baton::cli::report(timeout.error());
+    if (*timeout <= std::chrono::milliseconds::zero()) {
+      return baton::cli::report(baton::Errc::invalid_argument,
+                                "--timeout must be more than 0");
+    }
+    globals.timeout = *timeout;
   }
   if (config) {
     auto url = baton::cli::store_url_with_pool(*config, globals.store);

@@ -52,9 +52,17 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     std::size_t unit_start = i;
     while (i < text.size() && !(text[i] >= '0' && text[i] <= '9')) ++i;
     std::string_view unit = text.substr(unit_start, i - unit_start);
-    std::int64_t per = 1'000;  // bare integer: milliseconds
+    std::int64_t per = 1'000;
     if (unit.empty()) {
       if (!bare) return bad(text, "mixes a bare number with units");
+      // A bare number is ambiguous (etcdctl --ttl=10 means seconds, a
+      // PX argument milliseconds); only 0 means the same in every unit.
+      if (value != 0) {
+        const std::string n = text.size() <= 12 ? std::string(text) : "10";
+        return bad(text, "has no unit: write e.g. " + n + "s, " + n +
+                             "ms or 1m30s (units us, ms, s, m, h, d; only 0 "
+                             "may go without one)");
+      }
     } else {
       per = unit_us(unit);
       if (per == 0) {

@@ -13,8 +13,9 @@
 
 namespace baton::core {
 
-// Units: us, ms, s, m, h, d; a bare integer is milliseconds. Components may
-// be concatenated ("1m30s"). Negative values, overflow, empty input and
+// Units: us, ms, s, m, h, d. Components may be concatenated ("1m30s"). A
+// number without a unit is refused (is "10" seconds or milliseconds?),
+// except 0. Negative values, overflow, empty input and
 // unknown units are invalid_argument naming the input. Microsecond parts
 // are truncated to whole milliseconds only if they divide evenly; otherwise
 // invalid_argument.

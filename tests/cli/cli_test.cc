@@ -290,7 +290,7 @@ TEST_F(CliServerTest, LeaseLostStopsTheChildAndExits76) {
   // The child releases its own lease behind baton's back; the next renewal
   // answers lock_lost, and baton stops the child with SIGTERM.
   auto r = baton(
-      {"run", "doomed", "--ttl", "1500ms", "--grace", "5s", "--", "sh", "-c",
+      {"run", "doomed", "--ttl", "1500ms", "--grace", "500ms", "--", "sh", "-c",
        "\"$BATON_BIN\" release \"$BATON_LOCK\" \"$BATON_OWNER_TOKEN\""
        " || exit 9; trap 'echo got-term; exit 0' TERM; "
        "while :; do sleep 0.05; done"},
@@ -323,12 +323,13 @@ TEST_F(CliServerTest, StandbyTakesOverAfterTheLeaderExits) {
 }
 
 TEST_F(CliServerTest, LostLeadershipStopsTheCommandAndExits76) {
-  auto r = baton(
-      {"elect", "fragile", "--ttl", "1500ms", "--grace", "5s", "--", "sh", "-c",
-       "\"$BATON_BIN\" release \"$BATON_LOCK\" \"$BATON_OWNER_TOKEN\""
-       " || exit 9; trap 'echo got-term; exit 0' TERM; "
-       "while :; do sleep 0.05; done"},
-      20s);
+  auto r =
+      baton({"elect", "fragile", "--ttl", "1500ms", "--grace", "500ms", "--",
+             "sh", "-c",
+             "\"$BATON_BIN\" release \"$BATON_LOCK\" \"$BATON_OWNER_TOKEN\""
+             " || exit 9; trap 'echo got-term; exit 0' TERM; "
+             "while :; do sleep 0.05; done"},
+            20s);
   EXPECT_EQ(r.exit_code, 76) << r.err;
   EXPECT_THAT(r.out, HasSubstr("got-term"));
   EXPECT_THAT(r.err, HasSubstr("baton: lock_lost:"));

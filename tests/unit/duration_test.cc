@@ -14,8 +14,8 @@ TEST(Duration, Parse) {
   EXPECT_EQ(parse_duration("1h").value(), milliseconds(3'600'000));
   EXPECT_EQ(parse_duration("7d").value(), milliseconds(604'800'000));
   EXPECT_EQ(parse_duration("1m30s").value(), milliseconds(90'000));
-  EXPECT_EQ(parse_duration("250").value(), milliseconds(250));
   EXPECT_EQ(parse_duration("0").value(), milliseconds(0));
+  EXPECT_EQ(parse_duration("0s").value(), milliseconds(0));
   EXPECT_EQ(parse_duration("2000us").value(), milliseconds(2));
   EXPECT_EQ(parse_duration("1ms500us").error().code(), Errc::invalid_argument);
 }
@@ -29,6 +29,25 @@ TEST(Duration, ParseErrors) {
     EXPECT_EQ(r.error().code(), Errc::invalid_argument);
     EXPECT_NE(r.error().message().find("duration \""), std::string::npos);
   }
+}
+
+// A number without a unit is ambiguous (seconds for etcdctl --ttl=10,
+// milliseconds for Redis PX): refused, except 0, with the accepted forms.
+TEST(Duration, BareNumbersOtherThanZeroAreRefused) {
+  for (const char* bare : {"10", "250", "1", "007", "30000"}) {
+    auto r = parse_duration(bare);
+    ASSERT_FALSE(r.ok()) << bare;
+    EXPECT_EQ(r.error().code(), Errc::invalid_argument);
+    const std::string& m = r.error().message();
+    EXPECT_NE(m.find("has no unit"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::string(bare) + "s"), std::string::npos) << m;
+    EXPECT_NE(m.find("ms"), std::string::npos) << m;
+    EXPECT_NE(m.find("1m30s"), std::string::npos) << m;
+  }
+  EXPECT_EQ(parse_duration("00").value(), milliseconds(0));
+  // Still a mix error, not a bare number.
+  EXPECT_NE(parse_duration("1m30").error().message().find("mixes"),
+            std::string::npos);
 }
 
 TEST(Duration, Format) {
