@@ -74,7 +74,14 @@ std::string unavailable_message(const std::string& message) {
   const auto elapsed = std::chrono::steady_clock::now() - c.start;
   if (c.wait != milliseconds::max() &&
       elapsed >= c.wait + c.timeout - c.timeout / 10) {
-    return no_answer(c.store, c.timeout, c.wait) + ": " + message;
+    // The library's own "no answer from <url> within <t>: " says the same.
+    std::string cause = message;
+    if (cause.rfind("no answer from ", 0) == 0) {
+      if (auto p = cause.find(": "); p != std::string::npos) {
+        cause = cause.substr(p + 2);
+      }
+    }
+    return no_answer(c.store, c.timeout, c.wait) + ": " + cause;
   }
   const std::size_t at = c.store.find(" at ");
   const std::string address =

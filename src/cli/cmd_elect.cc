@@ -131,13 +131,12 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     supervise_options.env.emplace_back("BATON_OWNER_TOKEN",
                                        lease->token.to_string());
   }
-  // The term's local safe deadline; the elector drops the lease when the
-  // term ends, so the last one seen is kept. (Elector::safe_deadline()
-  // will say the same.)
-  SteadyTime last_deadline = lease ? lease->local_deadline : SteadyTime{};
+  // The term's local safe deadline. After the term ends the elector reports
+  // the epoch, so the last deadline seen is kept.
+  SteadyTime last_deadline = elector->safe_deadline();
   supervise_options.deadline = [&] {
-    if (auto current = elector->lease()) {
-      last_deadline = current->local_deadline;
+    if (const SteadyTime d = elector->safe_deadline(); d != SteadyTime{}) {
+      last_deadline = d;
     }
     return last_deadline;
   };

@@ -301,9 +301,7 @@ class BatonStore final : public Store {
                                   Clock::time_point own) {
     if (deadline < own && Clock::now() >= deadline &&
         e.code() == Errc::unavailable) {
-      return Error(
-          Errc::timeout,
-          "no answer from batond before the wait ended: " + e.message());
+      return Error(Errc::timeout, e.message());
     }
     return e;
   }
