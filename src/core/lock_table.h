@@ -103,6 +103,9 @@ struct CoreGrant {
 
 struct AcquireOutcome {
   bool granted = false;
+  // Granted by this call: a new lease (not a retry returning a live lease,
+  // not a reentrant join).
+  bool created = false;
   CoreGrant grant;           // when granted
   std::size_t position = 0;  // when queued: 1-based place in the queue
 };
@@ -203,6 +206,13 @@ class LockTable {
   // all-or-nothing reservation: the whole reservation).
   Result<ReleaseOutcome> release(std::string_view name,
                                  const OwnerToken& token);
+
+  // Removes a lease like release(), for a grant whose reply never reached
+  // its client (the connection closed first, or persisting it failed).
+  // Unlike release(), the token is not remembered as ended, so a retry
+  // with it (rule 17) is granted anew.
+  Result<ReleaseOutcome> undo_grant(std::string_view name,
+                                    const OwnerToken& token);
 
   // Rule 11.
   Result<MultiOutcome> acquire_multi(const MultiRequest& request);

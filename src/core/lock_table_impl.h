@@ -277,6 +277,9 @@ struct LockTable::Impl {
 
   // --- requests (lock_table.cc / lock_table_multi.cc) ---
   Result<AcquireOutcome> acquire(const AcquireRequest& r);
+  // release() and undo_grant(); `remember`: note the token as ended.
+  Result<ReleaseOutcome> release(std::string_view name, const OwnerToken& token,
+                                 bool remember);
   Result<MultiOutcome> acquire_multi(const MultiRequest& r);
 };
 

@@ -246,12 +246,14 @@ void Connection::cmd_acquire(const proto::Request& req) {
     std::string bytes;
     proto::RespWriter w(bytes);
     proto::write_grant(w, server_.to_grant(out->grant));
-    // The grant to undo if persisting it fails (only with a journal).
+    // The grant to undo if persisting it fails, or to give back if the
+    // connection closes before the reply is written (only with a journal:
+    // without one, nothing is staged).
     std::vector<std::pair<std::string, OwnerToken>> grants;
     if (server_.has_journal()) {
       grants.emplace_back(std::move(out->grant.name), out->grant.token);
     }
-    reply(std::move(bytes), std::move(grants));
+    reply(std::move(bytes), std::move(grants), /*durable=*/true, out->created);
   } else {
     ++server_.stats().waits;
     parked_ = true;

@@ -119,8 +119,10 @@ void Server::stop() {
     std::error_code ec;
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
+    // Shutting down gives nothing back: an acknowledged-or-not grant stays
+    // in the journal and ends at its TTL after a restart, as before.
     for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
-      c->close();
+      c->close(/*give_back_unsent=*/false);
     }
     // Waits for a sync in flight; its posted result is never run.
     if (journal_) (void)journal_->sync();
@@ -216,6 +218,20 @@ void Server::handle_event(const core::Event& e) {
   if (it != parked_.end()) {
     std::vector<Parked> who = std::move(it->second);
     parked_.erase(it);
+    if (e.kind == K::granted && e.grant.token == e.token && clients_gone(who)) {
+      // Every client waiting for this new lease had closed its connection
+      // before batond read that (a stop, or the lock freed in the same
+      // round as the close): give it back now instead of at its TTL.
+      (void)table_.undo_grant(e.grant.name, e.grant.token);
+      spdlog::info(
+          "lock {}: the waiter's connection was closed before its grant "
+          "could be sent; the lease was given back",
+          core::quote_name(e.grant.name));
+      for (const auto& p : who) {
+        if (auto c = p.conn.lock()) c->close();
+      }
+      return;
+    }
     std::string bytes;
     proto::RespWriter w(bytes);
     std::vector<std::pair<std::string, OwnerToken>> grants;
@@ -230,8 +246,13 @@ void Server::handle_event(const core::Event& e) {
     } else {
       w.error("unavailable the waiting session ended");
     }
+    // A new lease (not a reentrant join) is given back if its reply can
+    // never be sent.
+    const bool created = e.kind == K::granted && e.grant.token == e.token;
     for (const auto& p : who) {
-      if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, grants);
+      if (auto c = p.conn.lock()) {
+        c->complete_parked(p.id, bytes, grants, created);
+      }
     }
     return;
   }
@@ -250,7 +271,9 @@ void Server::handle_event(const core::Event& e) {
       } else {
         proto::RespWriter(bytes).error("unavailable the waiting session ended");
       }
-      if (auto c = pm.who.conn.lock()) c->complete_parked(pm.who.id, bytes, {});
+      if (auto c = pm.who.conn.lock()) {
+        c->complete_parked(pm.who.id, bytes, {}, false);
+      }
     }
     parked_multi_.erase(mit);
   }
@@ -307,7 +330,7 @@ void Server::answer_multi(
       ++stats_.wait_grants;
     }
     if (pm.timer) pm.timer->cancel();
-    c->complete_parked(pm.who.id, std::move(bytes), std::move(grants));
+    c->complete_parked(pm.who.id, std::move(bytes), std::move(grants), false);
   }
   if (!keep.empty()) {
     auto& v = parked_multi_[keep.front().request.reservation];
@@ -366,8 +389,28 @@ void Server::withdrawn(const std::string& name, const OwnerToken& token) {
   auto who = std::move(it->second);
   parked_.erase(it);
   for (const auto& p : who) {
-    if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {});
+    if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {}, false);
   }
+}
+
+bool Server::clients_gone(const std::vector<Parked>& who) {
+  for (const auto& p : who) {
+    auto c = p.conn.lock();
+    if (c && !c->peer_closed()) return false;
+  }
+  return true;
+}
+
+bool Server::grant_staged_elsewhere(const Connection* except,
+                                    std::string_view name,
+                                    const OwnerToken& token) const {
+  for (const auto& c : connections_) {
+    if (c.get() != except && c->has_staged() && !c->closed() &&
+        c->stages_grant(name, token)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Server::connection_closed(const std::shared_ptr<Connection>& c,
