@@ -329,6 +329,15 @@ std::size_t LockTable::Impl::position_of(const LockE& lock, WaiterIt it) const {
   return pos;
 }
 
+Error LockTable::Impl::queue_full(std::string_view name,
+                                  std::size_t waiters) const {
+  return Error(Errc::unavailable,
+               "lock " + quote_name(name) + " has " + std::to_string(waiters) +
+                   " waiters, the limit (max_waiters_per_lock " +
+                   std::to_string(limits.max_waiters_per_lock) +
+                   "); the queue is full, retry later");
+}
+
 void LockTable::Impl::advance() {
   const Instant now = clock.now();
   while (!timers.empty() && timers.top_when() <= now) {
@@ -489,10 +498,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
                                     " passed before it was free");
   }
   if (lock->queue_size() >= limits.max_waiters_per_lock) {
-    return invalid("lock " + quote_name(r.name) + " has " +
-                   std::to_string(lock->queue_size()) +
-                   " waiters; the limit is " +
-                   std::to_string(limits.max_waiters_per_lock));
+    return queue_full(r.name, lock->queue_size());
   }
   WaiterE w;
   w.token = r.token;

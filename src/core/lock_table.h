@@ -194,7 +194,8 @@ class LockTable {
   void set_change_sink(ChangeSink* sink);  // nullptr = none
 
   // Rules 1, 6, 7, 8, 12, 17. Errors: invalid_argument (bad input, capacity
-  // mismatch, too many waiters), not_acquired (try, not free; holders set).
+  // mismatch), not_acquired (try, not free; holders set), unavailable (the
+  // queue is at max_waiters_per_lock: retry later).
   Result<AcquireOutcome> acquire(const AcquireRequest& request);
 
   // Rule 4: expiry = now + ttl. lock_lost if (name, token) holds no live

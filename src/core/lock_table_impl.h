@@ -272,6 +272,9 @@ struct LockTable::Impl {
   void push_event(Event::Kind kind, const LockE& lock, const OwnerToken& token,
                   CoreGrant grant = {});
   std::size_t position_of(const LockE& lock, WaiterIt it) const;
+  // `unavailable` (retry later): the queue of `name` is at
+  // max_waiters_per_lock.
+  Error queue_full(std::string_view name, std::size_t waiters) const;
 
   void advance();
 

@@ -92,10 +92,7 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
   auto too_many_waiters = [&](std::size_t i) -> std::optional<Error> {
     if (lock[i] != nullptr &&
         lock[i]->queue_size() >= limits.max_waiters_per_lock) {
-      return invalid("lock " + quote_name(r.names[i]) + " has " +
-                     std::to_string(lock[i]->queue_size()) +
-                     " waiters; the limit is " +
-                     std::to_string(limits.max_waiters_per_lock));
+      return queue_full(r.names[i], lock[i]->queue_size());
     }
     return std::nullopt;
   };
