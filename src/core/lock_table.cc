@@ -379,6 +379,7 @@ void LockTable::Impl::advance() {
       ++totals.expirations;
       CoreGrant dead = make_grant(lock, *lease, lease->expiry);
       OwnerToken token = lease->token;
+      remember_ended(lock, *lease, now);
       remove_lease(lock, lease);
       if (sink != nullptr) sink->lease_removed(lock.name(), token);
       push_event(Event::Kind::lease_expired, lock, token, std::move(dead));
@@ -449,6 +450,12 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
       out.position = position_of(*lock, it);
       return out;
     }
+  }
+  // A late duplicate of a request whose lease already ended.
+  if (Status s = check_not_ended(r.name, r.token, now, "request"); !s.ok()) {
+    return std::move(s).error();
+  }
+  if (lock != nullptr) {
     // Reentrant join.
     if (!r.reentrancy_key.empty() && lock->ext) {
       auto& keys = lock->ext->by_reentrancy_key;

@@ -1,10 +1,33 @@
-// core/lock_table_release.cc — LockTable: extend, release and undo_grant.
+// core/lock_table_release.cc — LockTable: extend, release and undo_grant,
+// and the memory of ended leases that refuses their late duplicates
+// (docs/design.md, "A late duplicate of an ended lease is refused").
 // Semantics: see lock_table.h.
 #include "core/lock_table.h"
 #include "core/lock_table_impl.h"
 #include "core/validate.h"
 
 namespace baton::core {
+
+void LockTable::Impl::remember_ended(const LockE& lock, const LeaseE& lease,
+                                     Instant now) {
+  ended.add(lock.name(), lease.token, now);
+  if (lease.extra) {
+    for (const OwnerToken& alias : lease.extra->aliases) {
+      ended.add(lock.name(), alias, now);
+    }
+  }
+}
+
+Status LockTable::Impl::check_not_ended(std::string_view name,
+                                        const OwnerToken& token, Instant now,
+                                        std::string_view what) const {
+  if (!ended.contains(name, token, now)) return {};
+  return Error(Errc::lock_lost,
+               "lock " + quote_name(name) + ": this " + std::string(what) +
+                   "'s lease already ended (released or expired); a late "
+                   "duplicate is not granted again, acquire with a new owner "
+                   "token");
+}
 
 Result<CoreGrant> LockTable::extend(std::string_view name,
                                     const OwnerToken& token, Nanos ttl) {
@@ -40,7 +63,6 @@ Result<ReleaseOutcome> LockTable::Impl::release(std::string_view name,
                                                 const OwnerToken& token,
                                                 bool remember) {
   Impl& m = *this;
-  (void)remember;  // not used yet
   m.advance();
   const Instant now = m.clock.now();
   if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
@@ -53,6 +75,7 @@ Result<ReleaseOutcome> LockTable::Impl::release(std::string_view name,
     out.holds_left = lease->holds;
     if (lease->holds == 0) {
       OwnerToken lease_token = lease->token;
+      if (remember) m.remember_ended(*lock, *lease, now);
       m.remove_lease(*lock, lease);
       if (m.sink != nullptr) m.sink->lease_removed(lock->name(), lease_token);
     } else {

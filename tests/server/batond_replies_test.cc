@@ -1,6 +1,7 @@
 // tests/server/batond_replies_test.cc — what batond answers (issue 12):
 // error messages that name the real problem and the accepted range, a full
-// queue as `unavailable`.
+// queue as `unavailable`, describe's last_fencing of a free lock, and a late
+// duplicate acquire of an ended lease.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -108,6 +109,48 @@ TEST(BatondReplies, AFullQueueIsUnavailableNamingTheLimit) {
   auto info = proto::read_lock_info(c.call({"LOCK.DESCRIBE", "q"}));
   ASSERT_TRUE(info);
   EXPECT_EQ(info->waiters.size(), 2u);
+}
+
+// LOCK.DESCRIBE of a lock that is free again reports a last_fencing at
+// least as high as every token it granted (the table-wide high water).
+TEST(BatondReplies, DescribeOfAFreeLockKeepsTheFencingHighWater) {
+  BatondProcess server;
+  Raw c(server.port());
+  auto g = proto::read_grant(c.call({"LOCK.ACQUIRE", "f", kTok1, "30000"}));
+  ASSERT_TRUE(g) << g.error().to_string();
+  ASSERT_EQ(c.call({"LOCK.RELEASE", "f", kTok1}).elements.at(1).integer, 1);
+  auto info = proto::read_lock_info(c.call({"LOCK.DESCRIBE", "f"}));
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->holders.empty());
+  EXPECT_EQ(info->last_fencing_token, g->fencing_token);
+  auto other = proto::read_lock_info(c.call({"LOCK.DESCRIBE", "unused"}));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->last_fencing_token, g->fencing_token);
+  // It survives a restart (the journal keeps the high water).
+  server.stop();
+  server.start();
+  Raw after(server.port());
+  info = proto::read_lock_info(after.call({"LOCK.DESCRIBE", "f"}));
+  ASSERT_TRUE(info);
+  EXPECT_GE(info->last_fencing_token, g->fencing_token);
+}
+
+// A late duplicate of LOCK.ACQUIRE (same token) after its lease ended.
+TEST(BatondReplies, ALateDuplicateAcquireIsLockLost) {
+  BatondProcess server;
+  Raw c(server.port());
+  ASSERT_EQ(c.call({"LOCK.ACQUIRE", "d", kTok1, "30000"}).elements.at(0).str,
+            "granted");
+  ASSERT_EQ(c.call({"LOCK.RELEASE", "d", kTok1}).elements.at(1).integer, 1);
+  EXPECT_EQ(c.call({"LOCK.ACQUIRE", "d", kTok1, "30000"}).str,
+            "lock_lost lock \"d\": this request's lease already ended "
+            "(released or expired); a late duplicate is not granted again, "
+            "acquire with a new owner token");
+  auto info = proto::read_lock_info(c.call({"LOCK.DESCRIBE", "d"}));
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->holders.empty());
+  EXPECT_EQ(c.call({"LOCK.ACQUIRE", "d", kTok2, "30000"}).elements.at(0).str,
+            "granted");
 }
 
 }  // namespace
