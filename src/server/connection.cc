@@ -3,6 +3,9 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "core/validate.h"
 #include "proto/commands.h"
@@ -98,6 +101,7 @@ asio::awaitable<void> Connection::read_loop() {
       }
       pending_bytes_ += size;
       pending_.push_back(std::move(req));
+      note_held();
     }
     process_pending();
     in_batch_ = false;
@@ -157,11 +161,13 @@ void Connection::reply(std::string bytes, Grants grants, bool durable,
     // Nothing to wait for: straight to the output buffer, written when the
     // current batch ends (or now, outside a batch).
     append_out(bytes);
+    note_held();
     if (!in_batch_) flush();
     return;
   }
   staged_bytes_ += bytes.size();
   staged_.push_back(Staged{seq, std::move(bytes), std::move(grants), created});
+  note_held();
   server_.stage_pending(shared_from_this());
 }
 
@@ -298,6 +304,15 @@ void Connection::close(bool give_back_unsent_grants) {
   backlog_bytes_ = 0;
   parked_ = false;
   server_.connection_closed(shared_from_this(), had_ephemeral_);
+#if defined(__GLIBC__)
+  if (held_much_) {
+    // Megabytes were freed in ~256 KiB pieces that glibc may keep in its
+    // heap (fragmentation; its mmap threshold rises with use): give them
+    // back to the kernel once the aborted write has let go of its buffer.
+    // Rare (a connection that held over 4 MiB); costs a heap walk.
+    asio::post(socket_.get_executor(), [] { ::malloc_trim(0); });
+  }
+#endif
 }
 
 void Connection::reply_error(Errc code, std::string_view message) {

@@ -84,6 +84,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
            pending_bytes_;
   }
   void append_out(std::string_view bytes);
+  // Notes a connection that holds much (its memory is trimmed at close).
+  void note_held() {
+    if (held_bytes() > kTrimAfterBytes) held_much_ = true;
+  }
+  static constexpr std::size_t kTrimAfterBytes = 4u << 20;
   // Closes a connection that would hold more than kMaxHeldBytes.
   void cut_off(const char* what);
   // LOCK.ACQUIRE, ACQUIRE_SOME, ACQUIRE_ALL (the commands that grant).
@@ -132,6 +137,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool peer_checked_ = false;  // peer_closed() polled in this batch
   bool peer_gone_ = false;     // the peer closed or reset the connection
   std::size_t dropped_ = 0;    // acquires not executed: the peer had gone
+  bool held_much_ = false;     // held over kTrimAfterBytes at some point
 };
 
 }  // namespace baton::server
