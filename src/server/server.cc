@@ -379,17 +379,37 @@ void Server::park_multi(MultiPark request, std::chrono::milliseconds wait,
 }
 
 void Server::withdrawn(const std::string& name, const OwnerToken& token) {
-  auto it = parked_.find({name, token});
-  if (it == parked_.end()) return;
   std::string bytes;
   // not_acquired, not timeout: the wait did not run out (a client that
   // waits "forever" re-asks after a timeout, but must stop here).
   proto::RespWriter(bytes).error(
       "not_acquired the waiting request was withdrawn by LOCK.RELEASE");
-  auto who = std::move(it->second);
-  parked_.erase(it);
-  for (const auto& p : who) {
-    if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {}, false);
+  if (auto it = parked_.find({name, token}); it != parked_.end()) {
+    auto who = std::move(it->second);
+    parked_.erase(it);
+    for (const auto& p : who) {
+      if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {}, false);
+    }
+    return;
+  }
+  // An ACQUIRE_ALL parked under this reservation: the release withdrew the
+  // whole reservation, and no table event will ever answer it. (A parked
+  // ACQUIRE_SOME keeps waiting for its other names and its timer.)
+  auto mit = parked_multi_.find(token);
+  if (mit == parked_multi_.end()) return;
+  std::vector<ParkedMulti> all = std::move(mit->second);
+  parked_multi_.erase(mit);
+  std::vector<ParkedMulti> keep;
+  for (auto& pm : all) {
+    if (!pm.request.all_or_nothing) {
+      keep.push_back(std::move(pm));
+    } else if (auto c = pm.who.conn.lock()) {
+      c->complete_parked(pm.who.id, bytes, {}, false);
+    }
+  }
+  if (!keep.empty()) {
+    auto& v = parked_multi_[token];
+    for (auto& k : keep) v.push_back(std::move(k));
   }
 }
 

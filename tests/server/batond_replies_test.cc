@@ -111,6 +111,35 @@ TEST(BatondReplies, AFullQueueIsUnavailableNamingTheLimit) {
   EXPECT_EQ(info->waiters.size(), 2u);
 }
 
+// A parked LOCK.ACQUIRE_ALL withdrawn by LOCK.RELEASE with its reservation
+// is answered at once, as a parked LOCK.ACQUIRE is (docs/protocol.md).
+TEST(BatondReplies, AWithdrawnAcquireAllIsAnsweredAtOnce) {
+  BatondProcess server;
+  Raw holder(server.port());
+  ASSERT_EQ(
+      holder.call({"LOCK.ACQUIRE", "b", kTok1, "30000"}).elements.at(0).str,
+      "granted");
+  Raw waiter(server.port());
+  waiter.send(
+      {"LOCK.ACQUIRE_ALL", kTok2, "30000", "10000", "1", "me", "a", "b"});
+  std::this_thread::sleep_for(100ms);
+  auto rel = holder.call({"LOCK.RELEASE", "a", kTok2});
+  EXPECT_EQ(rel.elements.at(1).integer, 0);  // withdrawn, not held
+  const auto start = std::chrono::steady_clock::now();
+  auto r = waiter.read();  // (5 s receive timeout)
+  ASSERT_TRUE(r) << "the withdrawn ACQUIRE_ALL was not answered";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_EQ(r->str,
+            "not_acquired the waiting request was withdrawn by LOCK.RELEASE");
+  waiter.send({"PING"});  // the connection goes on
+  auto pong = waiter.read();
+  ASSERT_TRUE(pong);
+  EXPECT_EQ(pong->str, "PONG");
+  auto info = proto::read_lock_info(holder.call({"LOCK.DESCRIBE", "a"}));
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(info->waiters.empty());
+}
+
 // LOCK.DESCRIBE of a lock that is free again reports a last_fencing at
 // least as high as every token it granted (the table-wide high water).
 TEST(BatondReplies, DescribeOfAFreeLockKeepsTheFencingHighWater) {
