@@ -80,10 +80,11 @@ struct WaiterInfo {
 // What describe() reports (rule 15). Owner tokens are never included.
 struct LockInfo {
   std::string name;
-  std::uint32_t capacity = 1;            // 1 when the lock is free and unknown
-  std::vector<HolderInfo> holders;       // in grant order
-  std::vector<WaiterInfo> waiters;       // in queue order
-  std::uint64_t last_fencing_token = 0;  // highest token granted (0 = none)
+  std::uint32_t capacity = 1;       // 1 when the lock is free and unknown
+  std::vector<HolderInfo> holders;  // in grant order
+  std::vector<WaiterInfo> waiters;  // in queue order
+  // >= every fencing token granted on this name so far, held or free.
+  std::uint64_t last_fencing_token = 0;
   bool free() const noexcept { return holders.size() < capacity; }
 };
 

@@ -1,6 +1,7 @@
-// core/lock_table.cc — LockTable: helpers, single-lock requests, introspection,
-// sessions, counters and persistence. Multi-lock requests live in
-// lock_table_multi.cc. Semantics: see lock_table.h.
+// core/lock_table.cc — LockTable: helpers and acquire. Extend and release
+// live in lock_table_release.cc, multi-lock requests in lock_table_multi.cc,
+// sessions, counters, persistence and introspection in lock_table_state.cc.
+// Semantics: see lock_table.h.
 #include "core/lock_table.h"
 
 #include <algorithm>
@@ -328,6 +329,15 @@ std::size_t LockTable::Impl::position_of(const LockE& lock, WaiterIt it) const {
   return pos;
 }
 
+Error LockTable::Impl::queue_full(std::string_view name,
+                                  std::size_t waiters) const {
+  return Error(Errc::unavailable,
+               "lock " + quote_name(name) + " has " + std::to_string(waiters) +
+                   " waiters, the limit (max_waiters_per_lock " +
+                   std::to_string(limits.max_waiters_per_lock) +
+                   "); the queue is full, retry later");
+}
+
 void LockTable::Impl::advance() {
   const Instant now = clock.now();
   while (!timers.empty() && timers.top_when() <= now) {
@@ -369,6 +379,7 @@ void LockTable::Impl::advance() {
       ++totals.expirations;
       CoreGrant dead = make_grant(lock, *lease, lease->expiry);
       OwnerToken token = lease->token;
+      remember_ended(lock, *lease, now);
       remove_lease(lock, lease);
       if (sink != nullptr) sink->lease_removed(lock.name(), token);
       push_event(Event::Kind::lease_expired, lock, token, std::move(dead));
@@ -439,6 +450,12 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
       out.position = position_of(*lock, it);
       return out;
     }
+  }
+  // A late duplicate of a request whose lease already ended.
+  if (Status s = check_not_ended(r.name, r.token, now, "request"); !s.ok()) {
+    return std::move(s).error();
+  }
+  if (lock != nullptr) {
     // Reentrant join.
     if (!r.reentrancy_key.empty() && lock->ext) {
       auto& keys = lock->ext->by_reentrancy_key;
@@ -467,6 +484,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
     LeaseE* lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
                               r.ephemeral ? r.session : 0);
     out.granted = true;
+    out.created = true;
     out.grant = make_grant(l, *lease, now);
     return out;
   }
@@ -487,10 +505,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
                                     " passed before it was free");
   }
   if (lock->queue_size() >= limits.max_waiters_per_lock) {
-    return invalid("lock " + quote_name(r.name) + " has " +
-                   std::to_string(lock->queue_size()) +
-                   " waiters; the limit is " +
-                   std::to_string(limits.max_waiters_per_lock));
+    return queue_full(r.name, lock->queue_size());
   }
   WaiterE w;
   w.token = r.token;
@@ -503,62 +518,6 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   w.deadline = *r.wait_deadline;
   add_waiter(*lock, std::move(w));
   out.position = lock->queue_size();
-  return out;
-}
-
-Result<CoreGrant> LockTable::extend(std::string_view name,
-                                    const OwnerToken& token, Nanos ttl) {
-  Impl& m = *impl_;
-  m.advance();
-  const Instant now = m.clock.now();
-  if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
-  if (Status s = validate_ttl(ttl); !s.ok()) return std::move(s).error();
-  LockE* lock = m.find_lock(name);
-  LeaseE* lease = lock == nullptr ? nullptr : lock->find_lease(token);
-  if (lease == nullptr) {
-    return Error(Errc::lock_lost, "lock " + quote_name(name) +
-                                      " is not held with this owner token "
-                                      "(expired, released or never granted)");
-  }
-  lease->ttl = ttl;
-  m.set_expiry(lease, now + ttl);
-  m.sink_put(*lock, *lease);
-  return m.make_grant(*lock, *lease, now);
-}
-
-Result<ReleaseOutcome> LockTable::release(std::string_view name,
-                                          const OwnerToken& token) {
-  Impl& m = *impl_;
-  m.advance();
-  const Instant now = m.clock.now();
-  if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
-  ReleaseOutcome out;
-  LockE* lock = m.find_lock(name);
-  LeaseE* lease = lock == nullptr ? nullptr : lock->find_lease(token);
-  if (lease != nullptr) {
-    out.was_held = true;
-    lease->holds -= 1;
-    out.holds_left = lease->holds;
-    if (lease->holds == 0) {
-      OwnerToken lease_token = lease->token;
-      m.remove_lease(*lock, lease);
-      if (m.sink != nullptr) m.sink->lease_removed(lock->name(), lease_token);
-    } else {
-      m.sink_put(*lock, *lease);
-    }
-  } else if (auto w = lock == nullptr || lock->queue_empty()
-                          ? m.waiters.end()
-                          : m.waiters.find(Key{std::string(name), token});
-             w != m.waiters.end()) {
-    WaiterIt it = w->second.second;
-    out.withdrew_waiter = true;
-    if (it->group != nullptr) {
-      m.remove_group(*it->group, std::nullopt);
-    } else {
-      m.remove_waiter(*lock, it);
-    }
-  }
-  m.settle(now);
   return out;
 }
 

@@ -23,6 +23,16 @@
 // - Requests are keyed by (name, owner token). acquire with a (name, token)
 //   that already holds returns the same lease unchanged [17]; one that is
 //   queued stays at its place (its deadline is updated) and reports queued.
+// - A (name, token) whose lease ended (release, expiry, session release)
+//   is remembered for Limits::ended_token_window (at most
+//   Limits::max_ended_tokens of them): an acquire (or acquire_multi
+//   reservation) with it is lock_lost ("this request's lease already
+//   ended") and changes nothing, so a late duplicate of a request cannot
+//   resurrect a lease. undo_grant() and waiters that leave do not count.
+// - describe()'s last_fencing_token is >= every fencing token ever granted
+//   on the name: the highest granted since the lock last became free
+//   (restored semaphores: at least the restore floor), and for a name
+//   without holders or grants since then the table-wide high water.
 // - Reentrancy [12]: a request with a non-empty reentrancy key, on a lock
 //   where a live lease has the same key, joins that lease: holds += 1,
 //   expiry = max(expiry, now + ttl), the request's token becomes an alias
@@ -70,6 +80,12 @@ using SessionId = std::uint64_t;  // 0 = no session
 struct Limits {
   std::size_t max_waiters_per_lock = 100'000;
   std::size_t max_locks = 50'000'000;
+  // Ended leases are remembered so that a late duplicate of the acquire
+  // that created one is refused (lock_lost): at most this many owner
+  // tokens (~40 bytes each, 10 MiB at the default), each for at most
+  // `ended_token_window`. 0 = remember none.
+  std::size_t max_ended_tokens = std::size_t{1} << 18;
+  Nanos ended_token_window = std::chrono::minutes(10);
 };
 
 struct AcquireRequest {
@@ -103,6 +119,9 @@ struct CoreGrant {
 
 struct AcquireOutcome {
   bool granted = false;
+  // Granted by this call: a new lease (not a retry returning a live lease,
+  // not a reentrant join).
+  bool created = false;
   CoreGrant grant;           // when granted
   std::size_t position = 0;  // when queued: 1-based place in the queue
 };
@@ -191,7 +210,9 @@ class LockTable {
   void set_change_sink(ChangeSink* sink);  // nullptr = none
 
   // Rules 1, 6, 7, 8, 12, 17. Errors: invalid_argument (bad input, capacity
-  // mismatch, too many waiters), not_acquired (try, not free; holders set).
+  // mismatch), not_acquired (try, not free; holders set), unavailable (the
+  // queue is at max_waiters_per_lock: retry later), lock_lost (the lease
+  // of this token already ended: a late duplicate).
   Result<AcquireOutcome> acquire(const AcquireRequest& request);
 
   // Rule 4: expiry = now + ttl. lock_lost if (name, token) holds no live
@@ -204,10 +225,18 @@ class LockTable {
   Result<ReleaseOutcome> release(std::string_view name,
                                  const OwnerToken& token);
 
+  // Removes a lease like release(), for a grant whose reply never reached
+  // its client (the connection closed first, or persisting it failed).
+  // Unlike release(), the token is not remembered as ended, so a retry
+  // with it (rule 17) is granted anew.
+  Result<ReleaseOutcome> undo_grant(std::string_view name,
+                                    const OwnerToken& token);
+
   // Rule 11.
   Result<MultiOutcome> acquire_multi(const MultiRequest& request);
 
-  // Rule 15 (a lock with no holders and no waiters: capacity 1, empty).
+  // Rule 15 (a lock with no holders and no waiters: capacity 1, empty,
+  // last_fencing_token the table's high water).
   Result<LockInfo> describe(std::string_view name);
   // Existing locks whose names start with `prefix`, sorted, at most `limit`.
   std::vector<LockInfo> list(std::string_view prefix, std::size_t limit);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ended_tokens.h"
 #include "core/lock_table.h"
 
 namespace baton::core {
@@ -215,7 +216,8 @@ struct KeyHash {
 };
 
 struct LockTable::Impl {
-  Impl(const Clock& c, Limits l) : clock(c), limits(l) {}
+  Impl(const Clock& c, Limits l)
+      : clock(c), limits(l), ended(l.max_ended_tokens, l.ended_token_window) {}
   ~Impl();
 
   const Clock& clock;
@@ -234,6 +236,7 @@ struct LockTable::Impl {
   std::vector<Event> events;
   std::uint64_t fencing = 0;
   TableStats totals;  // grants, expirations, wait_timeouts, leases
+  EndedTokens ended;  // leases that ended recently (late duplicates)
 
   // --- helpers (lock_table.cc) ---
   LockE* find_lock(std::string_view name) const {
@@ -272,11 +275,22 @@ struct LockTable::Impl {
   void push_event(Event::Kind kind, const LockE& lock, const OwnerToken& token,
                   CoreGrant grant = {});
   std::size_t position_of(const LockE& lock, WaiterIt it) const;
+  // `unavailable` (retry later): the queue of `name` is at
+  // max_waiters_per_lock.
+  Error queue_full(std::string_view name, std::size_t waiters) const;
+  // Notes that `lease` (its token and aliases) ended (lock_table_release.cc).
+  void remember_ended(const LockE& lock, const LeaseE& lease, Instant now);
+  // lock_lost if (name, token) is a lease that ended recently.
+  Status check_not_ended(std::string_view name, const OwnerToken& token,
+                         Instant now, std::string_view what) const;
 
   void advance();
 
   // --- requests (lock_table.cc / lock_table_multi.cc) ---
   Result<AcquireOutcome> acquire(const AcquireRequest& r);
+  // release() and undo_grant(); `remember`: note the token as ended.
+  Result<ReleaseOutcome> release(std::string_view name, const OwnerToken& token,
+                                 bool remember);
   Result<MultiOutcome> acquire_multi(const MultiRequest& r);
 };
 

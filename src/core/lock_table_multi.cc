@@ -71,6 +71,15 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
     return invalid("the table holds " + std::to_string(locks.size()) +
                    " locks; the limit is " + std::to_string(limits.max_locks));
   }
+  // A late duplicate: the reservation's lease on one of the names ended.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (plan[i] != Plan::none) continue;
+    if (Status s =
+            check_not_ended(r.names[i], r.reservation, now, "reservation");
+        !s.ok()) {
+      return std::move(s).error();
+    }
+  }
   const std::optional<Instant> deadline =
       r.queue_deadline && *r.queue_deadline > now ? r.queue_deadline
                                                   : std::nullopt;
@@ -92,10 +101,7 @@ Result<MultiOutcome> LockTable::Impl::acquire_multi(const MultiRequest& r) {
   auto too_many_waiters = [&](std::size_t i) -> std::optional<Error> {
     if (lock[i] != nullptr &&
         lock[i]->queue_size() >= limits.max_waiters_per_lock) {
-      return invalid("lock " + quote_name(r.names[i]) + " has " +
-                     std::to_string(lock[i]->queue_size()) +
-                     " waiters; the limit is " +
-                     std::to_string(limits.max_waiters_per_lock));
+      return queue_full(r.names[i], lock[i]->queue_size());
     }
     return std::nullopt;
   };

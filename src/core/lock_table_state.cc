@@ -101,6 +101,7 @@ std::size_t LockTable::release_session_leases(SessionId session) {
     LeaseE* lease = *s->second.begin();
     LockE* lock = lease->lock;
     OwnerToken token = lease->token;
+    m.remember_ended(*lock, *lease, m.clock.now());
     m.remove_lease(*lock, lease);
     if (m.sink != nullptr) m.sink->lease_removed(lock->name(), token);
     ++count;
@@ -178,7 +179,12 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   m.fencing = saved;
   --m.totals.grants;
   lease->fencing = record.fencing_token;
-  l.last_fencing = std::max(saved_last, record.fencing_token);
+  // A semaphore's holders that ended before the snapshot may have had
+  // larger tokens than the ones restored: report at least the floor then
+  // (`saved`, >= the restore floor when raise_fencing_floor came first).
+  l.last_fencing = std::max(
+      saved_last, record.capacity > 1 ? std::max(saved, record.fencing_token)
+                                      : record.fencing_token);
   lease->holds = record.holds;
   m.set_expiry(lease, record.expiry);
   for (const OwnerToken& alias : record.aliases) {
@@ -247,7 +253,10 @@ LockInfo describe_lock(const LockTable::Impl& m, const LockE& lock,
           {w.label, floor_ms(now - w.arrival), w.group != nullptr});
     }
   }
-  info.last_fencing_token = lock.last_fencing;
+  // >= every token ever granted on the name: what this lock granted since
+  // it was last free, else (waiters only) the table's high water.
+  info.last_fencing_token =
+      lock.last_fencing != 0 ? lock.last_fencing : m.fencing;
   return info;
 }
 }  // namespace
@@ -257,8 +266,11 @@ Result<LockInfo> LockTable::describe(std::string_view name) {
   if (Status s = validate_name(name); !s.ok()) return std::move(s).error();
   const LockE* lock = impl_->find_lock(name);
   if (lock == nullptr) {
+    // Free: its past grants are not kept, but none was above the table's
+    // high water (one counter for all names).
     LockInfo info;
     info.name = std::string(name);
+    info.last_fencing_token = impl_->fencing;
     return info;
   }
   return describe_lock(*impl_, *lock, impl_->clock.now());

@@ -65,11 +65,21 @@ Status validate_name(std::string_view name, std::string_view what) {
   return check_text(name, what, kMaxNameBytes);
 }
 
+Error ttl_out_of_range(std::string_view rendered) {
+  return invalid("TTL " + std::string(rendered) + " is out of range (" +
+                 format_duration(kMinTtl) + " .. " + format_duration(kMaxTtl) +
+                 ")");
+}
+
 Status validate_ttl(std::chrono::nanoseconds ttl) {
-  if (ttl < kMinTtl || ttl > kMaxTtl) {
-    return invalid("TTL " + render_nanos(ttl) + " is out of range (" +
-                   format_duration(kMinTtl) + " .. " +
-                   format_duration(kMaxTtl) + ")");
+  if (ttl < kMinTtl || ttl > kMaxTtl)
+    return ttl_out_of_range(render_nanos(ttl));
+  return {};
+}
+
+Status validate_ttl_ms(std::int64_t ms) {
+  if (ms < kMinTtl.count() || ms > kMaxTtl.count()) {
+    return ttl_out_of_range(format_duration(std::chrono::milliseconds{ms}));
   }
   return {};
 }

@@ -24,6 +24,12 @@ Status validate_name(std::string_view name,
                      std::string_view what = "lock name");
 // 1 ms .. 7 days.
 Status validate_ttl(std::chrono::nanoseconds ttl);
+// The same check, and the same words, for a TTL given as a whole number of
+// milliseconds (the wire form), any int64.
+Status validate_ttl_ms(std::int64_t ms);
+// The error for a TTL written `rendered` ("0ms", "-1ms", ...) that is out
+// of range: "TTL <rendered> is out of range (1ms .. 7d)".
+Error ttl_out_of_range(std::string_view rendered);
 // >= 1.
 Status validate_capacity(std::uint64_t capacity);
 // <= 256 bytes, no NUL (may be empty).

@@ -139,8 +139,15 @@ RequestParser::State RequestParser::next(Request* out, std::string* message) {
           std::to_string(i + 1);
       return State::error;
     }
-    if (len < 0 ||
-        static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
+    if (len < 0) {
+      *message = "invalid_argument protocol error: argument " +
+                 std::to_string(i + 1) + " has bulk length " +
+                 std::to_string(len) +
+                 "; a negative or null bulk length is not allowed in a "
+                 "request";
+      return State::error;
+    }
+    if (static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
       at = std::string_view::npos;
       break;
     }

@@ -46,6 +46,25 @@ Result<std::int64_t> int_arg(std::string_view s, std::string_view what,
   return v;
 }
 
+// ttl_ms: any out-of-range value, also one beyond int64, reports the
+// accepted range in the words of core::validate_ttl.
+Result<std::int64_t> ttl_arg(std::string_view s) {
+  std::int64_t v = 0;
+  if (!s.empty()) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range && p == s.data() + s.size()) {
+      return core::ttl_out_of_range(std::string(s) + "ms");
+    }
+  }
+  if (!parse_int(s, &v)) {
+    return bad("ttl_ms must be an integer, got " + core::quote_name(s));
+  }
+  if (Status st = core::validate_ttl_ms(v); !st.ok()) {
+    return std::move(st).error();
+  }
+  return v;
+}
+
 Result<OwnerToken> token_arg(std::string_view s) {
   auto t = OwnerToken::parse(s);
   if (!t) return bad("owner token must be 32 hex digits");
@@ -203,7 +222,7 @@ void Connection::cmd_hello(const proto::Request& req) {
 void Connection::cmd_acquire(const proto::Request& req) {
   auto token = token_arg(req[2]);
   if (!token) return reply_result_error(token.error());
-  auto ttl = int_arg(req[3], "ttl_ms", 0, kMaxMs + 1);
+  auto ttl = ttl_arg(req[3]);
   if (!ttl) return reply_result_error(ttl.error());
   core::AcquireRequest r;
   r.name = req[1];
@@ -221,7 +240,7 @@ void Connection::cmd_acquire(const proto::Request& req) {
       if (!w) return reply_result_error(w.error());
       wait_ms = *w;
     } else if (opt == "CAPACITY" && has_value) {
-      auto c = int_arg(req[++i], "CAPACITY", 0, kMaxU32);
+      auto c = int_arg(req[++i], "CAPACITY", 1, kMaxU32);
       if (!c) return reply_result_error(c.error());
       r.capacity = static_cast<std::uint32_t>(*c);
     } else if (opt == "LABEL" && has_value) {
@@ -246,12 +265,14 @@ void Connection::cmd_acquire(const proto::Request& req) {
     std::string bytes;
     proto::RespWriter w(bytes);
     proto::write_grant(w, server_.to_grant(out->grant));
-    // The grant to undo if persisting it fails (only with a journal).
+    // The grant to undo if persisting it fails, or to give back if the
+    // connection closes before the reply is written (only with a journal:
+    // without one, nothing is staged).
     std::vector<std::pair<std::string, OwnerToken>> grants;
     if (server_.has_journal()) {
       grants.emplace_back(std::move(out->grant.name), out->grant.token);
     }
-    reply(std::move(bytes), std::move(grants));
+    reply(std::move(bytes), std::move(grants), /*durable=*/true, out->created);
   } else {
     ++server_.stats().waits;
     parked_ = true;
@@ -265,7 +286,7 @@ void Connection::cmd_acquire(const proto::Request& req) {
 void Connection::cmd_extend(const proto::Request& req) {
   auto token = token_arg(req[2]);
   if (!token) return reply_result_error(token.error());
-  auto ttl = int_arg(req[3], "ttl_ms", 0, kMaxMs + 1);
+  auto ttl = ttl_arg(req[3]);
   if (!ttl) return reply_result_error(ttl.error());
   auto g =
       server_.table().extend(req[1], *token, std::chrono::milliseconds(*ttl));
@@ -328,11 +349,11 @@ void Connection::cmd_list(const proto::Request& req) {
 void Connection::cmd_multi(const proto::Request& req, bool all) {
   auto token = token_arg(req[1]);
   if (!token) return reply_result_error(token.error());
-  auto ttl = int_arg(req[2], "ttl_ms", 0, kMaxMs + 1);
+  auto ttl = ttl_arg(req[2]);
   if (!ttl) return reply_result_error(ttl.error());
   auto wait = int_arg(req[3], "wait_ms", 0, kMaxMs);
   if (!wait) return reply_result_error(wait.error());
-  auto cap = int_arg(req[4], "capacity", 0, kMaxU32);
+  auto cap = int_arg(req[4], "capacity", 1, kMaxU32);
   if (!cap) return reply_result_error(cap.error());
   Server::MultiPark p;
   p.reservation = *token;

@@ -1,14 +1,40 @@
 #include "server/connection.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
+#include "core/validate.h"
 #include "proto/commands.h"
 
 namespace baton::server {
 
 namespace {
 constexpr std::size_t kMaxPendingRequests = 4096;
-constexpr std::size_t kMaxOutputBytes = 64u << 20;
+// What one connection may hold in batond (unsent replies + queued requests).
+constexpr std::size_t kMaxHeldBytes = 64u << 20;
+// Output is written in chunks of about this size while a backlog builds
+// up; buffers larger than this are freed once written, not kept.
+constexpr std::size_t kChunkBytes = 256u << 10;
+constexpr std::size_t kKeepBufferBytes = kChunkBytes;
+
+// Memory a queued request takes (its strings and their headers).
+std::size_t request_bytes(const proto::Request& req) {
+  std::size_t n = sizeof(proto::Request);
+  for (const auto& a : req) n += sizeof(std::string) + a.size();
+  return n;
+}
+
+void drop_buffer(std::string& s) {
+  if (s.capacity() > kKeepBufferBytes) {
+    std::string().swap(s);
+  } else {
+    s.clear();
+  }
+}
 }  // namespace
 
 Connection::Connection(Server& server, asio::ip::tcp::socket socket,
@@ -40,6 +66,7 @@ asio::awaitable<void> Connection::read_loop() {
     if (ec || closed_) break;
     if (close_after_flush_) continue;  // discard input after a fatal error
     in_batch_ = true;
+    peer_checked_ = false;
     parser_.feed(buf.data(), n);
     for (;;) {
       proto::Request req;
@@ -51,6 +78,7 @@ asio::awaitable<void> Connection::read_loop() {
         spdlog::debug("session {}: protocol error: {}", session_, message);
         // Answer in order (after what is queued), then close.
         pending_.clear();
+        pending_bytes_ = 0;
         std::string out;
         proto::RespWriter(out).error(message);
         reply(std::move(out));
@@ -66,7 +94,14 @@ asio::awaitable<void> Connection::read_loop() {
         close_after_flush_ = true;
         break;
       }
+      const std::size_t size = request_bytes(req);
+      if (held_bytes() + size > kMaxHeldBytes) {
+        cut_off("requests queued behind a blocking one");
+        break;
+      }
+      pending_bytes_ += size;
       pending_.push_back(std::move(req));
+      note_held();
     }
     process_pending();
     in_batch_ = false;
@@ -75,42 +110,77 @@ asio::awaitable<void> Connection::read_loop() {
   close();
 }
 
+bool Connection::grants_locks(const proto::Request& req) {
+  // LOCK.ACQUIRE, LOCK.ACQUIRE_SOME, LOCK.ACQUIRE_ALL (any case); another
+  // name with this prefix is an unknown command, which changes nothing.
+  return req[0].size() >= 12 &&
+         ::strncasecmp(req[0].data(), "LOCK.ACQUIRE", 12) == 0;
+}
+
+bool Connection::peer_closed() {
+  if (peer_gone_ || closed_) return true;
+  if (in_batch_ && peer_checked_) return false;
+  peer_checked_ = in_batch_;
+  pollfd p{};
+  p.fd = socket_.native_handle();
+  p.events = POLLRDHUP;
+  if (::poll(&p, 1, 0) == 1 &&
+      (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    peer_gone_ = true;
+  }
+  return peer_gone_;
+}
+
 void Connection::process_pending() {
   while (!parked_ && !closed_ && !close_after_flush_ && !pending_.empty()) {
     proto::Request req = std::move(pending_.front());
     pending_.pop_front();
+    pending_bytes_ -= request_bytes(req);
+    // A client that has already gone is granted nothing: one poll per batch
+    // that contains an acquire (docs/server.md, "Clients that leave").
+    if (grants_locks(req) && peer_closed()) {
+      ++dropped_;
+      continue;
+    }
     ++server_.stats().commands;
     execute(req);
   }
 }
 
-void Connection::reply(std::string bytes,
-                       std::vector<std::pair<std::string, OwnerToken>> grants,
-                       bool durable) {
-  if (closed_) {
+void Connection::reply(std::string bytes, Grants grants, bool durable,
+                       bool created) {
+  if (closed_) return;
+  if (held_bytes() + bytes.size() > kMaxHeldBytes) {
+    // The reply cannot be kept: neither can what it grants.
+    if (created) staged_.push_back(Staged{0, {}, std::move(grants), true});
+    cut_off("replies the client does not read");
     return;
   }
   const std::uint64_t seq = durable ? server_.reply_seq() : 0;
   if (staged_.empty() && seq <= server_.durable_seq()) {
     // Nothing to wait for: straight to the output buffer, written when the
     // current batch ends (or now, outside a batch).
-    out_ += bytes;
+    append_out(bytes);
+    note_held();
     if (!in_batch_) flush();
     return;
   }
-  staged_.push_back(Staged{seq, std::move(bytes), std::move(grants)});
+  staged_bytes_ += bytes.size();
+  staged_.push_back(Staged{seq, std::move(bytes), std::move(grants), created});
+  note_held();
   server_.stage_pending(shared_from_this());
 }
 
-void Connection::complete_parked(
-    std::uint64_t id, std::string bytes,
-    std::vector<std::pair<std::string, OwnerToken>> grants) {
+void Connection::complete_parked(std::uint64_t id, std::string bytes,
+                                 Grants grants, bool created) {
   if (closed_ || !parked_ || id != park_id_) return;
   parked_ = false;
-  reply(std::move(bytes), std::move(grants));
+  reply(std::move(bytes), std::move(grants), /*durable=*/true, created);
   // Resume later requests outside the caller's event loop.
-  asio::post(socket_.get_executor(),
-             [self = shared_from_this()] { self->process_pending(); });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->peer_checked_ = false;
+    self->process_pending();
+  });
 }
 
 void Connection::release(std::uint64_t durable_seq, bool failed,
@@ -118,44 +188,64 @@ void Connection::release(std::uint64_t durable_seq, bool failed,
   while (!staged_.empty()) {
     Staged& s = staged_.front();
     if (s.seq <= durable_seq) {
-      out_ += s.bytes;
+      append_out(s.bytes);
     } else if (failed) {
       for (const auto& [name, token] : s.grants) {
-        (void)server_.table().release(name, token);
+        (void)server_.table().undo_grant(name, token);
         ++server_.stats().undone_grants;
       }
       std::string err;
       proto::RespWriter(err).error("unavailable persistence failed (" +
                                    failure + "); the change was not kept");
-      out_ += err;
+      append_out(err);
     } else {
       break;
     }
+    staged_bytes_ -= s.bytes.size();
     staged_.pop_front();
   }
   flush();
 }
 
+bool Connection::stages_grant(std::string_view name,
+                              const OwnerToken& token) const {
+  for (const Staged& s : staged_) {
+    for (const auto& [n, t] : s.grants) {
+      if (t == token && n == name) return true;
+    }
+  }
+  return false;
+}
+
+void Connection::append_out(std::string_view bytes) {
+  if (out_.size() >= kChunkBytes) {
+    // Only while a write is in flight (a backlog): keep the chunk as it is.
+    backlog_bytes_ += out_.size();
+    backlog_.push_back(std::move(out_));
+    out_ = std::string();
+  }
+  out_.append(bytes);
+}
+
 void Connection::flush() {
   if (closed_ || write_in_flight_) return;
-  if (out_.empty()) {
+  if (!backlog_.empty()) {
+    writing_ = std::move(backlog_.front());
+    backlog_.pop_front();
+    backlog_bytes_ -= writing_.size();
+  } else if (!out_.empty()) {
+    writing_.swap(out_);
+    out_.clear();
+  } else {
     if (close_after_flush_ && staged_.empty()) close();
     return;
   }
-  if (out_.size() > kMaxOutputBytes) {
-    spdlog::warn("session {}: client does not read its replies; closing",
-                 session_);
-    close();
-    return;
-  }
-  writing_.swap(out_);
-  out_.clear();
   write_in_flight_ = true;
   asio::async_write(
       socket_, asio::buffer(writing_),
       [self = shared_from_this()](std::error_code ec, std::size_t) {
         self->write_in_flight_ = false;
-        self->writing_.clear();
+        drop_buffer(self->writing_);
         if (ec) {
           self->close();
           return;
@@ -164,15 +254,65 @@ void Connection::flush() {
       });
 }
 
-void Connection::close() {
+void Connection::cut_off(const char* what) {
+  spdlog::warn(
+      "session {}: holds over {} MiB of {}; closing the connection (a "
+      "client that does not read its replies)",
+      session_, kMaxHeldBytes >> 20, what);
+  close();
+}
+
+// Grants created for this connection whose replies were never written: the
+// client cannot know it holds them, so they are given back now instead of
+// at their TTL. A lease that another connection's staged reply also
+// acknowledges (a retry with the same owner token) is kept.
+void Connection::give_back_unsent() {
+  for (const Staged& s : staged_) {
+    if (!s.created) continue;
+    for (const auto& [name, token] : s.grants) {
+      if (server_.grant_staged_elsewhere(this, name, token)) continue;
+      auto r = server_.table().undo_grant(name, token);
+      if (r.ok() && r->was_held) {
+        spdlog::info(
+            "session {}: connection closed before the grant of lock {} was "
+            "sent; the lease was given back",
+            session_, core::quote_name(name));
+      }
+    }
+  }
+}
+
+void Connection::close(bool give_back_unsent_grants) {
   if (closed_) return;
   closed_ = true;
   std::error_code ec;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
+  if (give_back_unsent_grants) give_back_unsent();
+  if (dropped_ > 0) {
+    spdlog::info(
+        "session {}: the client had closed the connection; {} acquire "
+        "request(s) it sent were not executed",
+        session_, dropped_);
+  }
   pending_.clear();
+  pending_bytes_ = 0;
+  staged_.clear();
+  staged_bytes_ = 0;
+  std::string().swap(out_);
+  backlog_.clear();
+  backlog_bytes_ = 0;
   parked_ = false;
   server_.connection_closed(shared_from_this(), had_ephemeral_);
+#if defined(__GLIBC__)
+  if (held_much_) {
+    // Megabytes were freed in ~256 KiB pieces that glibc may keep in its
+    // heap (fragmentation; its mmap threshold rises with use): give them
+    // back to the kernel once the aborted write has let go of its buffer.
+    // Rare (a connection that held over 4 MiB); costs a heap walk.
+    asio::post(socket_.get_executor(), [] { ::malloc_trim(0); });
+  }
+#endif
 }
 
 void Connection::reply_error(Errc code, std::string_view message) {

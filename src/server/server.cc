@@ -133,8 +133,10 @@ void Server::stop() {
     std::error_code ec;
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
+    // Shutting down gives nothing back: an acknowledged-or-not grant stays
+    // in the journal and ends at its TTL after a restart, as before.
     for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
-      c->close();
+      c->close(/*give_back_unsent=*/false);
     }
     // Waits for a sync in flight; its posted result is never run.
     if (journal_) (void)journal_->sync();
@@ -230,6 +232,20 @@ void Server::handle_event(const core::Event& e) {
   if (it != parked_.end()) {
     std::vector<Parked> who = std::move(it->second);
     parked_.erase(it);
+    if (e.kind == K::granted && e.grant.token == e.token && clients_gone(who)) {
+      // Every client waiting for this new lease had closed its connection
+      // before batond read that (a stop, or the lock freed in the same
+      // round as the close): give it back now instead of at its TTL.
+      (void)table_.undo_grant(e.grant.name, e.grant.token);
+      spdlog::info(
+          "lock {}: the waiter's connection was closed before its grant "
+          "could be sent; the lease was given back",
+          core::quote_name(e.grant.name));
+      for (const auto& p : who) {
+        if (auto c = p.conn.lock()) c->close();
+      }
+      return;
+    }
     std::string bytes;
     proto::RespWriter w(bytes);
     std::vector<std::pair<std::string, OwnerToken>> grants;
@@ -244,8 +260,13 @@ void Server::handle_event(const core::Event& e) {
     } else {
       w.error("unavailable the waiting session ended");
     }
+    // A new lease (not a reentrant join) is given back if its reply can
+    // never be sent.
+    const bool created = e.kind == K::granted && e.grant.token == e.token;
     for (const auto& p : who) {
-      if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, grants);
+      if (auto c = p.conn.lock()) {
+        c->complete_parked(p.id, bytes, grants, created);
+      }
     }
     return;
   }
@@ -264,7 +285,9 @@ void Server::handle_event(const core::Event& e) {
       } else {
         proto::RespWriter(bytes).error("unavailable the waiting session ended");
       }
-      if (auto c = pm.who.conn.lock()) c->complete_parked(pm.who.id, bytes, {});
+      if (auto c = pm.who.conn.lock()) {
+        c->complete_parked(pm.who.id, bytes, {}, false);
+      }
     }
     parked_multi_.erase(mit);
   }
@@ -321,7 +344,7 @@ void Server::answer_multi(
       ++stats_.wait_grants;
     }
     if (pm.timer) pm.timer->cancel();
-    c->complete_parked(pm.who.id, std::move(bytes), std::move(grants));
+    c->complete_parked(pm.who.id, std::move(bytes), std::move(grants), false);
   }
   if (!keep.empty()) {
     auto& v = parked_multi_[keep.front().request.reservation];
@@ -370,18 +393,58 @@ void Server::park_multi(MultiPark request, std::chrono::milliseconds wait,
 }
 
 void Server::withdrawn(const std::string& name, const OwnerToken& token) {
-  auto it = parked_.find({name, token});
-  if (it == parked_.end()) return;
   std::string bytes;
   // not_acquired, not timeout: the wait did not run out (a client that
   // waits "forever" re-asks after a timeout, but must stop here).
   proto::RespWriter(bytes).error(
       "not_acquired the waiting request was withdrawn by LOCK.RELEASE");
-  auto who = std::move(it->second);
-  parked_.erase(it);
-  for (const auto& p : who) {
-    if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {});
+  if (auto it = parked_.find({name, token}); it != parked_.end()) {
+    auto who = std::move(it->second);
+    parked_.erase(it);
+    for (const auto& p : who) {
+      if (auto c = p.conn.lock()) c->complete_parked(p.id, bytes, {}, false);
+    }
+    return;
   }
+  // An ACQUIRE_ALL parked under this reservation: the release withdrew the
+  // whole reservation, and no table event will ever answer it. (A parked
+  // ACQUIRE_SOME keeps waiting for its other names and its timer.)
+  auto mit = parked_multi_.find(token);
+  if (mit == parked_multi_.end()) return;
+  std::vector<ParkedMulti> all = std::move(mit->second);
+  parked_multi_.erase(mit);
+  std::vector<ParkedMulti> keep;
+  for (auto& pm : all) {
+    if (!pm.request.all_or_nothing) {
+      keep.push_back(std::move(pm));
+    } else if (auto c = pm.who.conn.lock()) {
+      c->complete_parked(pm.who.id, bytes, {}, false);
+    }
+  }
+  if (!keep.empty()) {
+    auto& v = parked_multi_[token];
+    for (auto& k : keep) v.push_back(std::move(k));
+  }
+}
+
+bool Server::clients_gone(const std::vector<Parked>& who) {
+  for (const auto& p : who) {
+    auto c = p.conn.lock();
+    if (c && !c->peer_closed()) return false;
+  }
+  return true;
+}
+
+bool Server::grant_staged_elsewhere(const Connection* except,
+                                    std::string_view name,
+                                    const OwnerToken& token) const {
+  for (const auto& c : connections_) {
+    if (c.get() != except && c->has_staged() && !c->closed() &&
+        c->stages_grant(name, token)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Server::connection_closed(const std::shared_ptr<Connection>& c,

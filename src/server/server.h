@@ -93,6 +93,10 @@ class Server {
 
   void connection_closed(const std::shared_ptr<Connection>& c,
                          bool had_ephemeral);
+  // Whether a connection other than `except` has a staged reply that
+  // acknowledges the lease (name, token) (see Connection::close()).
+  bool grant_staged_elsewhere(const Connection* except, std::string_view name,
+                              const OwnerToken& token) const;
 
   std::int64_t wall_ms(core::Instant expiry) const;
   store::Grant to_grant(const core::CoreGrant& g) const;
@@ -112,6 +116,9 @@ class Server {
 
   asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor);
   asio::awaitable<void> metrics_loop(asio::ip::tcp::acceptor& acceptor);
+  // True if no connection in `who` can still be sent a reply (each is
+  // closed or its peer has gone).
+  bool clients_gone(const std::vector<Parked>& who);
   void drain_events();
   void handle_event(const core::Event& e);
   void answer_multi(std::map<OwnerToken, std::vector<ParkedMulti>>::iterator it,

@@ -4,3 +4,5 @@
 
 INSTANTIATE_CONFORMANCE(Memory,
                         baton::conformance::url_factory("memory:conformance"));
+INSTANTIATE_ENDED_LEASE_SUITE(
+    Memory, baton::conformance::url_factory("memory:conformance"));

@@ -24,3 +24,4 @@ baton::Result<baton::Client> open_baton(const baton::ClientOptions& options) {
 }  // namespace
 
 INSTANTIATE_CONFORMANCE(Baton, open_baton);
+INSTANTIATE_ENDED_LEASE_SUITE(Baton, open_baton);

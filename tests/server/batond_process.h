@@ -115,6 +115,28 @@ class BatondProcess {
   }
   void kill9() { signal_and_wait(SIGKILL); }
   void stop() { signal_and_wait(SIGTERM); }
+  // SIGSTOP / SIGCONT: the process keeps its sockets but runs nothing.
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
+  pid_t pid() const { return pid_; }
+  // A "<key>: <n> kB" line of /proc/<pid>/status (VmRSS, VmHWM) in bytes;
+  // -1 if missing.
+  long long proc_status_bytes(const std::string& key) const {
+    FILE* f =
+        std::fopen(("/proc/" + std::to_string(pid_) + "/status").c_str(), "r");
+    if (f == nullptr) return -1;
+    char line[256];
+    long long out = -1;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      std::string l(line);
+      if (l.rfind(key + ":", 0) == 0) {
+        out = std::stoll(l.substr(key.size() + 1)) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+    return out;
+  }
 
   // The flags the next start() appends (after BATOND_TEST_ARGS).
   void set_extra(std::vector<std::string> extra) { extra_ = std::move(extra); }

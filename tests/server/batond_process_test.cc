@@ -2,73 +2,22 @@
 // redis-cli and redis-py, durability across kill -9, session end, bad input.
 #include "batond_process.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "baton/client.h"
 #include "baton/counter.h"
 #include "proto/commands.h"
 #include "proto/resp.h"
+#include "raw_resp.h"
 
 namespace baton {
 namespace {
 
 using baton::testing::BatondProcess;
+using baton::testing::info_field;
+using baton::testing::Raw;
 using baton::testing::run;
 using namespace std::chrono_literals;
-
-// A raw RESP connection.
-class Raw {
- public:
-  explicit Raw(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      throw std::runtime_error("connect");
-    }
-    timeval tv{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~Raw() { close(); }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  void send_raw(const std::string& s) {
-    ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(s.size()));
-  }
-  void send(const std::vector<std::string>& args) {
-    send_raw(proto::encode_command(args));
-  }
-  // nullopt on EOF/timeout.
-  std::optional<proto::Reply> read() {
-    for (;;) {
-      proto::Reply r;
-      auto got = parser_.next(&r);
-      if (got && *got) return r;
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return std::nullopt;
-      (void)parser_.feed(buf, static_cast<std::size_t>(n));
-    }
-  }
-  proto::Reply call(const std::vector<std::string>& args) {
-    send(args);
-    auto r = read();
-    if (!r) throw std::runtime_error("no reply");
-    return *r;
-  }
-
- private:
-  int fd_ = -1;
-  proto::ReplyParser parser_;
-};
 
 const std::string kTok1 = "0123456789abcdef0123456789abcdef";
 const std::string kTok2 = "fedcba9876543210fedcba9876543210";
@@ -220,13 +169,6 @@ INSTANTIATE_TEST_SUITE_P(
       if (a.size() == 2) return a[1] == "always" ? "Always" : "Batch";
       return "BatchInterval20ms";
     });
-
-std::int64_t info_field(Raw& c, const std::string& key) {
-  auto r = c.call({"INFO"});
-  auto at = r.str.find("\n" + key + ":");
-  if (at == std::string::npos) return -1;
-  return std::stoll(r.str.substr(at + key.size() + 2));
-}
 
 // fsync_interval bounds the fsync rate: a grant that arrives just after an
 // fsync started waits for the interval; a release does not wait at all.

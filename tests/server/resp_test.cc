@@ -55,6 +55,23 @@ TEST(RequestParser, RefusesMalformedInput) {
   }
 }
 
+TEST(RequestParser, NegativeBulkLengthIsNamedNotCalledOverTheLimit) {
+  for (const char* len : {"-1", "-5"}) {
+    std::string msg;
+    EXPECT_EQ(parse(std::string("*2\r\n$4\r\nPING\r\n$") + len + "\r\n", &msg),
+              State::error);
+    EXPECT_EQ(msg, std::string("invalid_argument protocol error: argument 2 "
+                               "has bulk length ") +
+                       len +
+                       "; a negative or null bulk length is not allowed in "
+                       "a request");
+  }
+  // A declared length over the limit is still reported as such.
+  std::string msg;
+  EXPECT_EQ(parse("*1\r\n$2000000\r\n", &msg), State::error);
+  EXPECT_EQ(msg, "invalid_argument request is over the 1048576-byte limit");
+}
+
 TEST(RequestParser, IncompleteFramesWait) {
   std::string msg;
   EXPECT_EQ(parse("*2\r\n$4\r\nPI", &msg), State::need_more);

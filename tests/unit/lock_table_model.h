@@ -68,12 +68,34 @@ inline std::string show(const Out& o) {
   return s;
 }
 
+struct MEnded {
+  std::string name;
+  OwnerToken token;
+  Instant when;
+};
+
 class Model {
  public:
   std::vector<MLease> leases;    // grant order
   std::vector<MWaiter> waiters;  // global arrival order
   std::map<std::string, std::uint32_t> caps;
   std::map<std::string, std::int64_t> counters;
+  // Leases that ended (release, expiry, session release), remembered for
+  // `ended_window` (the table's Limits; the test never reaches its count).
+  std::vector<MEnded> ended;
+  Nanos ended_window{0};
+
+  void end(const MLease& l, Instant now) {
+    ended.push_back({l.name, l.token, now});
+  }
+  bool is_ended(const std::string& n, const OwnerToken& t, Instant now) const {
+    for (const MEnded& e : ended) {
+      if (e.name == n && e.token == t && now < e.when + ended_window) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   std::size_t holders(const std::string& n) const {
     return std::count_if(leases.begin(), leases.end(),
@@ -175,6 +197,9 @@ class Model {
         } else {
           ++i;
         }
+      }
+      for (const MLease& l : leases) {
+        if (l.expiry == *t) end(l, now);
       }
       std::erase_if(leases, [&](const MLease& l) { return l.expiry == *t; });
       settle(now);

@@ -31,6 +31,20 @@ TEST(Validate, Ttl) {
   EXPECT_FALSE(validate_ttl(-5s).ok());
 }
 
+// The wire form (whole milliseconds, any int64) reports the same range in
+// the same words.
+TEST(Validate, TtlInMillisecondsUsesTheSameWords) {
+  EXPECT_TRUE(validate_ttl_ms(1).ok());
+  EXPECT_TRUE(validate_ttl_ms(604'800'000).ok());
+  EXPECT_EQ(msg(validate_ttl_ms(0)), msg(validate_ttl(0ms)));
+  EXPECT_EQ(msg(validate_ttl_ms(604'800'001)),
+            msg(validate_ttl(7 * 24h + 1ms)));
+  EXPECT_EQ(msg(validate_ttl_ms(-1)), "TTL -1ms is out of range (1ms .. 7d)");
+  EXPECT_EQ(msg(validate_ttl_ms(INT64_MIN)),
+            "TTL -9223372036854775808ms is out of range (1ms .. 7d)");
+  EXPECT_EQ(validate_ttl_ms(0).error().code(), Errc::invalid_argument);
+}
+
 TEST(Validate, CapacityLabelKeyWait) {
   EXPECT_TRUE(validate_capacity(1).ok());
   EXPECT_NE(msg(validate_capacity(0)).find("capacity must be at least 1"),
