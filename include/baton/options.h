@@ -41,7 +41,9 @@ struct AcquireOptions {
   // same lock share one lease with a hold count.
   std::string reentrancy_key;
   // Owner token / request id. Unset = a fresh random token per call. Set it
-  // to retry an acquire whose outcome is unknown (rule 17).
+  // to retry an acquire whose outcome is unknown (rule 17). (A grant that
+  // arrives after its own safe deadline is given back, and the wait goes on
+  // with a fresh token: that lease has ended.)
   std::optional<OwnerToken> token;
 };
 

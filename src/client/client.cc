@@ -245,12 +245,13 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
           if (!g.ok()) return std::move(g).error();
           Lease l = impl.make_lease(*g, sent);
           if (l.local_deadline > impl.clock->now()) return l;
-          // The grant arrived after its safe deadline (a
-          // reply delayed longer than the TTL): never hand
-          // out a lease that is already over (rule 14). Give
-          // it back; a retry with the same token is
-          // idempotent either way (rule 17).
+          // The grant arrived after its safe deadline (a reply delayed
+          // longer than the TTL): never hand out a lease that is already
+          // over (rule 14). Give it back; that lease has ended, so a
+          // further attempt within the wait is a new request with a new
+          // owner token (stores refuse an ended token, rule 17).
           (void)impl.store->release(spec.name, spec.token);
+          spec.token = OwnerToken::random();
           return Error(Errc::timeout,
                        "the grant of \"" + spec.name +
                            "\" arrived after its safe deadline (the "
