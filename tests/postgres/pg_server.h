@@ -1,7 +1,9 @@
 // tests/postgres/pg_server.h — a private PostgreSQL 15 for tests: initdb in
 // a temp dir owned by the `postgres` user, a free loopback port, fsync off;
 // started and stopped with pg_ctl (as `postgres` via runuser when the test
-// runs as root). Also a tiny libpq helper for SQL from the test side.
+// runs as root), crashed (`-m immediate`) or frozen (SIGSTOP to the whole
+// server) for fault tests. Also a tiny libpq helper for SQL from the test
+// side.
 #ifndef BATON_TESTS_POSTGRES_PG_SERVER_H_
 #define BATON_TESTS_POSTGRES_PG_SERVER_H_
 
@@ -10,6 +12,7 @@
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,9 +20,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace baton::testing {
 
@@ -83,6 +89,7 @@ class PgServer {
   }
   void stop() {
     if (!running_) return;
+    signal_server(SIGCONT);  // a frozen server cannot shut down
     run(std::string(kBin) + "/pg_ctl -D " + dir_ + "/data -m fast -w stop");
     running_ = false;
   }
@@ -90,6 +97,38 @@ class PgServer {
     stop();
     start();
   }
+  // Stops at once, like a crash (`pg_ctl stop -m immediate`: no checkpoint,
+  // clients are cut off); start() brings it back on the same port and data
+  // directory, after crash recovery.
+  void stop_immediate() {
+    if (!running_) return;
+    signal_server(SIGCONT);
+    run(std::string(kBin) + "/pg_ctl -D " + dir_ +
+        "/data -m immediate -w stop");
+    running_ = false;
+  }
+  // The postmaster's pid (first line of postmaster.pid), -1 if none.
+  pid_t postmaster_pid() const {
+    std::ifstream in(dir_ + "/data/postmaster.pid");
+    long pid = -1;
+    if (!(in >> pid) || pid <= 1) return -1;
+    return static_cast<pid_t>(pid);
+  }
+  // Sends `sig` to the postmaster, then to each of its children (backends,
+  // checkpointer, WAL writer...: each one leads a process group of its own,
+  // so the postmaster's group is not enough). SIGSTOP freezes the whole
+  // server: the postmaster is seen stopped (no more forks) before its
+  // children are listed. SIGCONT thaws it. False if it is not running.
+  bool signal_server(int sig) const {
+    const pid_t pm = postmaster_pid();
+    if (!running_ || pm <= 0 || ::kill(pm, sig) != 0) return false;
+    for (int i = 0; sig == SIGSTOP && i < 200 && state_of(pm) != 'T'; ++i) {
+      ::usleep(5000);
+    }
+    for (pid_t child : children_of(pm)) ::kill(child, sig);
+    return true;
+  }
+  bool running() const { return running_; }
 
   std::uint16_t port() const { return port_; }
   std::string url(const std::string& query = "") const {
@@ -143,6 +182,33 @@ class PgServer {
     }
     watchdog_fd_ = p[1];
     watchdog_pid_ = pid;
+  }
+
+  // (state, parent) from /proc/PID/stat; state 0 if gone.
+  static std::pair<char, pid_t> stat_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) return {0, -1};
+    const auto paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 4 >= line.size()) return {0, -1};
+    char state = line[paren + 2];
+    long ppid = std::strtol(line.c_str() + paren + 4, nullptr, 10);
+    return {state, static_cast<pid_t>(ppid)};
+  }
+  static char state_of(pid_t pid) { return stat_of(pid).first; }
+  static std::vector<pid_t> children_of(pid_t parent) {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() ||
+          name.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      const pid_t pid = static_cast<pid_t>(std::stol(name));
+      if (stat_of(pid).second == parent) out.push_back(pid);
+    }
+    return out;
   }
 
   static std::uint16_t free_port() {
