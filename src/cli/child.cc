@@ -19,8 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "baton/duration.h"
 #include "cli/guard.h"
-#include "core/duration.h"
 
 extern char** environ;
 
@@ -236,12 +236,12 @@ std::string describe_stop(const std::string& what, const StopEvent& event,
   if (event.cause == StopEvent::Cause::lost) {
     return what + " lost (" + event.reason + "); SIGTERM to the command " +
            (event.kill_in > milliseconds::zero()
-                ? "now, SIGKILL in " + core::format_duration(event.kill_in)
+                ? "now, SIGKILL in " + format_duration(event.kill_in)
                 : "and SIGKILL now");
   }
   return what + " not renewed in time: its local safe deadline is " +
-         core::format_duration(event.kill_in) + " away (--grace " +
-         core::format_duration(grace) +
+         format_duration(event.kill_in) + " away (--grace " +
+         format_duration(grace) +
          "); SIGTERM to the command now, SIGKILL at the deadline";
 }
 

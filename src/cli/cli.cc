@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "core/duration.h"
-#include "core/validate.h"
+#include "baton/duration.h"
+#include "baton/validate.h"
 
 namespace baton::cli {
 
@@ -59,9 +59,9 @@ CallContext g_call_context;
 std::string no_answer(const std::string& store, milliseconds timeout,
                       milliseconds wait) {
   std::string m = "no answer from " + store + " within " +
-                  core::format_duration(timeout) + " (--timeout)";
+                  format_duration(timeout) + " (--timeout)";
   if (wait > milliseconds::zero()) {
-    m += " after the " + core::format_duration(wait) + " wait";
+    m += " after the " + format_duration(wait) + " wait";
   }
   return m;
 }
@@ -120,7 +120,7 @@ Result<milliseconds> parse_duration_flag(std::string_view flag,
   if (allow_forever && (text == "forever" || text == "inf")) {
     return milliseconds::max();
   }
-  auto d = core::parse_duration(text);
+  auto d = parse_duration(text);
   if (!d) {
     std::string message = std::string(flag) + ": " + d.error().message();
     if (allow_forever) message += "; or \"forever\" to wait without end";
@@ -138,10 +138,9 @@ Result<LockFlags> parse_lock_flags(const Globals& globals,
   if (!ttl) return ttl.error();
   auto wait = parse_duration_flag("--wait", wait_text, true);
   if (!wait) return wait.error();
-  for (Status s :
-       {core::validate_name(lock), core::validate_ttl(*ttl),
-        core::validate_capacity(capacity), core::validate_wait(*wait),
-        core::validate_label(globals.label)}) {
+  for (Status s : {validate_lock_name(lock), validate_ttl(*ttl),
+                   validate_capacity(capacity), validate_wait(*wait),
+                   validate_label(globals.label)}) {
     if (!s) return s.error();
   }
   return LockFlags{*ttl, *wait};
@@ -242,13 +241,12 @@ Result<milliseconds> parse_grace(std::string_view text, milliseconds ttl,
   if (*grace >= room) {
     return Error(
         Errc::invalid_argument,
-        "--grace " + core::format_duration(*grace) +
-            " leaves no room for renewals with --ttl " +
-            core::format_duration(ttl) + " (renewed every " +
-            core::format_duration(renew_interval) +
+        "--grace " + format_duration(*grace) +
+            " leaves no room for renewals with --ttl " + format_duration(ttl) +
+            " (renewed every " + format_duration(renew_interval) +
             "): the command gets SIGTERM at the lease's safe deadline minus "
             "the grace, so the grace must be shorter than " +
-            core::format_duration(room) +
+            format_duration(room) +
             " (TTL - renew interval); use a longer --ttl or a shorter "
             "--grace (\"auto\" = min(10s, TTL/3))");
   }
@@ -257,7 +255,7 @@ Result<milliseconds> parse_grace(std::string_view text, milliseconds ttl,
 
 std::string format_wait(milliseconds d) {
   if (d == milliseconds::max()) return "forever";
-  return core::format_duration(d);
+  return format_duration(d);
 }
 
 std::string format_human(milliseconds d) {

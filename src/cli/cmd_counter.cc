@@ -7,8 +7,8 @@
 #include <string>
 
 #include "baton/counter.h"
+#include "baton/validate.h"
 #include "cli/cli.h"
-#include "core/validate.h"
 
 namespace baton::cli {
 
@@ -23,7 +23,7 @@ struct CounterFlags {
 enum class Op { get, add, take };
 
 int do_counter(const Globals& globals, const CounterFlags& flags, Op op) {
-  if (Status s = core::validate_name(flags.name, "counter name"); !s) {
+  if (Status s = validate_lock_name(flags.name, "counter name"); !s) {
     return report(s.error());
   }
   if (op == Op::take && flags.n < 1) {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "baton/duration.h"
 #include "baton/elector.h"
+#include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
-#include "core/duration.h"
-#include "core/validate.h"
 
 namespace baton::cli {
 
@@ -49,16 +49,14 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   auto retry =
       parse_duration_flag("--retry-interval", flags.retry_interval, false);
   if (!retry) return report(retry.error());
-  for (Status s :
-       {core::validate_name(flags.group, "group name"),
-        core::validate_ttl(*ttl), core::validate_label(globals.label)}) {
+  for (Status s : {validate_lock_name(flags.group, "group name"),
+                   validate_ttl(*ttl), validate_label(globals.label)}) {
     if (!s) return report(s.error());
   }
   if (*retry >= *ttl) {
-    return report(Errc::invalid_argument, "--retry-interval " +
-                                              core::format_duration(*retry) +
-                                              " must be shorter than --ttl " +
-                                              core::format_duration(*ttl));
+    return report(Errc::invalid_argument,
+                  "--retry-interval " + format_duration(*retry) +
+                      " must be shorter than --ttl " + format_duration(*ttl));
   }
   const milliseconds renew_interval = *retry > milliseconds::zero()
                                           ? *retry

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
+#include "baton/duration.h"
+#include "baton/validate.h"
 #include "cli/cli.h"
-#include "core/duration.h"
-#include "core/validate.h"
 
 namespace baton::cli {
 
@@ -29,7 +29,7 @@ void print_lease(const Lease& lease, bool json) {
     std::cout << "{\"lock\":" << json_string(lease.name)
               << ",\"token\":" << json_string(lease.token.to_string())
               << ",\"fencing_token\":" << lease.fencing_token
-              << ",\"ttl\":" << json_string(core::format_duration(lease.ttl))
+              << ",\"ttl\":" << json_string(format_duration(lease.ttl))
               << ",\"ttl_ms\":" << lease.ttl.count()
               << ",\"capacity\":" << lease.capacity
               << ",\"holds\":" << lease.holds
@@ -38,13 +38,13 @@ void print_lease(const Lease& lease, bool json) {
   } else {
     std::cout << "token=" << lease.token.to_string()
               << " fencing=" << lease.fencing_token
-              << " ttl=" << core::format_duration(lease.ttl) << "\n";
+              << " ttl=" << format_duration(lease.ttl) << "\n";
   }
 }
 
 // A Lease value naming (lock, token), for extend and release.
 Result<Lease> lease_from_flags(const LeaseFlags& flags) {
-  if (Status s = core::validate_name(flags.lock); !s) return s.error();
+  if (Status s = validate_lock_name(flags.lock); !s) return s.error();
   auto token = OwnerToken::parse(flags.token);
   if (!token) {
     return Error(Errc::invalid_argument,
@@ -81,7 +81,7 @@ int do_acquire(const Globals& globals, const LeaseFlags& flags) {
 int do_extend(const Globals& globals, const LeaseFlags& flags) {
   auto ttl = parse_duration_flag("--ttl", flags.ttl, false);
   if (!ttl) return report(ttl.error());
-  if (Status s = core::validate_ttl(*ttl); !s) return report(s.error());
+  if (Status s = validate_ttl(*ttl); !s) return report(s.error());
   auto lease = lease_from_flags(flags);
   if (!lease) return report(lease.error());
   StoreDeadline bound(globals, milliseconds::zero());

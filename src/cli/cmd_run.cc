@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "baton/duration.h"
 #include "baton/keeper.h"
+#include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
-#include "core/duration.h"
-#include "core/validate.h"
 
 namespace baton::cli {
 

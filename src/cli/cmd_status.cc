@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "baton/validate.h"
 #include "cli/cli.h"
-#include "core/validate.h"
 
 namespace baton::cli {
 
@@ -116,7 +116,7 @@ void print_json(const std::vector<LockInfo>& locks) {
 int do_status(const Globals& globals, const StatusFlags& flags) {
   if (!flags.target.empty()) {
     // A prefix need not be a whole name, but the same limits apply.
-    if (Status s = core::validate_name(flags.target, "lock name or prefix");
+    if (Status s = validate_lock_name(flags.target, "lock name or prefix");
         !s) {
       return report(s.error());
     }

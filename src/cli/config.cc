@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/duration.h"
-#include "core/validate.h"
+#include "baton/duration.h"
+#include "baton/validate.h"
 
 namespace baton::cli {
 namespace {
@@ -92,7 +92,7 @@ Result<CliConfig> load_cli_config(const std::string& path) {
       return bad(path, std::string("unreadable entry: ") + e.what());
     }
     auto duration = [&]() -> Result<std::chrono::milliseconds> {
-      auto d = core::parse_duration(value);
+      auto d = parse_duration(value);
       if (!d.ok()) return bad(path, key + ": " + d.error().message());
       return *d;
     };
@@ -101,14 +101,14 @@ Result<CliConfig> load_cli_config(const std::string& path) {
       if (value.empty()) return bad(path, "Store is empty");
       c.store = value;
     } else if (k == "label") {
-      if (Status st = core::validate_label(value); !st.ok()) {
+      if (Status st = validate_label(value); !st.ok()) {
         return bad(path, "Label: " + st.error().message());
       }
       c.label = value;
     } else if (k == "ttl") {
       auto d = duration();
       if (!d.ok()) return std::move(d).error();
-      if (Status st = core::validate_ttl(*d); !st.ok()) {
+      if (Status st = validate_ttl(*d); !st.ok()) {
         return bad(path, "TTL: " + st.error().message());
       }
       c.ttl = *d;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "baton/duration.h"
 #include "cli/cli.h"
 #include "cli/config.h"
-#include "core/duration.h"
 
 namespace {
 
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     if (config->label) globals.label = *config->label;
     globals.retry_interval = config->retry_interval;
     if (config->timeout) {
-      globals.timeout_text = baton::core::format_duration(*config->timeout);
+      globals.timeout_text = baton::format_duration(*config->timeout);
     }
     if (config->ttl) {
       default_flag(args, {"run", "acquire", "extend", "elect"}, "--ttl",

@@ -15,6 +15,7 @@
 #include "client/client_impl.h"
 #include "client/session_core.h"
 #include "core/duration.h"
+#include "core/request.h"
 #include "core/validate.h"
 #include "stores/call_deadline.h"
 #include "stores/registry.h"
@@ -27,7 +28,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // Waits at least this long count as "forever".
-constexpr milliseconds kForeverWait = std::chrono::hours(24 * 365 * 100);
+using core::kForeverWait;
 
 std::string default_label() {
   char host[256] = {};
@@ -69,19 +70,6 @@ Status validate_options(const ClientOptions& o) {
     return Error(Errc::invalid_argument,
                  "drift_floor " + std::to_string(o.drift_floor.count()) +
                      "ms must not be negative");
-  }
-  return {};
-}
-
-Status validate_acquire(const AcquireOptions& o) {
-  if (Status st = core::validate_ttl(o.ttl); !st.ok()) return st;
-  if (Status st = core::validate_capacity(o.capacity); !st.ok()) return st;
-  if (Status st = core::validate_label(o.label); !st.ok()) return st;
-  if (Status st = core::validate_reentrancy_key(o.reentrancy_key); !st.ok()) {
-    return st;
-  }
-  if (o.token && o.token->is_zero()) {
-    return Error(Errc::invalid_argument, "owner token is zero");
   }
   return {};
 }
@@ -223,9 +211,6 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
                               const AcquireOptions& options) const {
   const Impl& impl = *impl_;
   if (!impl.options_status.ok()) return impl.options_status.error();
-  if (Status st = core::validate_name(name); !st.ok()) return st.error();
-  if (Status st = validate_acquire(options); !st.ok()) return st.error();
-  if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
   store::AcquireSpec spec;
   spec.name = std::string(name);
   spec.token = options.token ? *options.token : OwnerToken::random();
@@ -233,6 +218,7 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
   spec.capacity = options.capacity;
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.reentrancy_key = options.reentrancy_key;
+  if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
   const auto call_deadline = call_deadline_for(impl, end, is_try);
@@ -280,10 +266,9 @@ Error no_answer(const Client::Impl& impl, const Error& cause) {
 Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
                            milliseconds ttl, Clock::time_point deadline) {
   if (!impl.options_status.ok()) return impl.options_status.error();
-  if (Status st = core::validate_name(lease.name); !st.ok()) return st.error();
-  if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
-  if (lease.token.is_zero()) {
-    return Error(Errc::invalid_argument, "lease has a zero owner token");
+  if (Status st = core::validate_lease_call(lease.name, lease.token, ttl);
+      !st.ok()) {
+    return st.error();
   }
   // `deadline` is on the client's clock; store I/O waits on the steady one.
   const auto steady_deadline =
@@ -316,9 +301,9 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
 Result<bool> Client::release(const Lease& lease) const {
   const Impl& impl = *impl_;
   if (!impl.options_status.ok()) return impl.options_status.error();
-  if (Status st = core::validate_name(lease.name); !st.ok()) return st.error();
-  if (lease.token.is_zero()) {
-    return Error(Errc::invalid_argument, "lease has a zero owner token");
+  if (Status st = core::validate_lease_call(lease.name, lease.token);
+      !st.ok()) {
+    return st.error();
   }
   return client_internal::bounded_call(impl, [&]() -> Result<bool> {
     auto r = impl.store->release(lease.name, lease.token);
@@ -360,16 +345,12 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
                                          const AcquireOptions& options,
                                          bool all_or_nothing) {
   if (!impl.options_status.ok()) return impl.options_status.error();
-  std::vector<std::string_view> views(names.begin(), names.end());
-  if (Status st = core::validate_names(views); !st.ok()) return st.error();
-  if (Status st = validate_acquire(options); !st.ok()) return st.error();
-  if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
   if (!options.reentrancy_key.empty()) {
     return Error(Errc::invalid_argument,
                  "reentrancy is not supported for multi-lock requests");
   }
-  if (reservation.is_zero()) {
-    return Error(Errc::invalid_argument, "reservation token is zero");
+  if (options.token && options.token->is_zero()) {
+    return Error(Errc::invalid_argument, "owner token is zero");
   }
   store::MultiSpec spec;
   spec.names = names;
@@ -378,6 +359,7 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
   spec.capacity = options.capacity;
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.all_or_nothing = all_or_nothing;
+  if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
   const auto call_deadline = call_deadline_for(impl, end, is_try);

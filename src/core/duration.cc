@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace baton::core {
+namespace baton {
 
 namespace {
 
@@ -105,4 +105,4 @@ std::string format_duration(std::chrono::milliseconds d) {
   return sign + std::to_string(v) + "ms";
 }
 
-}  // namespace baton::core
+}  // namespace baton

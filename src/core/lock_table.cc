@@ -403,13 +403,9 @@ Result<AcquireOutcome> LockTable::acquire(const AcquireRequest& request) {
 Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   advance();
   const Instant now = clock.now();
-  if (Status s = validate_name(r.name); !s.ok()) return std::move(s).error();
-  if (Status s = validate_ttl(r.ttl); !s.ok()) return std::move(s).error();
-  if (Status s = validate_capacity(r.capacity); !s.ok()) {
-    return std::move(s).error();
-  }
-  if (Status s = validate_label(r.label); !s.ok()) return std::move(s).error();
-  if (Status s = validate_reentrancy_key(r.reentrancy_key); !s.ok()) {
+  if (Status s = validate_acquire_fields(r.name, r.ttl, r.capacity, r.label,
+                                         r.reentrancy_key);
+      !s.ok()) {
     return std::move(s).error();
   }
   if (r.token.is_zero()) return invalid("owner token is zero");

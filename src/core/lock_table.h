@@ -72,6 +72,7 @@
 #include "baton/error.h"
 #include "baton/lease.h"
 #include "core/clock.h"
+#include "core/request.h"
 
 namespace baton::core {
 
@@ -116,6 +117,15 @@ struct CoreGrant {
   // waiter granted later, the arrival is the request's original arrival.
   Nanos valid_for{0};
 };
+
+// The one conversion of a table grant into the Grant every layer reports
+// (batond's replies, the memory: store): `table_now` is the table clock's
+// now, `wall_now_ms` the wall clock's (for the readable expiry).
+inline Grant to_grant(const CoreGrant& g, Instant table_now,
+                      std::int64_t wall_now_ms) {
+  return make_grant(g.name, g.token, g.fencing_token, g.ttl, g.holds,
+                    g.capacity, g.valid_for, g.expiry, table_now, wall_now_ms);
+}
 
 struct AcquireOutcome {
   bool granted = false;

@@ -4,7 +4,7 @@
 
 namespace baton::proto {
 
-void write_grant(RespWriter& w, const store::Grant& g) {
+void write_grant(RespWriter& w, const core::Grant& g) {
   w.array(17);
   w.bulk("granted");
   w.bulk("name");
@@ -76,7 +76,7 @@ void write_lock_info(RespWriter& w, const LockInfo& info) {
   }
 }
 
-void write_release(RespWriter& w, const store::ReleaseResult& r) {
+void write_release(RespWriter& w, const core::ReleaseResult& r) {
   w.array(4);
   w.bulk("was_held");
   w.integer(r.was_held ? 1 : 0);
@@ -176,14 +176,14 @@ Error error_from_reply(const Reply& r) {
   return bad("not an error");
 }
 
-Result<store::Grant> read_grant(const Reply& r) {
+Result<core::Grant> read_grant(const Reply& r) {
   if (is_failure(r)) return error_from_reply(r);
   std::map<std::string, const Reply*> m;
   if (r.type != Reply::Type::array || r.elements.empty() ||
       r.elements[0].str != "granted" || !as_map(r, 1, &m)) {
     return bad("grant");
   }
-  store::Grant g;
+  core::Grant g;
   std::string token;
   std::int64_t f = 0, ttl = 0, holds = 0, cap = 0, vf = 0, exp = 0;
   if (!get_str(m, "name", &g.name) || !get_str(m, "token", &token) ||
@@ -204,10 +204,10 @@ Result<store::Grant> read_grant(const Reply& r) {
   return g;
 }
 
-Result<std::vector<store::Grant>> read_grants(const Reply& r) {
+Result<std::vector<core::Grant>> read_grants(const Reply& r) {
   if (is_failure(r)) return error_from_reply(r);
   if (r.type != Reply::Type::array) return bad("grant list");
-  std::vector<store::Grant> out;
+  std::vector<core::Grant> out;
   for (const auto& e : r.elements) {
     auto g = read_grant(e);
     if (!g) return g.error();
@@ -263,7 +263,7 @@ Result<std::vector<LockInfo>> read_lock_infos(const Reply& r) {
   return out;
 }
 
-Result<store::ReleaseResult> read_release(const Reply& r) {
+Result<core::ReleaseResult> read_release(const Reply& r) {
   if (is_failure(r)) return error_from_reply(r);
   std::map<std::string, const Reply*> m;
   std::int64_t held = 0, left = 0;
@@ -271,7 +271,7 @@ Result<store::ReleaseResult> read_release(const Reply& r) {
       !get_int(m, "holds_left", &left)) {
     return bad("release");
   }
-  return store::ReleaseResult{held != 0, static_cast<std::uint32_t>(left)};
+  return core::ReleaseResult{held != 0, static_cast<std::uint32_t>(left)};
 }
 
 Result<std::int64_t> read_integer(const Reply& r) {

@@ -23,29 +23,29 @@
 
 #include "baton/error.h"
 #include "baton/lease.h"
+#include "core/request.h"
 #include "proto/resp.h"
-#include "stores/store.h"
 
 namespace baton::proto {
 
 inline constexpr std::uint16_t kDefaultPort = 7420;
 
-void write_grant(RespWriter& w, const store::Grant& g);
+void write_grant(RespWriter& w, const core::Grant& g);
 void write_not_acquired(RespWriter& w, const Error& e);
 void write_error(RespWriter& w, const Error& e);  // -code message
 void write_holder(RespWriter& w, const HolderInfo& h);
 void write_lock_info(RespWriter& w, const LockInfo& info);
-void write_release(RespWriter& w, const store::ReleaseResult& r);
+void write_release(RespWriter& w, const core::ReleaseResult& r);
 
 // Client side. Every decoder maps an error reply (or a not_acquired array)
 // to the matching Error, and anything unexpected to `internal`.
 Error error_from_reply(const Reply& r);
 bool is_failure(const Reply& r);  // error reply or not_acquired array
-Result<store::Grant> read_grant(const Reply& r);
-Result<std::vector<store::Grant>> read_grants(const Reply& r);
+Result<core::Grant> read_grant(const Reply& r);
+Result<std::vector<core::Grant>> read_grants(const Reply& r);
 Result<LockInfo> read_lock_info(const Reply& r);
 Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);
-Result<store::ReleaseResult> read_release(const Reply& r);
+Result<core::ReleaseResult> read_release(const Reply& r);
 Result<std::int64_t> read_integer(const Reply& r);
 
 }  // namespace baton::proto

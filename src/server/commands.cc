@@ -310,7 +310,7 @@ void Connection::cmd_release(const proto::Request& req) {
   } else {
     std::string bytes;
     proto::RespWriter w(bytes);
-    proto::write_release(w, store::ReleaseResult{r->was_held, r->holds_left});
+    proto::write_release(w, core::ReleaseResult{r->was_held, r->holds_left});
     // Acknowledged before it is durable: if a crash loses the release, the
     // lease comes back and ends at its TTL (the safe direction). The journal
     // keeps its order, so a grant that follows it is durable only with it.

@@ -184,25 +184,11 @@ bool Server::persistence_failed() const {
   return journal_ && journal_->failed();
 }
 
-std::int64_t Server::wall_ms(core::Instant expiry) const {
-  auto left = expiry - clock_.now();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch() + left)
-      .count();
-}
-
-store::Grant Server::to_grant(const core::CoreGrant& g) const {
-  store::Grant out;
-  out.name = g.name;
-  out.token = g.token;
-  out.fencing_token = g.fencing_token;
-  out.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(g.ttl);
-  out.holds = g.holds;
-  out.capacity = g.capacity;
-  out.valid_for =
-      std::chrono::duration_cast<std::chrono::microseconds>(g.valid_for);
-  out.store_expires_at_ms = wall_ms(g.expiry);
-  return out;
+core::Grant Server::to_grant(const core::CoreGrant& g) const {
+  return core::to_grant(g, clock_.now(),
+                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
 }
 
 void Server::after_table_call() {

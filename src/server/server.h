@@ -27,7 +27,6 @@
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/journal.h"
-#include "stores/store.h"
 
 namespace baton::server {
 
@@ -98,8 +97,7 @@ class Server {
   bool grant_staged_elsewhere(const Connection* except, std::string_view name,
                               const OwnerToken& token) const;
 
-  std::int64_t wall_ms(core::Instant expiry) const;
-  store::Grant to_grant(const core::CoreGrant& g) const;
+  core::Grant to_grant(const core::CoreGrant& g) const;
   std::string info_text() const;
   std::string metrics_text() const;
 

@@ -26,49 +26,18 @@
 
 #include "baton/error.h"
 #include "baton/lease.h"
+#include "core/request.h"
 
 namespace baton::store {
 
 using std::chrono::milliseconds;
 
-struct AcquireSpec {
-  std::string name;
-  OwnerToken token;
-  milliseconds ttl{0};
-  std::uint32_t capacity = 1;
-  std::string label;
-  std::string reentrancy_key;  // empty = not reentrant
-};
-
-struct Grant {
-  std::string name;
-  OwnerToken token;  // the lease's token (for a reentrant re-acquire: the
-                     // original holder's token)
-  std::uint64_t fencing_token = 0;
-  milliseconds ttl{0};
-  std::uint32_t holds = 1;
-  std::uint32_t capacity = 1;
-  // expiry − store time at receipt of the request (see header comment).
-  std::chrono::microseconds valid_for{0};
-  std::int64_t store_expires_at_ms = 0;  // store clock, Unix epoch ms
-};
-
-struct MultiSpec {
-  std::vector<std::string> names;  // distinct, each a valid lock name
-  OwnerToken reservation;          // one reservation for all names
-  milliseconds ttl{0};             // TTL of each lease; also how long
-                                   // not-yet-granted requests stay queued
-                                   // after this call (the reservation's
-                                   // heartbeat is the caller's next call)
-  std::uint32_t capacity = 1;
-  std::string label;
-  bool all_or_nothing = false;  // acquire_all (true) / acquire_some
-};
-
-struct ReleaseResult {
-  bool was_held = false;         // false: expired, taken over, or unknown
-  std::uint32_t holds_left = 0;  // > 0: a reentrant hold remains
-};
+// The request/grant vocabulary is core's (core/request.h), shared with the
+// client, the wire protocol and batond.
+using core::AcquireSpec;
+using core::Grant;
+using core::MultiSpec;
+using core::ReleaseResult;
 
 class Store {
  public:

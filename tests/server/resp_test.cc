@@ -94,7 +94,7 @@ TEST(RequestParser, EnforcesLimitsBeforeBuffering) {
 }
 
 TEST(Replies, GrantRoundTrip) {
-  store::Grant g;
+  core::Grant g;
   g.name = "x";
   g.token = OwnerToken{1, 2};
   g.fencing_token = 42;
@@ -202,7 +202,7 @@ TEST(Replies, ReplyLimitsAreEnforced) {
 }
 
 TEST(Replies, ScannerFollowsBytesSplitAnywhere) {
-  store::Grant g;
+  core::Grant g;
   g.name = "split\r\nname";
   g.token = OwnerToken{3, 4};
   g.fencing_token = 9;

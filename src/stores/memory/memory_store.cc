@@ -24,13 +24,13 @@ using std::chrono::microseconds;
 
 // Waits longer than this are treated as "forever" (and clamped to it so
 // deadlines never overflow).
-constexpr Nanos kForever = std::chrono::hours(24 * 365 * 100);
+constexpr Nanos kForever = core::kForeverWait;
 // A parked call whose deadline passed this long ago without an outcome from
 // the table cleans up by itself (defensive; the table normally answers).
 constexpr Nanos kGrace = std::chrono::milliseconds(50);
 
 Nanos clamp_wait(milliseconds wait) {
-  return wait >= duration_cast<milliseconds>(kForever) ? kForever : Nanos(wait);
+  return core::is_forever(wait) ? kForever : Nanos(wait);
 }
 
 // The outcome of a parked single acquire, shared by every call parked on the
@@ -310,21 +310,13 @@ class MemoryStore final : public Store {
   }
 
   Grant to_grant(const core::CoreGrant& g) const {
-    Grant out;
-    out.name = g.name;
-    out.token = g.token;
-    out.fencing_token = g.fencing_token;
-    out.ttl = duration_cast<milliseconds>(g.ttl);
-    out.holds = g.holds;
-    out.capacity = g.capacity;
-    out.valid_for = duration_cast<microseconds>(g.valid_for);
-    const auto left = g.expiry - clock_.now();
-    const auto expires =
-        std::chrono::system_clock::now() +
-        duration_cast<std::chrono::system_clock::duration>(left);
-    out.store_expires_at_ms =
-        duration_cast<milliseconds>(expires.time_since_epoch()).count();
-    return out;
+    return core::to_grant(g, clock_.now(), wall_now_ms());
+  }
+
+  static std::int64_t wall_now_ms() {
+    return duration_cast<milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
   std::vector<Grant> to_grants(const std::vector<core::CoreGrant>& gs) const {

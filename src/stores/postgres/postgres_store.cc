@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "core/request.h"
 #include "core/validate.h"
 #include "stores/call_deadline.h"
 #include "stores/postgres/listener.h"
@@ -22,7 +23,7 @@ using pg::Row;
 using pg::TimePoint;
 
 // Waits at least this long count as "forever".
-constexpr milliseconds kForever{100LL * 365 * 24 * 3600 * 1000};
+constexpr milliseconds kForever = core::kForeverWait;
 // The database deadline of a queued request is refreshed by every re-check,
 // so it never needs to be further away than this.
 constexpr long long kMaxDbWaitMs = 24LL * 3600 * 1000;
@@ -91,8 +92,7 @@ class PostgresStore final : public Store {
   }
 
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override {
-    if (Status st = validate(spec); !st.ok()) return st.error();
-    if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
+    if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
     if (wait <= milliseconds::zero()) {
       auto r = call_acquire(spec, "try", 0);
       if (!r.ok()) return std::move(r).error();
@@ -202,19 +202,7 @@ class PostgresStore final : public Store {
 
   Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
                                            milliseconds wait) override {
-    std::vector<std::string_view> views(spec.names.begin(), spec.names.end());
-    if (Status st = core::validate_names(views); !st.ok()) return st.error();
-    if (Status st = core::validate_ttl(spec.ttl); !st.ok()) return st.error();
-    if (Status st = core::validate_capacity(spec.capacity); !st.ok()) {
-      return st.error();
-    }
-    if (Status st = core::validate_label(spec.label); !st.ok()) {
-      return st.error();
-    }
-    if (Status st = core::validate_wait(wait); !st.ok()) return st.error();
-    if (spec.reservation.is_zero()) {
-      return Error(Errc::invalid_argument, "reservation token is zero");
-    }
+    if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
     const bool all = spec.all_or_nothing;
     const bool waits = wait > milliseconds::zero();
     const TimePoint end = end_of(wait);
@@ -294,18 +282,7 @@ class PostgresStore final : public Store {
 
  private:
   static Status validate(const AcquireSpec& spec) {
-    if (Status st = core::validate_name(spec.name); !st.ok()) return st;
-    if (Status st = core::validate_ttl(spec.ttl); !st.ok()) return st;
-    if (Status st = core::validate_capacity(spec.capacity); !st.ok()) return st;
-    if (Status st = core::validate_label(spec.label); !st.ok()) return st;
-    if (Status st = core::validate_reentrancy_key(spec.reentrancy_key);
-        !st.ok()) {
-      return st;
-    }
-    if (spec.token.is_zero()) {
-      return Error(Errc::invalid_argument, "owner token is zero");
-    }
-    return {};
+    return core::validate(spec, milliseconds::zero());
   }
 
   milliseconds recheck_delay() const {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/request.h"
 #include "core/validate.h"
 #include "stores/store.h"
 
@@ -18,31 +19,14 @@ namespace baton::store::redis {
 using Steady = std::chrono::steady_clock;
 
 // Waits at least this long are "forever" (no overflow in deadlines).
-inline constexpr milliseconds kForever{std::chrono::hours(24 * 365 * 100)};
+inline constexpr milliseconds kForever = core::kForeverWait;
 
 inline Status check_acquire(const AcquireSpec& s, milliseconds wait) {
-  if (Status st = core::validate_name(s.name); !st.ok()) return st;
-  if (Status st = core::validate_ttl(s.ttl); !st.ok()) return st;
-  if (Status st = core::validate_capacity(s.capacity); !st.ok()) return st;
-  if (Status st = core::validate_label(s.label); !st.ok()) return st;
-  if (Status st = core::validate_reentrancy_key(s.reentrancy_key); !st.ok()) {
-    return st;
-  }
-  if (s.token.is_zero())
-    return Error(Errc::invalid_argument, "owner token is zero");
-  return core::validate_wait(wait);
+  return core::validate(s, wait);
 }
 
 inline Status check_multi(const MultiSpec& s, milliseconds wait) {
-  std::vector<std::string_view> views(s.names.begin(), s.names.end());
-  if (Status st = core::validate_names(views); !st.ok()) return st;
-  if (Status st = core::validate_ttl(s.ttl); !st.ok()) return st;
-  if (Status st = core::validate_capacity(s.capacity); !st.ok()) return st;
-  if (Status st = core::validate_label(s.label); !st.ok()) return st;
-  if (s.reservation.is_zero()) {
-    return Error(Errc::invalid_argument, "reservation token is zero");
-  }
-  return core::validate_wait(wait);
+  return core::validate(s, wait);
 }
 
 inline Steady::time_point wait_end(milliseconds wait) {

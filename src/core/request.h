@@ -1,0 +1,98 @@
+// core/request.h — the one request/grant vocabulary of every layer: the
+// client builds an AcquireSpec, a store (or batond, through the wire)
+// answers a Grant; core::LockTable's CoreGrant becomes a Grant through
+// to_grant() only. One input check per request kind (validate()), called
+// once where a request enters: the client, batond's command parser, and
+// stores that other paths reach (docs/contract.md#rule-16).
+//
+// Thread safety: plain values and pure functions.
+#ifndef BATON_CORE_REQUEST_H_
+#define BATON_CORE_REQUEST_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/error.h"
+#include "baton/lease.h"
+#include "core/clock.h"
+
+namespace baton::core {
+
+using std::chrono::milliseconds;
+
+// Waits at least this long mean "forever" (so that no deadline arithmetic
+// overflows); a store never receives a wait over 7 days (the client splits
+// longer ones into several calls with the same owner token).
+inline constexpr milliseconds kForeverWait{std::chrono::hours(24 * 365 * 100)};
+inline bool is_forever(milliseconds wait) { return wait >= kForeverWait; }
+
+// acquire / try_acquire (rules 6-8, 12, 17).
+struct AcquireSpec {
+  std::string name;
+  OwnerToken token;  // the request id (rule 17)
+  milliseconds ttl{0};
+  std::uint32_t capacity = 1;
+  std::string label;
+  std::string reentrancy_key;  // empty = not reentrant
+};
+
+// acquire_some / acquire_all (rule 11).
+struct MultiSpec {
+  std::vector<std::string> names;  // distinct, each a valid lock name
+  OwnerToken reservation;          // one reservation for all names
+  milliseconds ttl{0};             // TTL of each lease; also how long
+                                   // not-yet-granted requests stay queued
+                                   // after this call (the reservation's
+                                   // heartbeat is the caller's next call)
+  std::uint32_t capacity = 1;
+  std::string label;
+  bool all_or_nothing = false;  // acquire_all (true) / acquire_some
+};
+
+// A lease as a store reports it.
+struct Grant {
+  std::string name;
+  OwnerToken token;  // the lease's token (for a reentrant re-acquire: the
+                     // original holder's token)
+  std::uint64_t fencing_token = 0;
+  milliseconds ttl{0};
+  std::uint32_t holds = 1;
+  std::uint32_t capacity = 1;
+  // expiry − store time at receipt of the request: the client adds it to
+  // its own send time for the local safe deadline (rule 14).
+  std::chrono::microseconds valid_for{0};
+  std::int64_t store_expires_at_ms = 0;  // store clock, Unix epoch ms
+};
+
+struct ReleaseResult {
+  bool was_held = false;         // false: expired, taken over, or unknown
+  std::uint32_t holds_left = 0;  // > 0: a reentrant hold remains
+};
+
+// The fields every acquire carries (AcquireSpec, and LockTable's own
+// request, which holds them as views).
+Status validate_acquire_fields(std::string_view name, Nanos ttl,
+                               std::uint64_t capacity, std::string_view label,
+                               std::string_view reentrancy_key);
+// The one check of each request kind; `wait` 0 = try.
+Status validate(const AcquireSpec& spec, milliseconds wait);
+Status validate(const MultiSpec& spec, milliseconds wait);
+// extend(name, token, ttl) and release(name, token); ttl is not checked
+// for release (pass 1ms).
+Status validate_lease_call(std::string_view name, const OwnerToken& token,
+                           milliseconds ttl = milliseconds{1});
+
+// A grant whose lease ends at `expiry` on a table clock that reads
+// `table_now`, reported with a wall-clock expiry for people to read
+// (`wall_now_ms`: Unix epoch ms now).
+Grant make_grant(std::string name, const OwnerToken& token,
+                 std::uint64_t fencing, Nanos ttl, std::uint32_t holds,
+                 std::uint32_t capacity, Nanos valid_for, Instant expiry,
+                 Instant table_now, std::int64_t wall_now_ms);
+
+}  // namespace baton::core
+
+#endif  // BATON_CORE_REQUEST_H_
