@@ -9,7 +9,8 @@
 //   8a-holder-deadline  a write of a keeper-held lease was sent at or after
 //                       the safe deadline in force at the worker's check
 //                       before it; or a safe deadline later than the
-//                       store's own expiry of the lease (rule 14)
+//                       store's own expiry of the lease (rule 14; not on
+//                       redlock://, which reports one instance's expiry)
 //   8b-notice-order     a lost notice later than a grant of the same lock to
 //                       another worker that completed after the lease's
 //                       own grant, with more than capacity holders then
@@ -136,8 +137,12 @@ class HolderJudge {
       // expiry of the lease. One machine, one clock: the store's expiry
       // (ms, its CLOCK_REALTIME) is on real_us(). 2 ms for the ms
       // granularity and for reading two clocks in the conversion.
+      // Not on redlock://: its store_expires_at_ms is the first granting
+      // instance's expiry, while the lease holds on a quorum until the
+      // quorum's q-th largest validity (RedlockStore::finish), later.
+      if (o_.store_kind == "redlock" || d->expires_ms <= 0) continue;
       ++counts_["keeper_deadlines_judged"];
-      if (d->expires_ms > 0 && d->complete_us > d->expires_ms * 1000 + 2000) {
+      if (d->complete_us > d->expires_ms * 1000 + 2000) {
         add("8a-holder-deadline",
             who(k) + ": safe deadline at " + ms(d->complete_us) + " is " +
                 std::to_string((d->complete_us - d->expires_ms * 1000) / 1000) +
