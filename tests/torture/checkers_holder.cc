@@ -188,6 +188,14 @@ class HolderJudge {
     const std::int64_t g = h.grant->complete_us;
     std::int64_t end = h.notice_us;
     if (h.release_us != 0 && h.release_us < end) return;  // released first
+    // A keeper that took the lease over after its safe deadline (the
+    // worker was held up between the grant and the keeper) could not have
+    // warned in time: not the library's case.
+    if (!h.deadlines.empty() &&
+        h.deadlines.front()->invoke_us >= h.deadlines.front()->complete_us) {
+      ++counts_["keeper_started_late"];
+      return;
+    }
     if (paused(worker, g, end)) {
       ++counts_["keeper_notices_excused_paused"];
       return;

@@ -308,20 +308,28 @@ class Worker {
     // control of checker 8 holds with a keeper every time.
     const bool keeper = a_.late_notice || chance(40);
     set_holding(li, keeper);
-    if (chance(10)) foreign(*lease);
-    if (a_.counters && spec.capacity == 1 && chance(50)) add_counter();
     const bool fenced = spec.capacity == 1;  // semaphores: no single writer
     const int ttl_ms = static_cast<int>(a_.ttl.count());
     const auto hold_until =
         real_us() + 1000LL * uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2);
-    // The grant's safe deadline, logged at once (checker 8, rule 14).
-    Watch w{lease->name, lease->fencing_token, {}, 0};
-    if (keeper) observe(w, *lease);
-    if (keeper && a_.late_notice) {
-      hold_with_old_keeper(*lease, fenced, hold_until, w);
-    } else if (keeper) {
-      hold_with_keeper(*lease, fenced, hold_until, w);
+    // Wrong-owner calls and the counter: inside the hold, after the keeper
+    // (if any) took the lease over — a keeper must keep a lease from its
+    // grant on, or no notice can come in time.
+    auto extras = [&, capacity = spec.capacity] {
+      if (chance(10)) foreign(*lease);
+      if (a_.counters && capacity == 1 && chance(50)) add_counter();
+    };
+    if (keeper) {
+      // The grant's safe deadline, logged at once (checker 8, rule 14).
+      Watch w{lease->name, lease->fencing_token, {}, 0};
+      observe(w, *lease);
+      if (a_.late_notice) {
+        hold_with_old_keeper(*lease, fenced, hold_until, w, extras);
+      } else {
+        hold_with_keeper(*lease, fenced, hold_until, w, extras);
+      }
     } else {
+      extras();
       hold_manually(*lease, fenced, hold_until);
     }
     set_holding(-1);
@@ -370,10 +378,12 @@ class Worker {
   // if the notice were late, and logs that case (deadline_passed) for the
   // checker. A SIGSTOP between the check and the write is fencing's case.
   void hold_with_keeper(const Lease& lease, bool fenced,
-                        std::int64_t hold_until, Watch& w) {
+                        std::int64_t hold_until, Watch& w,
+                        const std::function<void()>& extras) {
     KeeperOptions ko;
     ko.on_lost = notice_logger(lease);
     LeaseKeeper keeper(*client_, lease, ko);
+    extras();
     // Returns the time of a check that found the lease usable, or 0.
     auto check = [&]() -> std::int64_t {
       observe(w, keeper.lease());
@@ -382,7 +392,8 @@ class Worker {
         log_notice("lost_seen", w, now, "");
         return 0;
       }
-      if (Steady::now() >= keeper.safe_deadline()) {
+      // The deadline just logged (the same snapshot as the check).
+      if (Steady::now() >= w.deadline) {
         log_notice("deadline_passed", w, now, "");
         return 0;
       }
@@ -407,9 +418,11 @@ class Worker {
   // --late-notice: the user of the old keeper, who relied on its notice
   // alone (cancelled()). Checker 8 must flag the late writes and notices.
   void hold_with_old_keeper(const Lease& lease, bool fenced,
-                            std::int64_t hold_until, Watch& w) {
+                            std::int64_t hold_until, Watch& w,
+                            const std::function<void()>& extras) {
     {
       OldKeeper keeper(*client_, lease, a_.ttl, notice_logger(lease));
+      extras();
       for (int i = 0; i < 10'000; ++i) {
         if (i > 0) std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
         observe(w, keeper.lease());
