@@ -240,7 +240,9 @@ std::vector<Fault> run_nemesis(const Options& o,
       }
       const auto f = record(p.kind, -1, std::to_string(p.length_ms) + " ms");
       for (int i = 0; i < store.servers(); ++i) busy_servers.insert(i);
-      heals.push_back({heal_at, f, [&] {
+      // From the moment the servers stopped: finding their processes reads
+      // /proc, which took over a second on a loaded machine.
+      heals.push_back({real_us() + p.length_ms * 1000, f, [&] {
                          store.freeze(false, nullptr);
                          busy_servers.clear();
                        }});
