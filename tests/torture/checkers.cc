@@ -276,7 +276,14 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
   j.non_owner();
   j.fifo();
   j.deadlines();
-  return j.done();
+  Judged h = check_holder(options, ops, faults);
+  for (const Violation& v : h.violations) j.add(v.checker, v.what);
+  Judged out = j.done();
+  // violations_8* are counted by j.add above.
+  for (auto& [k, v] : h.counts) {
+    if (k.rfind("violations_", 0) != 0) out.counts[k] += v;
+  }
+  return out;
 }
 
 }  // namespace baton::torture

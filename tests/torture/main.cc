@@ -39,7 +39,8 @@ int usage(const std::string& why) {
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
                "[--no-fencing] [--pause-longer-than-ttl] "
-               "[--expect-violations] [--faults kind,kind,...]\n"
+               "[--late-notice] [--expect-violations] "
+               "[--faults kind,kind,...]\n"
                "fault kinds: pause_holder kill_holder kill_store proxy_cut "
                "proxy_blackhole proxy_delay clock_step fiu_fsync fiu_write "
                "disk_full\n";
@@ -177,6 +178,8 @@ int main(int argc, char** argv) {
         for (std::string k; std::getline(ss, k, ',');) {
           if (!k.empty()) o.only_faults.push_back(k);
         }
+      } else if (a == "--late-notice") {
+        o.late_notice = true;
       } else if (a == "--expect-violations") {
         expect_violations = true;
       } else {

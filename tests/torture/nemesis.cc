@@ -33,9 +33,10 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
       kinds.insert(kinds.end(), {"kill_store", "kill_store"});
     }
     if (has_proxy) {
-      kinds.insert(kinds.end(),
-                   {"proxy_cut", "proxy_blackhole", "proxy_delay"});
+      kinds.insert(kinds.end(), {"proxy_cut", "proxy_blackhole", "proxy_delay",
+                                 "isolate_holder"});
     }
+    if (servers > 0 && o.store_url.empty()) kinds.push_back("pause_store");
     if (o.clock_faults) kinds.push_back("clock_step");
     if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
@@ -61,6 +62,10 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     if (p.kind == "pause_holder") {
       p.length_ms = o.pause_longer ? between(rng, ttl * 3 / 2, ttl * 3)
                                    : between(rng, ttl / 5, ttl * 3);
+    } else if (p.kind == "isolate_holder" || p.kind == "pause_store") {
+      // Longer than the TTL: the holder's lease runs out while it is cut
+      // off (rule 13), or while the store is frozen.
+      p.length_ms = between(rng, ttl * 6 / 5, ttl * 3);
     } else if (p.kind == "kill_store") {
       p.length_ms = between(rng, 100, 1500);
       p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
@@ -96,7 +101,7 @@ std::vector<Fault> run_nemesis(const Options& o,
     std::function<void()> act;
   };
   std::vector<Heal> heals;
-  std::set<int> stopped_slots, clock_slots;
+  std::set<int> stopped_slots, clock_slots, isolated_slots;
   // A server that is down, or under a disk fault, takes no other server
   // fault until it is healed (one restart at a time per server).
   std::set<int> busy_servers;
@@ -151,7 +156,7 @@ std::vector<Fault> run_nemesis(const Options& o,
         }
         // Negative control: a mutex holder (locks 0 and 1).
         if (o.pause_longer) {
-          std::erase_if(cands, [](auto& c) { return c.second > 1; });
+          std::erase_if(cands, [](auto& c) { return c.second % 16 > 1; });
         }
         std::erase_if(cands, [&](auto& c) {
           return stopped_slots.count(c.first) > 0 ||
@@ -166,12 +171,12 @@ std::vector<Fault> run_nemesis(const Options& o,
       const pid_t pid = pool.pid(slot);
       const int inc = pool.incarnation(slot);
       if (p.kind == "kill_holder") {
-        record(p.kind, inc, "lock " + std::to_string(lock));
+        record(p.kind, inc, "lock " + std::to_string(lock % 16));
         ::kill(pid, SIGKILL);
       } else if (p.kind == "pause_holder") {
-        const auto f = record(
-            p.kind, inc,
-            std::to_string(p.length_ms) + " ms, lock " + std::to_string(lock));
+        const auto f = record(p.kind, inc,
+                              std::to_string(p.length_ms) + " ms, lock " +
+                                  std::to_string(lock % 16));
         ::kill(pid, SIGSTOP);
         stopped_slots.insert(slot);
         heals.push_back({heal_at, f, [&, pid, slot] {
@@ -189,6 +194,58 @@ std::vector<Fault> run_nemesis(const Options& o,
                            clock_slots.erase(slot);
                          }});
       }
+    } else if (p.kind == "isolate_holder") {
+      // One holder's every path to the store goes silent; the others still
+      // reach it. A holder that keeps its lease with a keeper is preferred
+      // (the lost notice is what checker 8 judges).
+      std::vector<std::pair<int, int>> cands;
+      for (int tries = 0; tries < 30 && cands.empty(); ++tries) {
+        if (tries > 0) std::this_thread::sleep_for(milliseconds(30));
+        cands = pool.holders();
+        std::erase_if(cands, [&](auto& c) {
+          return isolated_slots.count(c.first) > 0 ||
+                 stopped_slots.count(c.first) > 0;
+        });
+        std::vector<std::pair<int, int>> keepers = cands;
+        std::erase_if(keepers, [](auto& c) { return c.second < 16; });
+        if (!keepers.empty()) cands = keepers;
+      }
+      if (cands.empty()) {
+        record("skip:" + p.kind, -1, "no eligible worker");
+        continue;
+      }
+      const auto [slot, lock] = cands[p.pick % cands.size()];
+      // worker -1: a network fault, not excused by checkers 3 and 7.
+      const auto f = record(p.kind, -1,
+                            "worker " + std::to_string(pool.incarnation(slot)) +
+                                " slot " + std::to_string(slot) + ", lock " +
+                                std::to_string(lock % 16) +
+                                (lock >= 16 ? " (keeper)" : "") + ", " +
+                                std::to_string(p.length_ms) + " ms");
+      store.isolate_slot(slot, true);
+      isolated_slots.insert(slot);
+      heals.push_back({heal_at, f, [&, slot] {
+                         store.isolate_slot(slot, false);
+                         isolated_slots.erase(slot);
+                       }});
+    } else if (p.kind == "pause_store") {
+      if (!busy_servers.empty()) {
+        record("skip:" + p.kind, -1, "a server is down or under a fault");
+        continue;
+      }
+      std::string why;
+      if (!store.freeze(true, &why)) {
+        record("skip:" + p.kind, -1, why);
+        continue;
+      }
+      const auto f = record(p.kind, -1, std::to_string(p.length_ms) + " ms");
+      for (int i = 0; i < store.servers(); ++i) busy_servers.insert(i);
+      // From the moment the servers stopped: finding their processes reads
+      // /proc, which took over a second on a loaded machine.
+      heals.push_back({real_us() + p.length_ms * 1000, f, [&] {
+                         store.freeze(false, nullptr);
+                         busy_servers.clear();
+                       }});
     } else if (p.kind == "kill_store") {
       const int i = static_cast<int>(p.amount);
       if (busy_servers.count(i) > 0) {

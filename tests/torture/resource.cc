@@ -33,13 +33,31 @@ char GuardedResource::ask_sql(const Write& w) {
   }
   const std::string token = std::to_string(w.fencing);
   const char* params[2] = {w.lock.c_str(), token.c_str()};
-  PGresult* r = PQexecParams(c, "SELECT baton.fenced_write($1, $2::bigint)", 2,
-                             nullptr, params, nullptr, nullptr, 0);
-  char out = '?';
-  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-    out = PQgetvalue(r, 0, 0)[0] == 't' ? 'A' : 'R';
+  // Bounded (300 ms): a frozen server (pause_store) must not stall the
+  // resource, and with it every worker's write. No answer: '?', and the
+  // connection is dropped.
+  if (PQsendQueryParams(c, "SELECT baton.fenced_write($1, $2::bigint)", 2,
+                        nullptr, params, nullptr, nullptr, 0) == 0) {
+    return '?';
   }
-  PQclear(r);
+  const std::int64_t until = real_us() + 300'000;
+  while (PQisBusy(c) != 0) {
+    const std::int64_t left = until - real_us();
+    pollfd p{PQsocket(c), POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left / 1000) + 1) < 0 ||
+        PQconsumeInput(c) == 0) {
+      PQfinish(c);
+      pg_ = nullptr;
+      return '?';
+    }
+  }
+  char out = '?';
+  for (PGresult* r = PQgetResult(c); r != nullptr; r = PQgetResult(c)) {
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+      out = PQgetvalue(r, 0, 0)[0] == 't' ? 'A' : 'R';
+    }
+    PQclear(r);
+  }
   return out;
 }
 

@@ -30,11 +30,11 @@ constexpr const char* kFaketime =
 
 class Pool : public WorkerPool {
  public:
-  Pool(const Options& o, std::string dir, std::string url, std::uint64_t seed,
-       std::int64_t deadline_us)
+  Pool(const Options& o, std::string dir, const StoreCluster& store,
+       std::uint64_t seed, std::int64_t deadline_us)
       : o_(o),
         dir_(std::move(dir)),
-        url_(std::move(url)),
+        store_(store),
         seed_(seed),
         deadline_us_(deadline_us) {
     const std::string status = dir_ + "/status";
@@ -139,7 +139,7 @@ class Pool : public WorkerPool {
         o_.self,
         "--worker",
         "--url",
-        url_,
+        store_.url(s),
         "--id",
         std::to_string(id),
         "--slot",
@@ -161,7 +161,9 @@ class Pool : public WorkerPool {
         "--counters",
         o_.counters ? "1" : "0",
         "--prefix",
-        name_prefix()};
+        name_prefix(),
+        "--late-notice",
+        o_.late_notice ? "1" : "0"};
     const std::string clock = dir_ + "/clock-" + std::to_string(s);
     const pid_t p = ::fork();
     if (p == 0) {
@@ -189,7 +191,8 @@ class Pool : public WorkerPool {
   }
 
   const Options& o_;
-  std::string dir_, url_;
+  std::string dir_;
+  const StoreCluster& store_;
   std::uint64_t seed_;
   std::int64_t deadline_us_;
   bool faketime_ = false;
@@ -278,7 +281,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
         plan_faults(o, store->has_proxy(), store->servers(), seed);
     const std::int64_t start = real_us();
     const std::int64_t end = start + o.duration.count() * 1000;
-    Pool pool(o, r.dir, store->url(), seed, end + 4'000'000);
+    Pool pool(o, r.dir, *store, seed, end + 4'000'000);
     // The nemesis runs on this (long-lived) thread: redis-server children
     // die with the thread that forked them (PR_SET_PDEATHSIG).
     std::thread reaper([&] {

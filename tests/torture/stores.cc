@@ -9,9 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -39,43 +44,163 @@ using testing::RedisProcess;
 
 std::string port_str(std::uint16_t p) { return std::to_string(p); }
 
-// The TcpProxy in front of each server (network faults), if built.
+// The TcpProxies in front of each server, one set per worker slot (network
+// faults; one slot can be cut off alone), if built.
 class Proxied : public StoreCluster {
  public:
+  std::string url(int slot) const override {
+    return slot_urls_.empty()
+               ? direct_url()
+               : slot_urls_[static_cast<std::size_t>(slot) % slot_urls_.size()];
+  }
 #ifdef BATON_TORTURE_PROXY
   bool has_proxy() const override { return !proxies_.empty(); }
-  void proxy_cut(int i) override { proxy(i)->cut_all(); }
+  void proxy_cut(int i) override {
+    for_server(i, [](testing::TcpProxy& p) { p.cut_all(); });
+  }
   void proxy_blackhole(int i, bool on) override {
-    proxy(i)->set_mode(on ? testing::TcpProxy::Mode::blackhole
-                          : testing::TcpProxy::Mode::pass);
+    for_server(i, [on](testing::TcpProxy& p) { p.set_mode(mode(on)); });
   }
   void proxy_delay(int i, std::chrono::milliseconds d) override {
-    proxy(i)->set_delay(d);
+    for_server(i, [d](testing::TcpProxy& p) { p.set_delay(d); });
+  }
+  void isolate_slot(int slot, bool on) override {
+    if (proxies_.empty()) return;
+    auto& v = proxies_[static_cast<std::size_t>(slot) % proxies_.size()];
+    for (auto& p : v) p->set_mode(mode(on));
   }
 #else
   bool has_proxy() const override { return false; }
   void proxy_cut(int) override {}
   void proxy_blackhole(int, bool) override {}
   void proxy_delay(int, std::chrono::milliseconds) override {}
+  void isolate_slot(int, bool) override {}
 #endif
 
  protected:
+  // One proxy per (slot, server) in front of `hosts` ({host, port});
+  // `url_of` builds a slot's URL from its "127.0.0.1:port" list.
+  bool add_proxies(
+      int slots, const std::vector<std::pair<std::string, int>>& hosts,
+      const std::function<std::string(const std::vector<std::string>&)>& url_of,
+      std::string* error) {
 #ifdef BATON_TORTURE_PROXY
-  testing::TcpProxy* proxy(int i) {
-    return proxies_[static_cast<std::size_t>(i) % proxies_.size()].get();
-  }
-  std::vector<std::unique_ptr<testing::TcpProxy>> proxies_;
+    for (int s = 0; s < slots; ++s) {
+      std::vector<std::unique_ptr<testing::TcpProxy>> v;
+      std::vector<std::string> via;
+      for (const auto& [host, port] : hosts) {
+        auto p =
+            testing::TcpProxy::start(host, static_cast<std::uint16_t>(port));
+        if (!p) {
+          *error = "proxy to " + host + ":" + std::to_string(port) + ": " +
+                   p.error().to_string();
+          return false;
+        }
+        via.push_back("127.0.0.1:" + port_str((*p)->port()));
+        v.push_back(std::move(*p));
+      }
+      proxies_.push_back(std::move(v));
+      slot_urls_.push_back(url_of(via));
+    }
+#else
+    (void)slots, (void)hosts, (void)url_of, (void)error;
 #endif
+    return true;
+  }
+  void drop_proxies() {
+#ifdef BATON_TORTURE_PROXY
+    proxies_.clear();
+#endif
+  }
+
+ private:
+#ifdef BATON_TORTURE_PROXY
+  static testing::TcpProxy::Mode mode(bool blackhole) {
+    return blackhole ? testing::TcpProxy::Mode::blackhole
+                     : testing::TcpProxy::Mode::pass;
+  }
+  template <typename F>
+  void for_server(int i, F f) {
+    for (auto& v : proxies_) {
+      if (!v.empty()) f(*v[static_cast<std::size_t>(i) % v.size()]);
+    }
+  }
+  std::vector<std::vector<std::unique_ptr<testing::TcpProxy>>> proxies_;
+#endif
+  std::vector<std::string> slot_urls_;
 };
+
+// The pids of the process listening on 127.0.0.1:port and of its children.
+std::vector<pid_t> server_pids(std::uint16_t port) {
+  std::set<std::string> inodes;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);  // header
+    while (std::getline(f, line)) {
+      std::istringstream ls(line);
+      std::string sl, local, remote, st, q, tr, rt, uid, to, inode;
+      ls >> sl >> local >> remote >> st >> q >> tr >> rt >> uid >> to >> inode;
+      if (st == "0A" && local.size() > 5 && local.ends_with(hex)) {
+        inodes.insert("socket:[" + inode + "]");
+      }
+    }
+  }
+  std::vector<pid_t> out;
+  if (inodes.empty()) return out;
+  std::map<pid_t, pid_t> parent;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    {
+      std::ifstream st(std::string("/proc/") + e->d_name + "/stat");
+      std::string all((std::istreambuf_iterator<char>(st)), {});
+      const auto close = all.rfind(')');
+      if (close != std::string::npos) {
+        std::istringstream rest(all.substr(close + 1));
+        std::string state;
+        int ppid = 0;
+        rest >> state >> ppid;
+        parent[pid] = ppid;
+      }
+    }
+    const std::string fds = std::string("/proc/") + e->d_name + "/fd";
+    DIR* fd = ::opendir(fds.c_str());
+    if (fd == nullptr) continue;
+    while (dirent* x = ::readdir(fd)) {
+      char target[128];
+      const std::string link = fds + "/" + x->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      if (inodes.count(target) > 0 &&
+          std::find(out.begin(), out.end(), pid) == out.end()) {
+        out.push_back(pid);
+      }
+    }
+    ::closedir(fd);
+  }
+  ::closedir(d);
+  const std::size_t listeners = out.size();
+  for (const auto& [pid, ppid] : parent) {
+    for (std::size_t i = 0; i < listeners; ++i) {
+      if (ppid == out[i] && pid != out[i]) out.push_back(pid);
+    }
+  }
+  return out;
+}
 
 class Cluster : public Proxied {
  public:
   Cluster(const Options& o, std::string dir) : o_(o), dir_(std::move(dir)) {}
   ~Cluster() override {
     g_batond_exec = TORTURE_BATOND;
-#ifdef BATON_TORTURE_PROXY
-    proxies_.clear();
-#endif
+    if (!frozen_.empty()) freeze(false, nullptr);
+    drop_proxies();
     batond_.reset();
     redis_.clear();
     pg_.reset();
@@ -116,20 +241,19 @@ class Cluster : public Proxied {
         return false;
       }
       direct_ports_ = ports;
-      proxy_ports_ = ports;
-#ifdef BATON_TORTURE_PROXY
       if (o_.proxy_faults) {
-        for (std::size_t i = 0; i < ports.size(); ++i) {
-          auto p = testing::TcpProxy::start("127.0.0.1", ports[i]);
-          if (!p) {
-            *error = "proxy: " + p.error().to_string();
-            return false;
+        std::vector<std::pair<std::string, int>> hosts;
+        for (auto p : ports) hosts.push_back({"127.0.0.1", p});
+        auto url_of = [this](const std::vector<std::string>& via) {
+          std::vector<std::uint16_t> vp;
+          for (const auto& v : via) {
+            vp.push_back(static_cast<std::uint16_t>(
+                std::atoi(v.c_str() + v.rfind(':') + 1)));
           }
-          proxy_ports_[i] = (*p)->port();
-          proxies_.push_back(std::move(*p));
-        }
+          return make_url(vp);
+        };
+        if (!add_proxies(o_.workers, hosts, url_of, error)) return false;
       }
-#endif
       return true;
     } catch (const std::exception& e) {
       *error = e.what();
@@ -137,8 +261,25 @@ class Cluster : public Proxied {
     }
   }
 
-  std::string url() const override { return make_url(proxy_ports_); }
   std::string direct_url() const override { return make_url(direct_ports_); }
+  bool freeze(bool on, std::string* why) override {
+    if (on) {
+      for (auto port : direct_ports_) {
+        for (pid_t p : server_pids(port)) frozen_.push_back(p);
+      }
+      if (frozen_.empty()) {
+        if (why != nullptr) *why = "no server process found";
+        return false;
+      }
+      for (pid_t p : frozen_) ::kill(p, SIGSTOP);
+      return true;
+    }
+    for (auto it = frozen_.rbegin(); it != frozen_.rend(); ++it) {
+      ::kill(*it, SIGCONT);
+    }
+    frozen_.clear();
+    return true;
+  }
   std::string pg_conninfo() const override {
     return pg_ ? pg_->conninfo() : "";
   }
@@ -308,7 +449,8 @@ class Cluster : public Proxied {
   std::unique_ptr<BatondProcess> batond_;
   std::unique_ptr<PgServer> pg_;
   std::vector<std::unique_ptr<RedisProcess>> redis_;
-  std::vector<std::uint16_t> direct_ports_, proxy_ports_;
+  std::vector<std::uint16_t> direct_ports_;
+  std::vector<pid_t> frozen_;  // stopped by freeze(true)
   bool mounted_ = false;
   std::string mount_why_ = "disk faults off";
   bool fiu_ = false;
@@ -352,7 +494,7 @@ class External : public Proxied {
       if (comma == std::string::npos) break;
       b = comma + 1;
     }
-    std::string proxied;
+    std::vector<std::pair<std::string, int>> hps;
     for (const std::string& h : hosts) {
       const auto colon = h.rfind(':');
       if (colon == std::string::npos || colon + 1 >= h.size()) {
@@ -363,29 +505,25 @@ class External : public Proxied {
       if (host.size() > 2 && host.front() == '[') {
         host = host.substr(1, host.size() - 2);  // [::1]
       }
-      const int port = std::atoi(h.c_str() + colon + 1);
-      std::string via = h;
-#ifdef BATON_TORTURE_PROXY
-      if (o_.proxy_faults) {
-        auto p =
-            testing::TcpProxy::start(host, static_cast<std::uint16_t>(port));
-        if (!p) {
-          *error = "proxy to " + h + ": " + p.error().to_string();
-          return false;
-        }
-        via = "127.0.0.1:" + port_str((*p)->port());
-        proxies_.push_back(std::move(*p));
-      }
-#endif
-      proxied += (proxied.empty() ? "" : ",") + via;
+      hps.push_back({host, std::atoi(h.c_str() + colon + 1)});
     }
     servers_ = static_cast<int>(hosts.size());
-    url_ = u.substr(0, start) + userinfo + proxied + u.substr(end);
+    if (o_.proxy_faults) {
+      auto url_of = [&](const std::vector<std::string>& via) {
+        std::string proxied;
+        for (const auto& v : via) proxied += (proxied.empty() ? "" : ",") + v;
+        return u.substr(0, start) + userinfo + proxied + u.substr(end);
+      };
+      if (!add_proxies(o_.workers, hps, url_of, error)) return false;
+    }
     return true;
   }
 
-  std::string url() const override { return url_; }
   std::string direct_url() const override { return o_.store_url; }
+  bool freeze(bool, std::string* why) override {
+    if (why != nullptr) *why = "an external store is not stopped here";
+    return false;
+  }
   std::string pg_conninfo() const override { return ""; }
   int servers() const override { return servers_; }
   void kill9(int) override {}
@@ -406,7 +544,6 @@ class External : public Proxied {
 
  private:
   Options o_;
-  std::string url_;
   int servers_ = 0;
 };
 

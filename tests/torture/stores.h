@@ -22,8 +22,10 @@ class StoreCluster {
                                              std::string* error);
   virtual ~StoreCluster() = default;
 
-  // URL the workers use (through the proxies when present).
-  virtual std::string url() const = 0;
+  // URL the worker in `slot` uses: through TcpProxies of that slot's own
+  // (one per server) when the proxy library is built, so that one worker
+  // can be cut off while the others keep reaching the store.
+  virtual std::string url(int slot) const = 0;
   // URL straight to the servers (recovery probe, counter read).
   virtual std::string direct_url() const = 0;
   // libpq conninfo straight to PostgreSQL ("" for other stores).
@@ -34,11 +36,20 @@ class StoreCluster {
   virtual void kill9(int i) = 0;
   virtual bool restart(int i, std::string* error) = 0;
 
-  // Network faults on the proxy in front of server i (no-ops without one).
+  // Network faults on the proxies in front of server i, every slot's (no-ops
+  // without them).
   virtual bool has_proxy() const = 0;
   virtual void proxy_cut(int i) = 0;
   virtual void proxy_blackhole(int i, bool on) = 0;
   virtual void proxy_delay(int i, std::chrono::milliseconds one_way) = 0;
+  // Blackholes every path of one worker slot to the store (all servers):
+  // that worker is cut off, the others are not.
+  virtual void isolate_slot(int slot, bool on) = 0;
+
+  // SIGSTOP (on) / SIGCONT every process of every server (a frozen store:
+  // the PostgreSQL postmaster and its backends, each Redis instance).
+  // false + *why if unsupported (an external store).
+  virtual bool freeze(bool on, std::string* why) = 0;
 
   // batond only: libfiu failure points ("" = unsupported: *why says why).
   virtual bool fiu_enable(const std::string& point, std::string* why) = 0;

@@ -11,7 +11,8 @@ import json
 import sys
 
 CHECKERS = ["1-fencing", "2-exactly-once", "3-expired-grant", "4-non-owner",
-            "5-recovery", "6-fifo", "7-deadline"]
+            "5-recovery", "6-fifo", "7-deadline", "8a-holder-deadline",
+            "8b-notice-order", "8c-notice-late"]
 
 
 EXCLUDE = set()

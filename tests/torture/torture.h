@@ -44,6 +44,10 @@ struct Options {
   std::vector<std::string> only_faults;  // --faults a,b: only these kinds
   bool keep_on_violation = true;         // off for the negative control
   bool counters = true;  // the store offers Counter (not redlock://)
+  // Negative control of checker 8 (test only): keeper holds use an
+  // emulation of the old LeaseKeeper, whose lost notice waited for a
+  // synchronous renewal call to return (issue 12).
+  bool late_notice = false;
   // --store URL: a store already running elsewhere (not started, killed or
   // restarted here); store_kind is then the URL's scheme. Its lock and
   // counter names carry a per-run prefix (name_prefix), so runs do not
@@ -67,7 +71,10 @@ std::string counter_name();          // under name_prefix()
 
 // One line of a worker log (worker.cc writes, checkers.cc reads).
 //   kind: acquire | try | extend | release | foreign_extend |
-//         foreign_release | write | counter
+//         foreign_release | write | counter, and for keeper holds
+//         (checker 8): deadline (invoke = observed, complete = the safe
+//         deadline on real_us()), lost (on_lost ran), lost_seen (lost()
+//         read true), deadline_passed (past the deadline, no notice yet)
 struct Op {
   int worker = 0;  // incarnation id (unique per run)
   std::string kind;
@@ -79,6 +86,9 @@ struct Op {
   std::int64_t expires_ms = 0;  // store_expires_at_ms of a granted lease
   std::int64_t wait_ms = -1;    // acquire: wait; counter: value
   std::uint64_t seq = 0;        // write/counter sequence number
+  // write under a keeper: when the worker last checked its lease (real_us)
+  // before this write; deadline_passed: the safe deadline then.
+  std::int64_t aux = 0;
 };
 
 // One write seen by the guarded resource.
@@ -126,6 +136,10 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
                  const std::vector<Write>& writes,
                  const std::vector<Fault>& faults, std::int64_t counter_final,
                  bool counter_known);
+
+// Checker 8 (rules 13 and 14, the holder's side; checkers_holder.cc).
+Judged check_holder(const Options& options, const std::vector<Op>& ops,
+                    const std::vector<Fault>& faults);
 
 // Worker mode: runs until `stop_file` exists or `deadline_us` passes.
 int worker_main(int argc, char** argv);

@@ -11,9 +11,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -55,6 +59,80 @@ struct Args {
   std::int64_t deadline_us = 0;
   milliseconds ttl{1000};
   bool counters = true;
+  bool late_notice = false;  // checker 8's negative control
+};
+
+using Steady = std::chrono::steady_clock;
+
+// A steady_clock time point on the harness' clock, real_us(): both clocks
+// read at one moment. Under libfaketime only the wall clock is faked
+// (FAKETIME_DONT_FAKE_MONOTONIC) and real_us() bypasses it, so this holds
+// in the clock-stepped workers as well.
+std::int64_t steady_to_real(Steady::time_point t) {
+  const std::int64_t r = real_us();
+  const auto s = Steady::now();
+  return r +
+         std::chrono::duration_cast<std::chrono::microseconds>(t - s).count();
+}
+
+// The old LeaseKeeper (before dc80cd2), for checker 8's negative control
+// (--late-notice): one thread renews with a synchronous extend(); the lost
+// notice comes only when a renewal call returns (lock_lost, or the safe
+// deadline found passed after the call). A store that does not answer
+// delays the notice by the whole call.
+class OldKeeper {
+ public:
+  OldKeeper(Client client, Lease lease, milliseconds ttl,
+            std::function<void(const Error&)> on_lost)
+      : client_(std::move(client)),
+        lease_(std::move(lease)),
+        ttl_(ttl),
+        on_lost_(std::move(on_lost)),
+        thread_([this] { loop(); }) {}
+  ~OldKeeper() {
+    stop_ = true;
+    thread_.join();
+  }
+  bool cancelled() const { return cancelled_; }
+  Steady::time_point safe_deadline() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return lease_.local_deadline;
+  }
+  Lease lease() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return lease_;
+  }
+
+ private:
+  void loop() {
+    for (int round = 0; round < 100'000 && !stop_; ++round) {
+      const auto next = Steady::now() + ttl_ / 3;
+      while (!stop_ && Steady::now() < next) {
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+      if (stop_) return;
+      auto ex = client_.extend(lease(), ttl_);
+      if (ex) {
+        std::lock_guard<std::mutex> g(mu_);
+        lease_ = *ex;
+        continue;
+      }
+      if (ex.error().code() == Errc::lock_lost ||
+          Steady::now() >= safe_deadline()) {
+        cancelled_ = true;
+        on_lost_(ex.error());
+        return;
+      }
+    }
+  }
+
+  Client client_;
+  mutable std::mutex mu_;
+  Lease lease_;  // guarded by mu_
+  milliseconds ttl_;
+  std::function<void(const Error&)> on_lost_;
+  std::atomic<bool> stop_{false}, cancelled_{false};
+  std::thread thread_;
 };
 
 class Worker {
@@ -94,14 +172,17 @@ class Worker {
   }
   bool chance(int percent) { return uniform(1, 100) <= percent; }
 
+  // Called from the worker's thread and from on_lost (the session's notice
+  // thread).
   void log(const Op& o) {
+    std::lock_guard<std::mutex> g(log_mu_);
     std::fprintf(
-        log_, "%d %s %s %lld %lld %s %llu %lld %lld %llu\n", a_.id,
+        log_, "%d %s %s %lld %lld %s %llu %lld %lld %llu %lld\n", a_.id,
         o.kind.c_str(), o.lock.c_str(), static_cast<long long>(o.invoke_us),
         static_cast<long long>(o.complete_us), o.result.c_str(),
         static_cast<unsigned long long>(o.fencing),
         static_cast<long long>(o.expires_ms), static_cast<long long>(o.wait_ms),
-        static_cast<unsigned long long>(o.seq));
+        static_cast<unsigned long long>(o.seq), static_cast<long long>(o.aux));
     std::fflush(log_);
   }
   Op begin(std::string kind, std::string lock) const {
@@ -123,15 +204,19 @@ class Worker {
     ::close(fd);
     if (p != MAP_FAILED) status_ = static_cast<std::int32_t*>(p);
   }
-  void set_holding(int lock_index) {
+  // The orchestrator reads it (nemesis.h: lock index + 1, + 16 when the
+  // lease is kept by a keeper).
+  void set_holding(int lock_index, bool keeper = false) {
     if (status_ != nullptr) {
-      __atomic_store_n(&status_[a_.slot], lock_index + 1, __ATOMIC_SEQ_CST);
+      const int v = lock_index < 0 ? 0 : lock_index + 1 + (keeper ? 16 : 0);
+      __atomic_store_n(&status_[a_.slot], v, __ATOMIC_SEQ_CST);
     }
   }
 
   // One write to the guarded resource: "W id seq lock token" → A|R|E.
-  void write(const Lease& lease) {
+  void write(const Lease& lease, std::int64_t checked_us = 0) {
     Op o = begin("write", lease.name);
+    o.aux = checked_us;
     o.seq = ++seq_;
     o.fencing = lease.fencing_token;
     if (res_fd_ < 0) connect_resource();
@@ -218,34 +303,140 @@ class Worker {
     o.fencing = lease->fencing_token;
     o.expires_ms = lease->store_expires_at_ms;
     log(o);
-    set_holding(li);
-    if (chance(10)) foreign(*lease);
-    if (a_.counters && spec.capacity == 1 && chance(50)) add_counter();
+    // Keeper holds run up to 2 × TTL, so that their renewals (and rule
+    // 13's notice when a renewal cannot get through) matter; the negative
+    // control of checker 8 holds with a keeper every time.
+    const bool keeper = a_.late_notice || chance(40);
+    set_holding(li, keeper);
     const bool fenced = spec.capacity == 1;  // semaphores: no single writer
+    const int ttl_ms = static_cast<int>(a_.ttl.count());
     const auto hold_until =
-        real_us() + 1000LL * uniform(20, static_cast<int>(a_.ttl.count() / 2));
-    if (chance(40)) {
-      hold_with_keeper(*lease, fenced, hold_until);
+        real_us() + 1000LL * uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2);
+    // Wrong-owner calls and the counter: inside the hold, after the keeper
+    // (if any) took the lease over — a keeper must keep a lease from its
+    // grant on, or no notice can come in time.
+    auto extras = [&, capacity = spec.capacity] {
+      if (chance(10)) foreign(*lease);
+      if (a_.counters && capacity == 1 && chance(50)) add_counter();
+    };
+    if (keeper) {
+      // The grant's safe deadline, logged at once (checker 8, rule 14).
+      Watch w{lease->name, lease->fencing_token, {}, 0};
+      observe(w, *lease);
+      if (a_.late_notice) {
+        hold_with_old_keeper(*lease, fenced, hold_until, w, extras);
+      } else {
+        hold_with_keeper(*lease, fenced, hold_until, w, extras);
+      }
     } else {
+      extras();
       hold_manually(*lease, fenced, hold_until);
     }
     set_holding(-1);
   }
 
+  // What a keeper-held loop logs for checker 8: the safe deadline each time
+  // it moves (grant, renewals), the notice, and the checks.
+  struct Watch {
+    std::string lock;
+    std::uint64_t token = 0;
+    Steady::time_point deadline{};
+    std::int64_t deadline_real = 0;
+  };
+  void observe(Watch& w, const Lease& now) {
+    const Steady::time_point d = now.local_deadline;
+    if (d == w.deadline) return;
+    Op o = begin("deadline", w.lock);
+    o.complete_us = steady_to_real(d);
+    o.expires_ms = now.store_expires_at_ms;
+    o.result = w.deadline == Steady::time_point{} ? "grant" : "renew";
+    o.fencing = w.token;
+    log(o);
+    w.deadline = d;
+    w.deadline_real = o.complete_us;
+  }
+  void log_notice(const std::string& kind, const Watch& w, std::int64_t at,
+                  const std::string& why) {
+    Op o;
+    o.worker = a_.id;
+    o.kind = kind;
+    o.lock = w.lock;
+    o.invoke_us = o.complete_us = at;
+    o.result = why.empty() ? "-" : why;
+    o.fencing = w.token;
+    o.aux = w.deadline_real;
+    log(o);
+  }
+  std::function<void(const Error&)> notice_logger(const Lease& lease) {
+    Watch w{lease.name, lease.fencing_token, {}, 0};
+    return
+        [this, w](const Error& e) { log_notice("lost", w, real_us(), res(e)); };
+  }
+
+  // A careful user (rules 13, 14): before every write it checks the notice
+  // (lost()) and stops at once; it never writes past the safe deadline even
+  // if the notice were late, and logs that case (deadline_passed) for the
+  // checker. A SIGSTOP between the check and the write is fencing's case.
   void hold_with_keeper(const Lease& lease, bool fenced,
-                        std::int64_t hold_until) {
-    LeaseKeeper keeper(*client_, lease);
-    if (fenced) write(keeper.lease());
-    for (;;) {
-      // A pause here (SIGSTOP) is a pause between "still mine?" and "write".
-      std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
-      if (fenced) write(keeper.lease());
-      if (keeper.lost()) return;
+                        std::int64_t hold_until, Watch& w,
+                        const std::function<void()>& extras) {
+    KeeperOptions ko;
+    ko.on_lost = notice_logger(lease);
+    LeaseKeeper keeper(*client_, lease, ko);
+    extras();
+    // Returns the time of a check that found the lease usable, or 0.
+    auto check = [&]() -> std::int64_t {
+      observe(w, keeper.lease());
+      const std::int64_t now = real_us();
+      if (keeper.lost() || keeper.cancelled().load()) {
+        log_notice("lost_seen", w, now, "");
+        return 0;
+      }
+      // The deadline just logged (the same snapshot as the check).
+      if (Steady::now() >= w.deadline) {
+        log_notice("deadline_passed", w, now, "");
+        return 0;
+      }
+      return now;
+    };
+    for (int i = 0; i < 10'000; ++i) {
+      if (i > 0) std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
+      const std::int64_t ok = check();
+      if (ok == 0) return;  // ~LeaseKeeper: a lost lease is not asked about
+      if (fenced) write(keeper.lease(), ok);
       if (real_us() >= hold_until) break;
     }
     if (chance(5)) ::_exit(0);  // exit mid-hold
     Op r = begin("release", lease.name);
     auto rel = keeper.release();
+    r.complete_us = real_us();
+    r.fencing = lease.fencing_token;
+    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+    log(r);
+  }
+
+  // --late-notice: the user of the old keeper, who relied on its notice
+  // alone (cancelled()). Checker 8 must flag the late writes and notices.
+  void hold_with_old_keeper(const Lease& lease, bool fenced,
+                            std::int64_t hold_until, Watch& w,
+                            const std::function<void()>& extras) {
+    {
+      OldKeeper keeper(*client_, lease, a_.ttl, notice_logger(lease));
+      extras();
+      for (int i = 0; i < 10'000; ++i) {
+        if (i > 0) std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
+        observe(w, keeper.lease());
+        const std::int64_t now = real_us();
+        if (keeper.cancelled()) {
+          log_notice("lost_seen", w, now, "");
+          return;
+        }
+        if (fenced) write(keeper.lease(), now);
+        if (real_us() >= hold_until) break;
+      }
+    }
+    Op r = begin("release", lease.name);
+    auto rel = client_->release(lease);
     r.complete_us = real_us();
     r.fencing = lease.fencing_token;
     r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
@@ -283,6 +474,7 @@ class Worker {
   Args a_;
   std::mt19937_64 rng_;
   std::FILE* log_ = nullptr;
+  std::mutex log_mu_;
   std::int32_t* status_ = nullptr;
   std::optional<Client> client_;
   int res_fd_ = -1;
@@ -318,6 +510,8 @@ int worker_main(int argc, char** argv) {
       a.ttl = milliseconds(std::stoll(v));
     else if (k == "--counters")
       a.counters = v == "1";
+    else if (k == "--late-notice")
+      a.late_notice = v == "1";
     else if (k == "--prefix")
       set_name_prefix(v);
     else
@@ -333,14 +527,16 @@ std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
   if (f == nullptr) return out;
   char line[2048], kind[64], lock[600], result[64];
   int id;
-  long long inv, comp, exp, wait;
+  long long inv, comp, exp, wait, aux;
   unsigned long long fen, seq;
   // Line by line: a torn last line (worker killed mid-write) is counted,
   // never allowed to hide the lines after it.
   while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu",
+    aux = 0;
+    if (std::sscanf(line,
+                    "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu %lld",
                     &id, kind, lock, &inv, &comp, result, &fen, &exp, &wait,
-                    &seq) != 10) {
+                    &seq, &aux) < 10) {
       ++*bad_lines;
       continue;
     }
@@ -355,6 +551,7 @@ std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
     o.expires_ms = exp;
     o.wait_ms = wait;
     o.seq = seq;
+    o.aux = aux;
     out.push_back(std::move(o));
   }
   std::fclose(f);
