@@ -42,7 +42,10 @@ class Client {
   // invalid_argument for an unknown or malformed URL, unavailable if the
   // store cannot be reached.
   static Result<Client> open(std::string_view url, ClientOptions options = {});
-  // Wraps an existing store (tests, custom stores).
+  // Wraps an existing store object. For baton's own tests and tools: the
+  // Store interface is internal (src/stores/store.h) and may change between
+  // versions, so there is no supported way to write a store outside this
+  // repository yet (docs/design.md, "No public Store interface yet").
   static Client wrap(std::shared_ptr<store::Store> store,
                      ClientOptions options = {});
 
