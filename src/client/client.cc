@@ -288,12 +288,7 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
     if (lease.fencing_token != 0) l.fencing_token = lease.fencing_token;
     return l;
   });
-  if (!r.ok() && store::call_deadline_passed() &&
-      (r.error().code() == Errc::timeout ||
-       r.error().code() == Errc::unavailable)) {
-    return no_answer(impl, r.error());
-  }
-  return r;
+  return cut_short(impl, std::move(r));
 }
 
 }  // namespace client_internal

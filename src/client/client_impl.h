@@ -87,6 +87,18 @@ auto with_retry(const Client::Impl& impl,
   }
 }
 
+// `r`, or — if it failed because the call deadline passed — `unavailable`
+// naming the store and the timeout.
+template <typename R>
+R cut_short(const Client::Impl& impl, R r) {
+  if (!r.ok() && store::call_deadline_passed() &&
+      (r.error().code() == Errc::timeout ||
+       r.error().code() == Errc::unavailable)) {
+    return no_answer(impl, r.error());
+  }
+  return r;
+}
+
 // A call that is not a blocking acquire: every store call it makes, and
 // the retries, end within options.request_timeout (a call deadline the
 // stores honor, stores/call_deadline.h). An answer cut short by that
@@ -98,13 +110,7 @@ auto bounded_call(const Client::Impl& impl, F&& call, bool retry = true)
   const auto deadline =
       std::chrono::steady_clock::now() + impl.options.request_timeout;
   const store::CallDeadlineScope scope(deadline);
-  auto r = retry ? with_retry(impl, deadline, call) : call();
-  if (!r.ok() && store::call_deadline_passed() &&
-      (r.error().code() == Errc::timeout ||
-       r.error().code() == Errc::unavailable)) {
-    return no_answer(impl, r.error());
-  }
-  return r;
+  return cut_short(impl, retry ? with_retry(impl, deadline, call) : call());
 }
 
 }  // namespace client_internal

@@ -11,6 +11,7 @@
 #include "baton/client.h"
 #include "baton/counter.h"
 #include "stores/memory/memory_store.h"
+#include "support/eventually.h"
 #include "support/faulty_store.h"
 
 namespace baton {
@@ -18,17 +19,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::steady_clock;
+using testing::eventually;
 using testing::FaultyStore;
 using testing::Op;
-
-bool eventually(const std::function<bool()>& pred) {
-  const auto end = steady_clock::now() + 10s;
-  while (!pred()) {
-    if (steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 struct Faulty {
   std::shared_ptr<store::Store> memory{store::make_memory_store()};

@@ -13,12 +13,14 @@
 #include "baton/keeper.h"
 #include "stores/memory/memory_store.h"
 #include "stores/registry.h"
+#include "support/eventually.h"
 
 namespace baton {
 namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::steady_clock;
+using testing::eventually;
 
 Client memory() {
   auto c = Client::open("memory:");
@@ -151,16 +153,6 @@ struct ManualWorld {
                         o);
   }
 };
-
-// Real time, bounded: until the session's threads reacted to a clock move.
-bool eventually(const std::function<bool()>& pred) {
-  const auto end = steady_clock::now() + 10s;
-  while (!pred()) {
-    if (steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 TEST(KeeperTest, RenewalKeepsTheLeaseAlivePastItsTtl) {
   ManualWorld w;

@@ -14,26 +14,16 @@
 #include "baton/elector.h"
 #include "baton/keeper.h"
 #include "stores/memory/memory_store.h"
+#include "support/eventually.h"
 #include "support/faulty_store.h"
 
 namespace baton {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::FaultyStore;
 using testing::Op;
-
-// Waits (real time, bounded) until `pred` holds. For reactions of the
-// session's threads to a move of the manual clock; nothing here waits for
-// time to pass.
-bool eventually(const std::function<bool()>& pred) {
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 AcquireOptions ttl(std::chrono::milliseconds t) {
   AcquireOptions o;
