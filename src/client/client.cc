@@ -144,6 +144,24 @@ void settle_abandoned(const Client::Impl& impl, R& result, bool is_try,
   }).detach();
 }
 
+// One acquire call: `attempt(wait, sent)` under the call deadline, retried
+// after `unavailable` and, for a blocking acquire, after a store call's
+// `timeout` while the wait goes on; then an abandoned request is withdrawn
+// by `token` (read after the call: an attempt may have replaced it).
+template <typename F>
+auto run_acquire(const Client::Impl& impl, milliseconds wait,
+                 const std::vector<std::string>& names, const OwnerToken& token,
+                 F attempt) {
+  const auto end = wait_end(steady_clock::now(), wait);
+  const bool is_try = wait == milliseconds::zero();
+  const auto call_deadline = call_deadline_for(impl, end, is_try);
+  const store::CallDeadlineScope scope(call_deadline);
+  auto r = with_retry(impl, is_try ? call_deadline : end,
+                      [&] { return wait_until(impl, end, is_try, attempt); });
+  settle_abandoned(impl, r, is_try, names, token);
+  return r;
+}
+
 }  // namespace
 
 std::chrono::nanoseconds Client::Impl::drift(milliseconds ttl) const {
@@ -219,33 +237,25 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.reentrancy_key = options.reentrancy_key;
   if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
-  const auto end = wait_end(steady_clock::now(), wait);
-  const bool is_try = wait == milliseconds::zero();
-  const auto call_deadline = call_deadline_for(impl, end, is_try);
-  const store::CallDeadlineScope scope(call_deadline);
-  auto r = with_retry(impl, is_try ? call_deadline : end, [&] {
-    return wait_until(
-        impl, end, is_try,
-        [&](milliseconds w, Clock::time_point sent) -> Result<Lease> {
-          auto g = impl.store->acquire(spec, w);
-          if (!g.ok()) return std::move(g).error();
-          Lease l = impl.make_lease(*g, sent);
-          if (l.local_deadline > impl.clock->now()) return l;
-          // The grant arrived after its safe deadline (a reply delayed
-          // longer than the TTL): never hand out a lease that is already
-          // over (rule 14). Give it back; that lease has ended, so a
-          // further attempt within the wait is a new request with a new
-          // owner token (stores refuse an ended token, rule 17).
-          (void)impl.store->release(spec.name, spec.token);
-          spec.token = OwnerToken::random();
-          return Error(Errc::timeout,
-                       "the grant of \"" + spec.name +
-                           "\" arrived after its safe deadline (the "
-                           "store's reply took longer than the TTL)");
-        });
-  });
-  settle_abandoned(impl, r, is_try, {spec.name}, spec.token);
-  return r;
+  return run_acquire(
+      impl, wait, {spec.name}, spec.token,
+      [&](milliseconds w, Clock::time_point sent) -> Result<Lease> {
+        auto g = impl.store->acquire(spec, w);
+        if (!g.ok()) return std::move(g).error();
+        Lease l = impl.make_lease(*g, sent);
+        if (l.local_deadline > impl.clock->now()) return l;
+        // The grant arrived after its safe deadline (a reply delayed longer
+        // than the TTL): never hand out a lease that is already over
+        // (rule 14). Give it back; that lease has ended, so a further
+        // attempt within the wait is a new request with a new owner token
+        // (stores refuse an ended token, rule 17).
+        (void)impl.store->release(spec.name, spec.token);
+        spec.token = OwnerToken::random();
+        return Error(Errc::timeout,
+                     "the grant of \"" + spec.name +
+                         "\" arrived after its safe deadline (the store's "
+                         "reply took longer than the TTL)");
+      });
 }
 
 Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
@@ -355,25 +365,18 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.all_or_nothing = all_or_nothing;
   if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
-  const auto end = wait_end(steady_clock::now(), wait);
-  const bool is_try = wait == milliseconds::zero();
-  const auto call_deadline = call_deadline_for(impl, end, is_try);
-  const store::CallDeadlineScope scope(call_deadline);
-  auto r = with_retry(impl, is_try ? call_deadline : end, [&] {
-    return wait_until(
-        impl, end, is_try,
-        [&](milliseconds w,
-            Clock::time_point sent) -> Result<std::vector<Lease>> {
-          auto gs = impl.store->acquire_multi(spec, w);
-          if (!gs.ok()) return std::move(gs).error();
-          std::vector<Lease> out;
-          out.reserve(gs->size());
-          for (const auto& g : *gs) out.push_back(impl.make_lease(g, sent));
-          return out;
-        });
-  });
-  settle_abandoned(impl, r, is_try, spec.names, spec.reservation);
-  return r;
+  return run_acquire(impl, wait, spec.names, spec.reservation,
+                     [&](milliseconds w,
+                         Clock::time_point sent) -> Result<std::vector<Lease>> {
+                       auto gs = impl.store->acquire_multi(spec, w);
+                       if (!gs.ok()) return std::move(gs).error();
+                       std::vector<Lease> out;
+                       out.reserve(gs->size());
+                       for (const auto& g : *gs) {
+                         out.push_back(impl.make_lease(g, sent));
+                       }
+                       return out;
+                     });
 }
 
 }  // namespace
