@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "stores/redis/conn.h"
+
 namespace baton::bench {
 
 namespace {
@@ -160,16 +162,9 @@ Error RawConn::failure(const char* what) const {
 }
 
 Status RawConn::append(const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  if (redisAppendCommandArgv(c_, static_cast<int>(args.size()), argv.data(),
-                             lens.data()) != REDIS_OK) {
+  store::redis::Argv a(args);
+  if (redisAppendCommandArgv(c_, a.count(), a.argv.data(), a.lens.data()) !=
+      REDIS_OK) {
     return failure("append");
   }
   return {};

@@ -115,14 +115,7 @@ Result<ContextPtr> connect(const Target& t) {
 
 Result<ReplyPtr> command(redisContext* ctx, const Target& t,
                          const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
+  Argv a(args);
   // Rule 7: never wait for a reply past the call deadline. The socket
   // timeout is lowered for this command and restored after a reply; a
   // command that timed out leaves its reply outstanding, so the caller
@@ -136,8 +129,7 @@ Result<ReplyPtr> command(redisContext* ctx, const Target& t,
     return unavailable(t, "cannot set the socket timeout");
   }
   errno = 0;
-  void* raw = redisCommandArgv(ctx, static_cast<int>(args.size()), argv.data(),
-                               lens.data());
+  void* raw = redisCommandArgv(ctx, a.count(), a.argv.data(), a.lens.data());
   if (raw == nullptr) {
     std::string why = ctx->err != 0 ? ctx->errstr : "no reply";
     if (ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -49,6 +49,21 @@ struct ContextFree {
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
 
+// A command's arguments as hiredis' *Argv calls take them (binary-safe).
+struct Argv {
+  explicit Argv(const std::vector<std::string>& args) {
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+  }
+  int count() const { return static_cast<int>(argv.size()); }
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+};
+
 struct Target {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
