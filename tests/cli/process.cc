@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -171,6 +172,22 @@ std::string make_temp_dir() {
   char tmpl[] = "/tmp/baton-cli-test-dir-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   return tmpl;
+}
+
+std::int64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::vector<std::int64_t> timestamps(const std::string& file) {
+  std::vector<std::int64_t> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(std::stoll(line));
+  }
+  return out;
 }
 
 }  // namespace baton::testing

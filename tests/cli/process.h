@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,12 @@ ProcessResult run(
 
 // A free TCP port on 127.0.0.1 (bound and released; small race accepted).
 int free_port();
+
+// CLOCK_REALTIME now, in ns: the one clock the lease-deadline tests judge
+// on (the commands under `baton run` write `date +%s%N`).
+std::int64_t realtime_ns();
+// The numbers in `file`, one per line (missing file: none).
+std::vector<std::int64_t> timestamps(const std::string& file);
 // True once something accepts TCP connections on 127.0.0.1:port.
 bool wait_for_port(int port, std::chrono::milliseconds timeout);
 // A fresh temporary directory (mkdtemp).

@@ -77,22 +77,6 @@ std::string writer(const std::string& file, const std::string& term) {
          "while :; do date +%s%N >> '" + file + "'; sleep 0.05; done";
 }
 
-std::int64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::vector<std::int64_t> timestamps(const std::string& file) {
-  std::vector<std::int64_t> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(std::stoll(line));
-  }
-  return out;
-}
-
 bool eventually(const std::function<bool()>& done,
                 std::chrono::milliseconds bound) {
   const auto end = Clock::now() + bound;

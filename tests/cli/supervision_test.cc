@@ -47,22 +47,6 @@ std::string writer(const std::string& file) {
   return "while :; do date +%s%N >> '" + file + "'; sleep 0.05; done";
 }
 
-std::int64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::vector<std::int64_t> timestamps(const std::string& file) {
-  std::vector<std::int64_t> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(std::stoll(line));
-  }
-  return out;
-}
-
 std::vector<pid_t> pids_in(const std::string& file) {
   std::vector<pid_t> out;
   for (std::int64_t v : timestamps(file)) out.push_back(static_cast<pid_t>(v));
