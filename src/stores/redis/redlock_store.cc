@@ -195,7 +195,13 @@ Result<Grant> RedlockStore::extend(std::string_view name,
   } else if (answered < q) {
     return too_few(answered, failures);
   }
-  release_all(name, token);
+  // The partial extensions are NOT released here: the caller still acts on
+  // the lease until it learns of the loss, and a Session gives a lost lease
+  // back only after its on_lost notice ran (rule 13). Releasing them here
+  // let another worker take the mutex on the instances freed (with the ones
+  // this lease no longer held) before the holder's notice — torture
+  // checker 8b, seeds 98104 and 98130 (finding 10). They expire at their
+  // TTL, or go with the caller's release.
   return Error(Errc::lock_lost, "lock " + core::quote_name(name) +
                                     " is held with this owner "
                                     "token on only " +
