@@ -373,10 +373,10 @@ TEST(RedisFault, RedlockDelayedCleanUpDoesNotEndARetriedGrant) {
   AcquireOptions other;
   other.ttl = 20s;
   auto second = c->try_acquire(name, other);
-  EXPECT_FALSE(second.ok()) << "a second holder of the mutex, fencing "
-                            << (second.ok() ? second->fencing_token : 0)
-                            << " while fencing " << held->fencing_token
-                            << " is held";
+  EXPECT_FALSE(second.ok())
+      << "a second holder of the mutex, fencing "
+      << (second.ok() ? second->fencing_token : 0) << " while fencing "
+      << held->fencing_token << " is held";
   auto ext = c->extend(*held, 20s);
   EXPECT_TRUE(ext.ok()) << ext.error().to_string();
   auto released = c->release(*held);
@@ -424,10 +424,9 @@ TEST(RedisFault, RedlockLostExtendKeepsWhatItStillHolds) {
   AcquireOptions other;
   other.ttl = 20s;
   auto second = c->try_acquire(name, other);
-  EXPECT_FALSE(second.ok()) << "granted (fencing "
-                            << (second.ok() ? second->fencing_token : 0)
-                            << ") before the holder of "
-                            << held->fencing_token << " was told";
+  EXPECT_FALSE(second.ok())
+      << "granted (fencing " << (second.ok() ? second->fencing_token : 0)
+      << ") before the holder of " << held->fencing_token << " was told";
   proxies[1]->set_mode(TcpProxy::Mode::pass);
   ASSERT_TRUE(c->release(*held).ok());  // the holder's give-back
   auto third = c->try_acquire(name, other);
