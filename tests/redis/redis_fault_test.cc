@@ -318,5 +318,120 @@ TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
   for (auto& p : proxies) p->set_delay(0ms);
 }
 
+// Finding 10 (torture checker 8b, redlock:// only, seed 97065: three
+// holders of one mutex right after a proxy_delay healed). A round whose
+// calls timed out gives its partial grants back (release_all), but those
+// releases are still in flight on a delayed network; the client's retry
+// with the same owner token (rule 17) is granted on every instance at
+// once, and then the old releases land and free the lock under the holder.
+// A round's clean-up must never undo a later round of the same token.
+TEST(RedisFault, RedlockDelayedCleanUpDoesNotEndARetriedGrant) {
+  std::vector<std::unique_ptr<RedisProcess>> servers;
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::string url = "redlock://";
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<RedisProcess>());
+    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
+    ASSERT_TRUE(p.ok());
+    proxies.push_back(std::move(*p));
+    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
+           std::to_string(proxies.back()->port());
+  }
+  url += "?timeout=250";
+  ClientOptions copts;
+  copts.max_retries = 0;  // the test retries by hand, with the same token
+  auto c = open_client(url, copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("redlock-stale-cleanup");
+  AcquireOptions o;
+  o.ttl = 20s;
+  o.token = OwnerToken::random();
+
+  // Every request and reply sits 400 ms in the proxies: the acquire round
+  // times out (250 ms) on every instance, and so does its release_all.
+  for (auto& p : proxies) p->set_delay(400ms);
+  auto lost = c->try_acquire(name, o);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.error().code(), Errc::unavailable) << lost.error().to_string();
+  // The network heals while the round's release_all is still in flight.
+  for (auto& p : proxies) p->set_delay(0ms);
+  auto held = c->try_acquire(name, o);  // the retry (rule 17)
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  std::this_thread::sleep_for(800ms);  // every delayed message has landed
+
+  // The lease is still held on every instance, and nobody else gets it.
+  for (auto& srv : servers) {
+    auto direct = open_client(srv->url());
+    ASSERT_TRUE(direct.ok());
+    auto info = direct->describe(name);
+    ASSERT_TRUE(info.ok()) << info.error().to_string();
+    EXPECT_EQ(info->holders.size(), 1u) << "instance " << srv->url();
+    if (!info->holders.empty()) {
+      EXPECT_EQ(info->holders[0].fencing_token, held->fencing_token);
+    }
+  }
+  AcquireOptions other;
+  other.ttl = 20s;
+  auto second = c->try_acquire(name, other);
+  EXPECT_FALSE(second.ok())
+      << "a second holder of the mutex, fencing "
+      << (second.ok() ? second->fencing_token : 0) << " while fencing "
+      << held->fencing_token << " is held";
+  auto ext = c->extend(*held, 20s);
+  EXPECT_TRUE(ext.ok()) << ext.error().to_string();
+  auto released = c->release(*held);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
+}
+
+// Finding 10, the other half (seeds 98104, 98130): an extend that finds
+// its lease on fewer than a quorum answers lock_lost, but it used to
+// release what it still held first, so another worker was granted the
+// mutex before the holder was told (rule 13; a Session releases a lost
+// lease only after its on_lost ran). Now the extend keeps those pieces.
+TEST(RedisFault, RedlockLostExtendKeepsWhatItStillHolds) {
+  std::vector<std::unique_ptr<RedisProcess>> servers;
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::string url = "redlock://";
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<RedisProcess>());
+    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
+    ASSERT_TRUE(p.ok());
+    proxies.push_back(std::move(*p));
+    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
+           std::to_string(proxies.back()->port());
+  }
+  url += "?timeout=250";
+  ClientOptions copts;
+  copts.max_retries = 0;
+  auto c = open_client(url, copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("redlock-lost-extend");
+  AcquireOptions o;
+  o.ttl = 20s;
+  auto held = c->try_acquire(name, o);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  // The lease is gone on instance 0 (as after an expiry there) and
+  // instance 1 is silent: it is held on 1 of the 2 answering instances.
+  auto direct0 = open_store(servers[0]->url());
+  ASSERT_TRUE(direct0.ok());
+  ASSERT_TRUE((*direct0)->release(name, held->token).ok());
+  proxies[1]->set_mode(TcpProxy::Mode::blackhole);
+  auto ext = c->extend(*held, 20s);
+  ASSERT_FALSE(ext.ok());
+  EXPECT_EQ(ext.error().code(), Errc::lock_lost) << ext.error().to_string();
+  // Nobody else is granted the mutex before the holder gives it back.
+  AcquireOptions other;
+  other.ttl = 20s;
+  auto second = c->try_acquire(name, other);
+  EXPECT_FALSE(second.ok())
+      << "granted (fencing " << (second.ok() ? second->fencing_token : 0)
+      << ") before the holder of " << held->fencing_token << " was told";
+  proxies[1]->set_mode(TcpProxy::Mode::pass);
+  ASSERT_TRUE(c->release(*held).ok());  // the holder's give-back
+  auto third = c->try_acquire(name, other);
+  EXPECT_TRUE(third.ok()) << third.error().to_string();
+}
+
 }  // namespace
 }  // namespace baton::testing

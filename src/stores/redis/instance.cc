@@ -181,7 +181,8 @@ Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args) {
 }
 
 Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
-                                   std::int64_t wait_ms, std::int64_t ticket) {
+                                   std::int64_t wait_ms, std::int64_t ticket,
+                                   std::int64_t seq) {
   std::vector<std::string> args = {spec.name,
                                    spec.token.to_string(),
                                    std::to_string(spec.ttl.count()),
@@ -190,7 +191,10 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
                                    spec.reentrancy_key,
                                    mode,
                                    std::to_string(wait_ms)};
-  if (ticket >= 0) args.push_back(std::to_string(ticket));
+  if (ticket >= 0 || seq > 0) {
+    args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
+  }
+  if (seq > 0) args.push_back(std::to_string(seq));
   auto r = run(scripts().acquire, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
@@ -236,8 +240,11 @@ Result<Grant> Instance::extend(std::string_view name, const OwnerToken& token,
 }
 
 Result<ReleaseResult> Instance::release(std::string_view name,
-                                        const OwnerToken& token) {
-  auto r = run(scripts().release, {std::string(name), token.to_string()});
+                                        const OwnerToken& token,
+                                        std::int64_t seq) {
+  std::vector<std::string> args = {std::string(name), token.to_string()};
+  if (seq > 0) args.push_back(std::to_string(seq));
+  auto r = run(scripts().release, std::move(args));
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) != "released") {
     return bad_reply(target(), "release");

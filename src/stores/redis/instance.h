@@ -79,11 +79,19 @@ class Instance {
 
   // `ticket` < 0: arrival order (redis://); 0: assign a Redlock ticket;
   // > 0: raise the waiter's ticket to it (see kAcquireBody in scripts.cc).
+  // `seq` > 0 (Redlock): the sending round's number; a yield or withdraw
+  // from a round older than the one that last found this token's lease or
+  // waiter changes nothing there (a delayed call never undoes a later one).
   Result<AcqReply> acquire(const AcquireSpec& spec, const char* mode,
-                           std::int64_t wait_ms, std::int64_t ticket = -1);
+                           std::int64_t wait_ms, std::int64_t ticket = -1,
+                           std::int64_t seq = 0);
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
                        milliseconds ttl);
-  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token);
+  // `seq` > 0: a Redlock round's clean-up, which leaves alone a lease or
+  // waiter that a later round (seq) of this token created or found; 0: the
+  // caller's release (unconditional).
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
+                                std::int64_t seq = 0);
   Result<LockInfo> describe(std::string_view name);
   Result<std::vector<LockInfo>> list(std::string_view prefix,
                                      std::size_t limit);

@@ -87,8 +87,11 @@ class RedlockStore final : public Store {
     return out;
   }
 
-  void release_all(std::string_view name, const OwnerToken& token) {
-    each([&](Instance& i) { (void)i.release(name, token); });
+  // `seq` > 0: the clean-up of round `seq`, which leaves alone what a later
+  // round of this token was granted (see next_seq).
+  void release_all(std::string_view name, const OwnerToken& token,
+                   std::int64_t seq = 0) {
+    each([&](Instance& i) { (void)i.release(name, token, seq); });
   }
   void release_names(const std::vector<std::string>& names,
                      const OwnerToken& token) {
@@ -130,13 +133,26 @@ class RedlockStore final : public Store {
     return 0;
   }
 
+  // A round's number, increasing within the process (and across processes
+  // that retry one token, as far as their clocks agree: it starts from the
+  // system clock in µs). Every acquire round sends it, and its clean-ups
+  // (release_all, yield, withdraw) carry it, so an instance that gets a
+  // clean-up late — after a later round of the same owner token (a client
+  // retry, rule 17, or the next round of one wait) was granted there — leaves
+  // that grant alone. Without it a delayed network reorders them: a round
+  // times out, its release_all is still in flight, the retry is granted on a
+  // majority, then the old release lands and frees the lock under the holder
+  // (finding 10: three holders of a mutex after a proxy_delay healed).
+  static std::int64_t next_seq();
+
   // Fencing over the majority: raise every instance to the maximum.
   Result<std::uint64_t> raise_fence(std::string_view name,
                                     const std::vector<OwnerToken>& tokens,
                                     std::uint64_t top, bool again = false);
   Result<Grant> finish(const AcquireSpec& spec,
                        std::vector<Result<AcqReply>>& replies,
-                       Steady::time_point t0, Steady::time_point call_start);
+                       Steady::time_point t0, Steady::time_point call_start,
+                       std::int64_t seq);
   Result<std::vector<Grant>> finish_multi(
       const MultiSpec& spec, std::vector<Result<MultiReply>>& replies,
       const std::vector<std::string>& names, Steady::time_point t0,

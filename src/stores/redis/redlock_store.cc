@@ -4,6 +4,7 @@
 #include "stores/redis/redlock_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "stores/call_deadline.h"
@@ -22,6 +23,20 @@ RedlockStore::RedlockStore(std::vector<Target> targets,
   quorum_ = inst_.size() / 2 + 1;
 }
 
+std::int64_t RedlockStore::next_seq() {
+  static std::atomic<std::int64_t> last{0};
+  const std::int64_t now =
+      std::chrono::duration_cast<microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  std::int64_t prev = last.load();
+  std::int64_t next;
+  do {
+    next = std::max(prev + 1, now);
+  } while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
 Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
                                     milliseconds wait) {
   if (Status st = check_acquire(spec, wait); !st.ok()) return st.error();
@@ -36,12 +51,13 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
   // One round: the acquire script on every instance in parallel.
   auto round = [&](bool first, std::int64_t left) -> Round<Grant> {
     const auto t0 = Steady::now();
+    const std::int64_t seq = next_seq();
     auto replies = each<Result<AcqReply>>([&](Instance& i) {
       return i.acquire(spec,
                        !waiting ? kTry
                        : first  ? kWait
                                 : kRefresh,
-                       left, waiting ? ticket : -1);
+                       left, waiting ? ticket : -1, seq);
     });
     std::size_t answered = 0, granted = 0, withdrawn = 0;
     const Error* busy = nullptr;
@@ -51,7 +67,7 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
         if (r.error().code() != Errc::unavailable &&
             r.error().code() != Errc::internal &&
             r.error().code() != Errc::timeout) {
-          release_all(spec.name, spec.token);
+          release_all(spec.name, spec.token, seq);
           return Result<Grant>(r.error());
         }
         failures += "; " + r.error().message();
@@ -65,9 +81,9 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
       }
       if (r->kind == AcqReply::Kind::busy && busy == nullptr) busy = &r->busy;
     }
-    if (granted >= quorum) return finish(spec, replies, t0, call_start);
+    if (granted >= quorum) return finish(spec, replies, t0, call_start, seq);
     if (withdrawn > 0 || answered < quorum || !waiting) {
-      release_all(spec.name, spec.token);
+      release_all(spec.name, spec.token, seq);
     }
     if (withdrawn > 0) {
       return Result<Grant>(
@@ -104,24 +120,27 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
     // the quorum (a new ticket at the tail would let later requests
     // overtake it; the torture test's FIFO checker saw that).
     auto requeue = [&] {
-      if (ticket <= 0) return release_all(spec.name, spec.token);
+      const std::int64_t seq = next_seq();
+      if (ticket <= 0) return release_all(spec.name, spec.token, seq);
       const std::int64_t left = ms_left(end);
-      each<Result<AcqReply>>(
-          [&](Instance& i) { return i.acquire(spec, kYield, left, ticket); });
+      each<Result<AcqReply>>([&](Instance& i) {
+        return i.acquire(spec, kYield, left, ticket, seq);
+      });
     };
     Waiter waiter(notifier_, spec.token.to_string(), instances(), {spec.name});
     auto out = waiter.run<Grant>(end, true, round, requeue);
     if (out) return std::move(*out);
   }
   const auto t0 = Steady::now();
+  const std::int64_t seq = next_seq();
   auto replies = each<Result<AcqReply>>(
-      [&](Instance& i) { return i.acquire(spec, kWithdraw, 0); });
+      [&](Instance& i) { return i.acquire(spec, kWithdraw, 0, -1, seq); });
   std::size_t granted = 0;
   for (auto& r : replies) {
     if (r.ok() && r->kind == AcqReply::Kind::granted) ++granted;
   }
-  if (granted >= quorum) return finish(spec, replies, t0, call_start);
-  release_all(spec.name, spec.token);
+  if (granted >= quorum) return finish(spec, replies, t0, call_start, seq);
+  release_all(spec.name, spec.token, seq);
   return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
                                   " was not granted on a majority within " +
                                   std::to_string(wait.count()) + "ms");
@@ -176,7 +195,13 @@ Result<Grant> RedlockStore::extend(std::string_view name,
   } else if (answered < q) {
     return too_few(answered, failures);
   }
-  release_all(name, token);
+  // The partial extensions are NOT released here: the caller still acts on
+  // the lease until it learns of the loss, and a Session gives a lost lease
+  // back only after its on_lost notice ran (rule 13). Releasing them here
+  // let another worker take the mutex on the instances freed (with the ones
+  // this lease no longer held) before the holder's notice — torture
+  // checker 8b, seeds 98104 and 98130 (finding 10). They expire at their
+  // TTL, or go with the caller's release.
   return Error(Errc::lock_lost, "lock " + core::quote_name(name) +
                                     " is held with this owner "
                                     "token on only " +
@@ -297,7 +322,8 @@ Result<std::uint64_t> RedlockStore::raise_fence(
 Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
                                    std::vector<Result<AcqReply>>& replies,
                                    Steady::time_point t0,
-                                   Steady::time_point call_start) {
+                                   Steady::time_point call_start,
+                                   std::int64_t seq) {
   std::vector<microseconds> vf;
   std::vector<OwnerToken> tokens(inst_.size(), spec.token);
   std::uint64_t top = 0;
@@ -317,7 +343,7 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
   }
   const std::size_t q = quorum_for(spec.capacity);
   if (!validity(vf, spec.ttl, t0, q)) {
-    release_all(spec.name, spec.token);
+    release_all(spec.name, spec.token, seq);
     return Error(Errc::unavailable,
                  "redlock: the majority for lock " +
                      core::quote_name(spec.name) +
@@ -328,7 +354,7 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
   if (!unanimous) {
     auto fenced = raise_fence(spec.name, tokens, top);
     if (!fenced.ok()) {
-      release_all(spec.name, spec.token);
+      release_all(spec.name, spec.token, seq);
       return std::move(fenced).error();
     }
     top = *fenced;

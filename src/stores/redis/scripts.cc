@@ -27,12 +27,32 @@ namespace {
 // into a waiter at the ticket's place, in one step, so the lock goes to
 // the queue's head by ticket (perhaps this token again) and a waiter with
 // a lower ticket is not overtaken.
+// `seq` (ARGV[11], Redlock only) is the sending round's sequence number
+// (increasing per process): the lease or waiter of this token remembers the
+// highest seq that created or re-found it (`r`), and a `yield` or
+// `withdraw` from an older round changes nothing: a script whose call
+// timed out on the client may still reach the server after a later round
+// of the same token was granted (a delayed network), and must not undo
+// that grant (finding 10, see "Stale clean-ups" in docs/stores/redis.md).
 const char* const kAcquireBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
 local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local label, rkey, mode = ARGV[6], ARGV[7], ARGV[8]
 local waitms = tonumber(ARGV[9])
 local ticket = tonumber(ARGV[10] or '')
+local seq = tonumber(ARGV[11] or '')
+-- True if x (a lease or waiter of tok) was created or re-found by a round
+-- after this one: this (delayed) call must not undo it.
+local function newer(x)
+  return seq ~= nil and x.r ~= nil and x.r > seq
+end
+-- Records that this round found x (a later round's clean-up may undo it).
+local function adopt(x)
+  if seq ~= nil and (x.r == nil or x.r < seq) then
+    x.r = seq
+    mod(name)
+  end
+end
 local function before(a, b)
   return a.o < b.o or (a.o == b.o and a.t < b.t)
 end
@@ -52,7 +72,7 @@ if not raw and (mode == 'try' or mode == 'wait') then
   local f = redis.call('INCR', P .. 'f:' .. name)
   local e = NOW + ttl * 1000
   local le = {t = tok, f = f, ttl = ttl, e = e, n = 1, l = label, k = rkey,
-              a = {}}
+              a = {}, r = seq}
   redis.call('SET', lk, cmsgpack.pack({c = cap, h = {le}, q = {}}), 'PXAT',
              num(math.floor(e / 1000) + 1000))
   redis.call('ZADD', P .. 'index', 0, name)
@@ -62,18 +82,28 @@ local s = decode(name, raw)
 if s then
   if s.c ~= cap then return finish(bad_capacity(name, s, cap)) end
   local le, li = find_lease(s, tok)
-  if le and mode == 'yield' and le.n == 1 and ticket and ticket > 0 then
+  if le and mode == 'yield' and le.n == 1 and ticket and ticket > 0 and
+      not newer(le) then
     table.remove(s.h, li)
     local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
-               d = NOW + waitms * 1000, hb = NOW + HB, o = ticket}
+               d = NOW + waitms * 1000, hb = NOW + HB, o = ticket,
+               r = le.r or seq}
+    if seq ~= nil and (w.r == nil or w.r < seq) then w.r = seq end
     local pos = place(s, w)
     mark(name)  -- finish() grants the head(s) by ticket
     return finish({'queued', pos, num(NOW), next_expiry(s), num(ticket)})
   end
-  if le then return finish(grant_reply(name, s, le)) end
+  if le then
+    if mode ~= 'yield' then adopt(le) end
+    return finish(grant_reply(name, s, le))
+  end
   local wi = find_waiter(s, tok)
   if wi then
     local w = s.q[wi]
+    if newer(w) then
+      return finish({'queued', wi, num(NOW), next_expiry(s), num(w.o or 0)})
+    end
+    adopt(w)
     if mode == 'withdraw' or (mode ~= 'try' and waitms <= 0) then
       remove_waiter(name, s, wi)
       return finish({'timeout'})
@@ -110,6 +140,7 @@ end
 if not s or (#s.q == 0 and #s.h < s.c) then
   s = s or create(name, cap)
   local le = add_lease(name, s, tok, ttl, label, rkey)
+  le.r = seq
   return finish(grant_reply(name, s, le))
 end
 if mode == 'try' then
@@ -129,7 +160,7 @@ if #s.q >= MAXQ then
                  ' has ' .. num(#s.q) .. ' waiters; the limit is ' .. num(MAXQ)})
 end
 local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
-           d = NOW + waitms * 1000, hb = NOW + HB}
+           d = NOW + waitms * 1000, hb = NOW + HB, r = seq}
 local pos
 if ticket then
   w.o = ticket
@@ -160,9 +191,17 @@ mod(name)
 return finish(grant_reply(name, s, le))
 )LUA";
 
-// ARGV: prefix, name, token. Reply: released, was_held, holds_left, withdrew.
+// ARGV: prefix, name, token[, seq]. Reply: released, was_held, holds_left,
+// withdrew. With `seq` (Redlock's clean-up of a failed round, see the
+// acquire script): a lease or waiter that a later round of this token
+// created or re-found (its `r` > seq) is left alone, so a delayed clean-up
+// never ends a later grant. Without it (a caller's release): unconditional.
 const char* const kReleaseBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
+local seq = tonumber(ARGV[4] or '')
+local function newer(x)
+  return seq ~= nil and x.r ~= nil and x.r > seq
+end
 local lk = P .. 'l:' .. name
 local raw = redis.call('GET', lk)
 local u = raw and cmsgpack.unpack(raw)
@@ -170,7 +209,8 @@ if u and (not u.q or #u.q == 0) and u.h and #u.h == 1 then
   -- Fast path: the caller's unexpired single hold, nobody queued: what
   -- advance/remove/finish would do is deleting the lock.
   local le = u.h[1]
-  if le.t == tok and le.n == 1 and le.e > NOW and (not le.a or #le.a == 0) then
+  if le.t == tok and le.n == 1 and le.e > NOW and (not le.a or #le.a == 0) and
+      not newer(le) then
     redis.call('DEL', lk)
     redis.call('ZREM', P .. 'index', name)
     return {'released', 1, 0, 0}
@@ -179,6 +219,7 @@ end
 local s = decode(name, raw, u)
 if not s then return finish({'released', 0, 0, 0}) end
 local le, li = find_lease(s, tok)
+if le and newer(le) then return finish({'released', 0, 0, 0}) end
 if le then
   le.n = le.n - 1
   if le.n == 0 then
@@ -190,6 +231,7 @@ if le then
   return finish({'released', 1, le.n, 0})
 end
 local wi = find_waiter(s, tok)
+if wi and newer(s.q[wi]) then return finish({'released', 0, 0, 0}) end
 if wi then
   remove_waiter(name, s, wi)
   -- Tell the waiting thread (if alive) that its request was withdrawn.

@@ -169,6 +169,7 @@ local function pump(n)
         if #s.h >= s.c then return end
         table.remove(s.q, 1)
         local le2 = add_lease(n, s, w.t, w.ttl, w.l, w.k)
+        le2.r = w.r  -- Redlock: the round that queued it (see acquire)
         publish_grant(n, s, le2, w.t)
       end
     end
