@@ -145,8 +145,7 @@ TEST_P(ConformanceTest, Rule11_AcquireAllIsAllOrNothing) {
     // so the grant must come from the release, not from a lucky order.
     EXPECT_TRUE(eventually([&] {
       auto ix = client().describe(x), iy = client().describe(y);
-      return ix.ok() && iy.ok() && !ix->waiters.empty() &&
-             !iy->waiters.empty();
+      return ix.ok() && iy.ok() && !ix->waiters.empty() && !iy->waiters.empty();
     }));
     (void)client().release(*hold_y);
   });
