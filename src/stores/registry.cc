@@ -17,6 +17,9 @@
 #include "stores/redis/redis_store.h"
 #include "stores/redis/redlock_store.h"
 #endif
+#if BATON_WITH_ZOOKEEPER
+#include "stores/zookeeper/zookeeper_store.h"
+#endif
 
 namespace baton::store {
 namespace {
@@ -45,12 +48,13 @@ constexpr KnownStore kKnown[] = {
     {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
     {"redis", "redis://", "BATON_WITH_REDIS"},
     {"redlock", "redlock://", "BATON_WITH_REDIS"},
+    {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER"},
+    {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
 };
 
 // Stores that are planned but not written yet: a clear answer instead of
 // "unknown scheme", and no build option to turn on.
-constexpr const char* kPlanned[] = {"mysql",     "mariadb", "sqlite",
-                                    "zookeeper", "zk",      "etcd"};
+constexpr const char* kPlanned[] = {"mysql", "mariadb", "sqlite", "etcd"};
 
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
@@ -67,6 +71,11 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
 #if BATON_WITH_REDIS
   if (url.scheme == "redis") return open_redis_store(url);
   if (url.scheme == "redlock") return open_redlock_store(url);
+#endif
+#if BATON_WITH_ZOOKEEPER
+  if (url.scheme == "zookeeper" || url.scheme == "zk") {
+    return open_zookeeper_store(url);
+  }
 #endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
@@ -117,14 +126,14 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
                    "store \"" + u.scheme +
                        "\" is planned but not available in this version of "
                        "baton (available: memory:, baton://, postgres://, "
-                       "redis://, redlock://)");
+                       "redis://, redlock://, zookeeper://)");
     }
   }
   return Error(Errc::invalid_argument,
                "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
                    u.scheme +
                    "\" (available: memory:, baton://, postgres://, "
-                   "redis://, redlock://)");
+                   "redis://, redlock://, zookeeper://)");
 }
 
 }  // namespace baton::store
