@@ -1,0 +1,506 @@
+// stores/zookeeper/zk_conn.cc — ZooKeeper requests with deadlines.
+#include "stores/zookeeper/zk_conn.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "stores/call_deadline.h"
+
+namespace baton::store::zk {
+
+struct Conn::Handle {
+  Conn* conn = nullptr;
+  zhandle_t* zh = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  int state = 0;  // last session state seen (guarded by mu)
+  ~Handle() {
+    if (zh != nullptr) zookeeper_close(zh);
+  }
+};
+
+namespace {
+
+using std::chrono::steady_clock;
+
+// Quiet the C client's own logging (it prints to stderr by default).
+struct QuietLog {
+  QuietLog() { zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR); }
+};
+
+void copy_stat(const struct ::Stat* s, Stat* out) {
+  if (s == nullptr || out == nullptr) return;
+  out->czxid = s->czxid;
+  out->mzxid = s->mzxid;
+  out->ctime = s->ctime;
+  out->mtime = s->mtime;
+  out->pzxid = s->pzxid;
+  out->ephemeral_owner = s->ephemeralOwner;
+  out->version = s->version;
+  out->cversion = s->cversion;
+  out->num_children = s->numChildren;
+}
+
+// One request's outcome, shared by the caller and the completion.
+struct Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int rc = 0;
+  std::string value;  // created path or data
+  Stat stat;
+  std::vector<std::string> names;
+  // multi(): buffers the C client writes on completion.
+  std::vector<zoo_op_t> ops;
+  std::vector<zoo_op_result_t> results;
+  std::vector<struct ::Stat> stats;
+  std::vector<std::vector<char>> paths;
+  std::vector<std::string> keep;  // op paths and data (alive until done)
+};
+
+using PendingRef = std::shared_ptr<Pending>;
+
+PendingRef* hold(const PendingRef& p) { return new PendingRef(p); }
+
+// Completes the request behind `data` (and frees the caller's hold on it).
+template <typename Fill>
+void finish(const void* data, int rc, Fill fill) {
+  auto* ref = static_cast<PendingRef*>(const_cast<void*>(data));
+  {
+    std::lock_guard<std::mutex> lk((*ref)->mu);
+    (*ref)->rc = rc;
+    fill(**ref);
+    (*ref)->done = true;
+  }
+  (*ref)->cv.notify_all();
+  delete ref;
+}
+
+void on_string_stat(int rc, const char* value, const struct ::Stat* stat,
+                    const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc == ZOK && value != nullptr) p.value = value;
+    if (rc == ZOK) copy_stat(stat, &p.stat);
+  });
+}
+void on_data(int rc, const char* value, int len, const struct ::Stat* stat,
+             const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc == ZOK && value != nullptr && len > 0) p.value.assign(value, len);
+    if (rc == ZOK) copy_stat(stat, &p.stat);
+  });
+}
+void on_stat(int rc, const struct ::Stat* stat, const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc == ZOK) copy_stat(stat, &p.stat);
+  });
+}
+void on_void(int rc, const void* data) {
+  finish(data, rc, [](Pending&) {});
+}
+void on_strings_stat(int rc, const struct String_vector* strings,
+                     const struct ::Stat* stat, const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc != ZOK) return;
+    if (strings != nullptr) {
+      for (int i = 0; i < strings->count; ++i) {
+        p.names.emplace_back(strings->data[i]);
+      }
+    }
+    copy_stat(stat, &p.stat);
+  });
+}
+
+// Waits for `p` until `until`; kGaveUp if it did not complete.
+int await(const PendingRef& p, SteadyTime until) {
+  std::unique_lock<std::mutex> lk(p->mu);
+  if (!p->cv.wait_until(lk, until, [&] { return p->done; })) return kGaveUp;
+  return p->rc;
+}
+
+void conn_watcher(zhandle_t* zh, int type, int state, const char* /*path*/,
+                  void* ctx) {
+  auto* h = static_cast<Conn::Handle*>(
+      const_cast<void*>(zoo_get_context(zh)));
+  if (h == nullptr || h->conn == nullptr) return;
+  if (type == ZOO_SESSION_EVENT) {
+    {
+      std::lock_guard<std::mutex> lk(h->mu);
+      h->state = state;
+    }
+    h->cv.notify_all();
+    h->conn->session_event(state);
+    return;
+  }
+  h->conn->notify_watch(reinterpret_cast<std::uintptr_t>(ctx));
+}
+
+void global_watcher(zhandle_t* zh, int type, int state, const char* path,
+                    void* ctx) {
+  conn_watcher(zh, type, state, path, ctx);
+}
+void watch_fn(zhandle_t* zh, int type, int state, const char* path,
+              void* ctx) {
+  conn_watcher(zh, type, state, path, ctx);
+}
+}  // namespace
+
+void Waker::notify() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++gen_;
+  }
+  cv_.notify_all();
+}
+
+bool Waker::wait_until(SteadyTime until, std::uint64_t* seen) {
+  std::unique_lock<std::mutex> lk(mu_);
+  const bool woke =
+      cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
+  *seen = gen_;
+  return woke;
+}
+
+std::uint64_t Waker::generation() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return gen_;
+}
+
+Conn::Conn(Options options) : options_(std::move(options)) {}
+
+Conn::~Conn() {
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    h = std::move(handle_);
+  }
+  h.reset();  // closes the session: its ephemeral nodes go at once
+}
+
+Result<std::unique_ptr<Conn>> Conn::open(const Options& options) {
+  static QuietLog quiet;
+  std::unique_ptr<Conn> c(new Conn(options));
+  auto h = c->handle();
+  if (h == nullptr) {
+    return Error(Errc::unavailable,
+                 "zookeeper " + options.where + ": cannot create a client");
+  }
+  std::unique_lock<std::mutex> lk(h->mu);
+  const auto until = steady_clock::now() + options.request_timeout;
+  if (!h->cv.wait_until(lk, until,
+                        [&] { return h->state == ZOO_CONNECTED_STATE; })) {
+    return Error(Errc::unavailable,
+                 "zookeeper " + options.where + ": no session within " +
+                     std::to_string(options.request_timeout.count()) +
+                     "ms (is ZooKeeper running there?)");
+  }
+  return c;
+}
+
+std::shared_ptr<Conn::Handle> Conn::handle() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (handle_ != nullptr) {
+    int state = 0;
+    {
+      std::lock_guard<std::mutex> hl(handle_->mu);
+      state = handle_->state;
+    }
+    if (state != ZOO_EXPIRED_SESSION_STATE && state != ZOO_AUTH_FAILED_STATE &&
+        !is_unrecoverable(handle_->zh)) {
+      return handle_;
+    }
+    // The session is gone for good: a new one (the old handle closes once
+    // the calls still using it are done).
+  }
+  auto h = std::make_shared<Handle>();
+  h->conn = this;
+  h->zh = zookeeper_init2(options_.hosts.c_str(), global_watcher,
+                          static_cast<int>(options_.session_timeout.count()),
+                          nullptr, h.get(), 0, nullptr);
+  if (h->zh == nullptr) return nullptr;
+  handle_ = h;
+  return h;
+}
+
+SteadyTime Conn::call_until() const {
+  return cap_to_call_deadline(steady_clock::now() + options_.request_timeout);
+}
+
+std::uint64_t Conn::register_watch(const std::shared_ptr<Waker>& w) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (watches_.size() > 1024) {
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      it = it->second.expired() ? watches_.erase(it) : std::next(it);
+    }
+  }
+  const std::uint64_t id = next_watch_++;
+  watches_[id] = w;
+  return id;
+}
+
+void Conn::notify_watch(std::uint64_t id) {
+  std::shared_ptr<Waker> w;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = watches_.find(id);
+    if (it == watches_.end()) return;
+    w = it->second.lock();
+    watches_.erase(it);  // a watch fires once
+  }
+  if (w) w->notify();
+}
+
+void Conn::on_session_event(const std::shared_ptr<Waker>& w) {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::erase_if(session_wakers_, [](auto& x) { return x.expired(); });
+  session_wakers_.push_back(w);
+}
+
+void Conn::session_event(int /*state*/) {
+  std::vector<std::shared_ptr<Waker>> wake;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [id, weak] : watches_) {
+      if (auto w = weak.lock()) wake.push_back(std::move(w));
+    }
+    for (auto& weak : session_wakers_) {
+      if (auto w = weak.lock()) wake.push_back(std::move(w));
+    }
+  }
+  for (auto& w : wake) w->notify();
+}
+
+std::int64_t Conn::session_id() {
+  auto h = handle();
+  if (h == nullptr) return 0;
+  const clientid_t* id = zoo_client_id(h->zh);
+  return id == nullptr ? 0 : id->client_id;
+}
+
+void Conn::note_server_time(std::int64_t server_ms) {
+  std::lock_guard<std::mutex> lk(mu_);
+  server_ms_ = server_ms;
+  server_seen_ = steady_clock::now();
+}
+
+std::int64_t Conn::server_time_lower_bound() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (server_ms_ == 0) return 0;
+  return server_ms_ + std::chrono::duration_cast<milliseconds>(
+                          steady_clock::now() - server_seen_)
+                          .count();
+}
+
+Error Conn::error(int rc, std::string_view what) const {
+  std::string msg = "zookeeper " + options_.where + ": " + std::string(what);
+  if (rc == kGaveUp) {
+    return Error(Errc::unavailable,
+                 msg + ": no answer in time (outcome unknown)");
+  }
+  msg += ": ";
+  msg += zerror(rc);
+  switch (rc) {
+    case ZCONNECTIONLOSS:
+    case ZSESSIONEXPIRED:
+    case ZINVALIDSTATE:
+    case ZCLOSING:
+    case ZOPERATIONTIMEOUT:
+    case ZSESSIONMOVED:
+      return Error(Errc::unavailable, msg);
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+      return Error(Errc::permission_denied, msg);
+    default:
+      return Error(Errc::internal, msg);
+  }
+}
+
+int Conn::create(const std::string& path, std::string_view data, int flags,
+                 std::string* created, Stat* stat) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  const int rc = zoo_acreate2(h->zh, path.c_str(), data.data(),
+                              static_cast<int>(data.size()),
+                              &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat,
+                              hold(p));
+  if (rc != ZOK) return rc;  // not sent (the completion is never called)
+  const int out = await(p, call_until());
+  if (out == ZOK) {
+    std::lock_guard<std::mutex> lk(p->mu);
+    if (created != nullptr) *created = p->value;
+    if (stat != nullptr) *stat = p->stat;
+    note_server_time(p->stat.mtime);
+  }
+  return out;
+}
+
+int Conn::get(const std::string& path, std::string* data, Stat* stat,
+              const std::shared_ptr<Waker>& watch) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  int rc = 0;
+  if (watch) {
+    const auto id = register_watch(watch);
+    rc = zoo_awget(h->zh, path.c_str(), watch_fn,
+                   reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
+                   on_data, hold(p));
+  } else {
+    rc = zoo_aget(h->zh, path.c_str(), 0, on_data, hold(p));
+  }
+  if (rc != ZOK) return rc;
+  const int out = await(p, call_until());
+  if (out == ZOK) {
+    std::lock_guard<std::mutex> lk(p->mu);
+    if (data != nullptr) *data = p->value;
+    if (stat != nullptr) *stat = p->stat;
+  }
+  return out;
+}
+
+int Conn::set(const std::string& path, std::string_view data, int version,
+              Stat* stat) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  const int rc = zoo_aset(h->zh, path.c_str(), data.data(),
+                          static_cast<int>(data.size()), version, on_stat,
+                          hold(p));
+  if (rc != ZOK) return rc;
+  const int out = await(p, call_until());
+  if (out == ZOK) {
+    std::lock_guard<std::mutex> lk(p->mu);
+    if (stat != nullptr) *stat = p->stat;
+    note_server_time(p->stat.mtime);
+  }
+  return out;
+}
+
+int Conn::remove(const std::string& path, int version) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  const int rc = zoo_adelete(h->zh, path.c_str(), version, on_void, hold(p));
+  if (rc != ZOK) return rc;
+  return await(p, call_until());
+}
+
+int Conn::children(const std::string& path, std::vector<std::string>* names,
+                   Stat* stat, const std::shared_ptr<Waker>& watch) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  int rc = 0;
+  if (watch) {
+    const auto id = register_watch(watch);
+    rc = zoo_awget_children2(
+        h->zh, path.c_str(), watch_fn,
+        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
+        on_strings_stat, hold(p));
+  } else {
+    rc = zoo_aget_children2(h->zh, path.c_str(), 0, on_strings_stat, hold(p));
+  }
+  if (rc != ZOK) return rc;
+  const int out = await(p, call_until());
+  if (out == ZOK) {
+    std::lock_guard<std::mutex> lk(p->mu);
+    if (names != nullptr) *names = std::move(p->names);
+    if (stat != nullptr) *stat = p->stat;
+  }
+  return out;
+}
+
+int Conn::exists(const std::string& path, Stat* stat,
+                 const std::shared_ptr<Waker>& watch) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  int rc = 0;
+  if (watch) {
+    const auto id = register_watch(watch);
+    rc = zoo_awexists(h->zh, path.c_str(), watch_fn,
+                      reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
+                      on_stat, hold(p));
+  } else {
+    rc = zoo_aexists(h->zh, path.c_str(), 0, on_stat, hold(p));
+  }
+  if (rc != ZOK) return rc;
+  const int out = await(p, call_until());
+  if (out == ZOK) {
+    std::lock_guard<std::mutex> lk(p->mu);
+    if (stat != nullptr) *stat = p->stat;
+  }
+  return out;
+}
+
+int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  auto p = std::make_shared<Pending>();
+  const std::size_t n = ops.size();
+  p->ops.resize(n);
+  p->results.resize(n);
+  p->stats.resize(n);
+  p->paths.resize(n);
+  p->keep.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ops[i];
+    const std::string& path = p->keep.emplace_back(op.path);
+    const std::string& data = p->keep.emplace_back(op.data);
+    switch (op.type) {
+      case Op::kCreate:
+        p->paths[i].assign(path.size() + 16, '\0');
+        zoo_create_op_init(&p->ops[i], path.c_str(), data.data(),
+                           static_cast<int>(data.size()),
+                           &ZOO_OPEN_ACL_UNSAFE, op.flags, p->paths[i].data(),
+                           static_cast<int>(p->paths[i].size()));
+        break;
+      case Op::kSet:
+        zoo_set_op_init(&p->ops[i], path.c_str(), data.data(),
+                        static_cast<int>(data.size()), op.version,
+                        &p->stats[i]);
+        break;
+      case Op::kDelete:
+        zoo_delete_op_init(&p->ops[i], path.c_str(), op.version);
+        break;
+      case Op::kCheck:
+        zoo_check_op_init(&p->ops[i], path.c_str(), op.version);
+        break;
+    }
+  }
+  const int rc = zoo_amulti(h->zh, static_cast<int>(n), p->ops.data(),
+                            p->results.data(), on_void, hold(p));
+  if (rc != ZOK) return rc;
+  const int out = await(p, call_until());
+  if (out == kGaveUp) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (results != nullptr) {
+    results->assign(n, OpResult{});
+    for (std::size_t i = 0; i < n; ++i) {
+      (*results)[i].rc = p->results[i].err;
+      if (ops[i].type == Op::kCreate && p->results[i].err == ZOK) {
+        (*results)[i].path = p->paths[i].data();
+      }
+      if (ops[i].type == Op::kSet && p->results[i].err == ZOK) {
+        copy_stat(&p->stats[i], &(*results)[i].stat);
+      }
+    }
+  }
+  if (out == ZOK) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ops[i].type == Op::kSet) {
+        note_server_time(p->stats[i].mtime);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::store::zk

@@ -1,0 +1,148 @@
+// stores/zookeeper/zk_conn.h — one ZooKeeper session for a store, through
+// the C client's multi-threaded async API (libzookeeper-mt).
+//
+// Every call sends one request and waits for its completion at most until
+// min(call deadline, now + request timeout) (stores/call_deadline.h); a
+// call that gives up returns kGaveUp and its late completion is dropped (each
+// request has its own completion, so no later call can read it). Watches
+// wake a Waker: a waiting acquire registers one and sleeps on it; session
+// events (disconnect, reconnect, expiry) wake every Waker too.
+//
+// Session expiry ends every ephemeral node of the session. The next call
+// after it opens a new session (the old handle is closed once no call uses
+// it); session_id() tells which session a node belongs to.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef BATON_STORES_ZOOKEEPER_ZK_CONN_H_
+#define BATON_STORES_ZOOKEEPER_ZK_CONN_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/error.h"
+
+namespace baton::store::zk {
+
+using std::chrono::milliseconds;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The call gave up at its deadline (outcome unknown).
+inline constexpr int kGaveUp = -7;  // ZOPERATIONTIMEOUT
+
+struct Stat {
+  std::int64_t czxid = 0;
+  std::int64_t mzxid = 0;
+  std::int64_t ctime = 0;  // ms since the epoch, ZooKeeper's clock
+  std::int64_t mtime = 0;
+  std::int64_t pzxid = 0;
+  std::int64_t ephemeral_owner = 0;
+  std::int32_t version = 0;
+  std::int32_t cversion = 0;
+  std::int32_t num_children = 0;
+};
+
+// Woken by the watches and session events registered with it.
+class Waker {
+ public:
+  void notify();
+  // Sleeps until notified after `*seen` (updated) or until `until`.
+  // True if notified.
+  bool wait_until(SteadyTime until, std::uint64_t* seen);
+  std::uint64_t generation();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t gen_ = 0;
+};
+
+// One operation of an atomic multi().
+struct Op {
+  enum Type { kCreate, kSet, kDelete, kCheck } type = kCheck;
+  std::string path;
+  std::string data;
+  int version = -1;
+  int flags = 0;  // kCreate: kEphemeralSequential, ...
+};
+struct OpResult {
+  int rc = 0;
+  std::string path;  // kCreate: the node made
+  Stat stat;         // kSet: the node after the write
+};
+
+inline constexpr int kPersistent = 0;
+inline constexpr int kEphemeralSequential = 3;  // ZOO_EPHEMERAL | ZOO_SEQUENCE
+
+class Conn {
+ public:
+  struct Options {
+    std::string hosts;  // "h1:p1,h2:p2" (no chroot)
+    milliseconds session_timeout{10000};
+    milliseconds request_timeout{5000};
+    std::string where;  // the servers as errors name them
+  };
+  // Connects (waits up to the request timeout for the first session).
+  static Result<std::unique_ptr<Conn>> open(const Options& options);
+  ~Conn();
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // ZooKeeper return codes (ZOK = 0, ZNONODE, ...), or kGaveUp.
+  int create(const std::string& path, std::string_view data, int flags,
+             std::string* created, Stat* stat);
+  int get(const std::string& path, std::string* data, Stat* stat,
+          const std::shared_ptr<Waker>& watch = nullptr);
+  int set(const std::string& path, std::string_view data, int version,
+          Stat* stat);
+  int remove(const std::string& path, int version);
+  int children(const std::string& path, std::vector<std::string>* names,
+               Stat* stat, const std::shared_ptr<Waker>& watch = nullptr);
+  int exists(const std::string& path, Stat* stat,
+             const std::shared_ptr<Waker>& watch = nullptr);
+  // All or none; *results has one entry per op (rc of each).
+  int multi(const std::vector<Op>& ops, std::vector<OpResult>* results);
+
+  // Wakes `w` on every session event until it is destroyed.
+  void on_session_event(const std::shared_ptr<Waker>& w);
+  // The current session (0 before the first one is established).
+  std::int64_t session_id();
+  // The error for return code `rc` of `what` (e.g. "create /baton/x").
+  Error error(int rc, std::string_view what) const;
+  const std::string& where() const { return options_.where; }
+  // The time `seen_at` at which we last saw ZooKeeper's clock at `server_ms`
+  // (from a write's mtime): a lower bound of its clock now.
+  void note_server_time(std::int64_t server_ms);
+  std::int64_t server_time_lower_bound();
+
+  struct Handle;  // one zhandle_t (zk_conn.cc)
+
+  // Called from the C client's completion thread.
+  void notify_watch(std::uint64_t id);
+  void session_event(int state);
+
+ private:
+  explicit Conn(Options options);
+  std::shared_ptr<Handle> handle();
+  SteadyTime call_until() const;
+  std::uint64_t register_watch(const std::shared_ptr<Waker>& w);
+
+  Options options_;
+  std::mutex mu_;
+  std::shared_ptr<Handle> handle_;  // guarded by mu_
+  std::map<std::uint64_t, std::weak_ptr<Waker>> watches_;  // guarded by mu_
+  std::vector<std::weak_ptr<Waker>> session_wakers_;        // guarded by mu_
+  std::uint64_t next_watch_ = 1;                            // guarded by mu_
+  std::int64_t server_ms_ = 0;                              // guarded by mu_
+  SteadyTime server_seen_{};                                // guarded by mu_
+};
+
+}  // namespace baton::store::zk
+
+#endif  // BATON_STORES_ZOOKEEPER_ZK_CONN_H_

@@ -1,0 +1,470 @@
+// stores/zookeeper/zk_queue.cc — a lock's queue of request nodes, and
+// acquire (docs/stores/zookeeper.md, "Acquire").
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "core/validate.h"
+#include "stores/call_deadline.h"
+#include "stores/zookeeper/zk_store.h"
+
+namespace baton::store::zk {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::steady_clock;
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+milliseconds jitter(milliseconds lo, milliseconds hi) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> d(lo.count(), hi.count());
+  return milliseconds(d(rng));
+}
+
+Error vanished(std::string_view name) {
+  return Error(Errc::unavailable,
+               "the request for lock " + core::quote_name(name) +
+                   " vanished while it waited (its ZooKeeper session "
+                   "expired?); retry with the same token");
+}
+
+}  // namespace
+
+int Queue::index_of(std::string_view path) const {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].path == path) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Queue::index_of(const OwnerToken& token) const {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name.token == token) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::int64_t expiry_of(const QNode& n) {
+  if (!n.loaded || n.gone || n.data.state == State::kWaiting) return kNever;
+  return n.stat.mtime + n.data.ttl_ms;
+}
+
+std::uint64_t fencing_of(const QNode& n) {
+  if (n.data.fencing != 0) return n.data.fencing;
+  return static_cast<std::uint64_t>(n.stat.mzxid);
+}
+
+std::string ZkStore::lock_path(std::string_view name) const {
+  return options_.root + "/locks/" + escape(name);
+}
+
+Result<Queue> ZkStore::read_queue(std::string_view name) {
+  Queue q;
+  q.parent = lock_path(name);
+  std::vector<std::string> children;
+  const int rc = conn_->children(q.parent, &children, &q.parent_stat);
+  if (rc == ZNONODE) return q;
+  if (rc != ZOK) return err(rc, "list " + q.parent);
+  q.exists = true;
+  for (auto& c : children) {
+    auto n = parse_node_name(c);
+    if (!n) continue;  // not ours
+    QNode node;
+    node.path = q.parent + "/" + c;
+    node.name = std::move(*n);
+    q.nodes.push_back(std::move(node));
+  }
+  std::sort(q.nodes.begin(), q.nodes.end(),
+            [](const QNode& a, const QNode& b) {
+              return a.name.seq < b.name.seq;
+            });
+  return q;
+}
+
+Status ZkStore::load(QNode& n, const std::shared_ptr<Waker>& watch) {
+  std::string data;
+  const int rc = conn_->get(n.path, &data, &n.stat, watch);
+  n.loaded = true;
+  if (rc == ZNONODE) {
+    n.gone = true;
+    return {};
+  }
+  if (rc != ZOK) return err(rc, "read " + n.path);
+  auto d = decode(data);
+  if (!d) {
+    return Error(Errc::internal, "zookeeper " + conn_->where() + ": node " +
+                                     n.path + " has data baton cannot read");
+  }
+  n.data = std::move(*d);
+  n.gone = false;
+  return {};
+}
+
+Result<std::int64_t> ZkStore::server_now() {
+  Stat st;
+  const std::string path = options_.root + "/clock";
+  int rc = conn_->set(path, "", -1, &st);
+  if (rc == ZNONODE) {
+    if (Status s = ensure_path(path); !s.ok()) return s.error();
+    rc = conn_->set(path, "", -1, &st);
+  }
+  if (rc != ZOK) return err(rc, "write " + path);
+  return st.mtime;
+}
+
+Status ZkStore::ensure_path(const std::string& path) {
+  // Every component from the root down; existing ones are fine.
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    const std::string part = path.substr(0, i);
+    const int rc = conn_->create(part, "", kPersistent, nullptr, nullptr);
+    if (rc != ZOK && rc != ZNODEEXISTS) return err(rc, "create " + part);
+  }
+  return {};
+}
+
+Result<std::pair<std::string, Stat>> ZkStore::create_request(
+    const std::string& parent, const std::string& prefix,
+    const NodeData& data) {
+  std::pair<std::string, Stat> out;
+  const std::string path = parent + "/" + prefix;
+  const std::string bytes = encode(data);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int rc = conn_->create(path, bytes, kEphemeralSequential,
+                                 &out.first, &out.second);
+    if (rc == ZOK) return out;
+    if (rc != ZNONODE) return err(rc, "create " + path);
+    // The lock's parent is missing (new lock, or cleaned up meanwhile).
+    if (Status s = ensure_path(parent); !s.ok()) return s.error();
+  }
+  return Error(Errc::unavailable, "zookeeper " + conn_->where() +
+                                      ": the node of lock " + parent +
+                                      " keeps vanishing");
+}
+
+Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
+                              std::int64_t* next_expiry) {
+  *next_expiry = kNever;
+  const std::size_t cap = q.capacity();
+  std::vector<QNode*> due;
+  for (std::size_t i = 0; i < upto && i < q.nodes.size(); ++i) {
+    QNode& n = q.nodes[i];
+    if (i >= cap && n.name.kind != Kind::kSome) continue;
+    if (!n.loaded) {
+      if (Status s = load(n); !s.ok()) return s.error();
+    }
+    if (n.gone) return true;  // the queue changed: re-read it
+    const std::int64_t e = expiry_of(n);
+    if (e == kNever) continue;
+    if (e <= conn_->server_time_lower_bound()) {
+      due.push_back(&n);
+    } else {
+      *next_expiry = std::min(*next_expiry, e);
+    }
+  }
+  if (due.empty()) return false;
+  // Only ZooKeeper's clock decides: read it, then delete each due node
+  // only if it is the version whose expiry passed.
+  auto now = server_now();
+  if (!now.ok()) return std::move(now).error();
+  bool any = false;
+  for (QNode* n : due) {
+    if (expiry_of(*n) > *now) {
+      *next_expiry = std::min(*next_expiry, expiry_of(*n));
+      continue;
+    }
+    const int rc = conn_->remove(n->path, n->stat.version);
+    if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION) {
+      any = true;  // gone or changed: re-read
+    } else {
+      return err(rc, "delete expired " + n->path);
+    }
+  }
+  return any;
+}
+
+Result<bool> ZkStore::held_back(Queue& q, std::size_t pos) {
+  for (std::size_t i = 0; i < pos && i < q.nodes.size(); ++i) {
+    QNode& n = q.nodes[i];
+    if (n.name.kind != Kind::kAll) continue;
+    if (!n.loaded) {
+      if (Status s = load(n); !s.ok()) return s.error();
+    }
+    if (!n.gone && n.data.state != State::kHolding) return true;
+  }
+  return false;
+}
+
+Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
+                                  const std::shared_ptr<Waker>& w) {
+  if (pos == 0) return true;
+  const std::size_t cap = q.capacity();
+  std::vector<std::size_t> watch = {pos - 1};
+  if (pos == cap) {
+    for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
+  }
+  for (std::size_t i : watch) {
+    Stat st;
+    std::string data;
+    // A data watch fires when the node changes (a waiter ahead becoming a
+    // holder writes its node) or goes.
+    const int rc = conn_->get(q.nodes[i].path, &data, &st, w);
+    if (rc == ZNONODE) return false;
+    if (rc != ZOK) return err(rc, "watch " + q.nodes[i].path);
+    if (q.nodes[i].loaded && st.version != q.nodes[i].stat.version) {
+      return false;  // changed since read
+    }
+  }
+  // Whatever changed between our read and the watches came with a change
+  // of the children (a request left, so someone was granted): re-read.
+  Stat ps;
+  const int rc = conn_->exists(q.parent, &ps);
+  if (rc != ZOK && rc != ZNONODE) return err(rc, "read " + q.parent);
+  return rc == ZOK && ps.pzxid == q.parent_stat.pzxid;
+}
+
+std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
+  std::vector<HolderInfo> out;
+  const std::size_t cap = q.capacity();
+  for (std::size_t i = 0; i < cap && i < q.nodes.size(); ++i) {
+    QNode& n = q.nodes[i];
+    if (!n.loaded && !load(n).ok()) continue;
+    if (n.gone || n.data.state != State::kHolding) continue;
+    const std::int64_t e = expiry_of(n);
+    if (e <= now) continue;
+    HolderInfo h;
+    h.label = n.data.label;
+    h.fencing_token = fencing_of(n);
+    h.time_left = milliseconds(e - now);
+    h.holds = n.data.holds;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+void ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
+                    std::int64_t next_expiry, SteadyTime until) {
+  // A re-check now and then covers a lost watch (they are not lost within
+  // a session; this bounds the damage of a bug or a session change).
+  SteadyTime t = steady_clock::now() + jitter(milliseconds(500),
+                                              milliseconds(1500));
+  if (next_expiry != kNever) {
+    const std::int64_t left =
+        next_expiry - conn_->server_time_lower_bound() + 1;
+    t = std::min(t, steady_clock::now() + milliseconds(std::max<std::int64_t>(
+                                               left, 1)));
+  }
+  t = cap_to_call_deadline(std::min(t, until));
+  w->wait_until(t, seen);
+}
+
+Grant ZkStore::grant_of(std::string_view name, const QNode& n,
+                        std::uint64_t fencing, std::int64_t expiry_ms,
+                        std::int64_t arrival_ms) {
+  Grant g;
+  g.name = std::string(name);
+  g.token = n.name.token;
+  g.fencing_token = fencing;
+  g.ttl = milliseconds(n.data.ttl_ms);
+  g.holds = n.data.holds;
+  g.capacity = n.name.capacity;
+  // Rule 14: from the request's first arrival (its node's ctime).
+  g.valid_for = microseconds((expiry_ms - arrival_ms) * 1000);
+  g.store_expires_at_ms = expiry_ms;
+  return g;
+}
+
+Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
+  if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
+  const SteadyTime until = core::is_forever(wait)
+                               ? SteadyTime::max()
+                               : steady_clock::now() + wait;
+  const std::string parent = lock_path(spec.name);
+  NodeData mine;
+  mine.state = State::kHolding;
+  mine.ttl_ms = spec.ttl.count();
+  mine.reentrancy_key = spec.reentrancy_key;
+  mine.label = spec.label;
+  auto created = create_request(
+      parent, node_prefix(spec.token, spec.capacity, Kind::kSingle), mine);
+  if (!created.ok()) return std::move(created).error();
+  std::string my_path = created->first;
+  Stat my_stat = created->second;
+  const std::int64_t arrival = my_stat.ctime;
+  auto waker = std::make_shared<Waker>();
+  conn_->on_session_event(waker);
+  std::uint64_t seen = waker->generation();
+  bool fresh = true;  // no write to our node since it was made
+
+  for (;;) {
+    auto q = read_queue(spec.name);
+    if (!q.ok()) return std::move(q).error();
+    int pos = q->index_of(my_path);
+    if (pos < 0) return vanished(spec.name);
+    // Rule 17: a retried acquire after a lost reply made a second node
+    // with the same token; keep the older one if it is this session's.
+    bool again = false;
+    for (int i = 0; i < static_cast<int>(q->nodes.size()); ++i) {
+      const QNode& d = q->nodes[i];
+      if (i == pos || d.name.token != spec.token) continue;
+      Stat st;
+      if (conn_->exists(d.path, &st) != ZOK) continue;
+      if (st.ephemeral_owner != conn_->session_id()) continue;
+      if (i < pos) {
+        conn_->remove(my_path, -1);
+        my_path = d.path;
+        my_stat = st;
+        fresh = true;  // its state is unknown: written before it waits
+      } else {
+        conn_->remove(d.path, -1);
+      }
+      again = true;
+      break;
+    }
+    if (again) continue;
+
+    const std::uint32_t cap = q->capacity();
+    if (cap != spec.capacity) {
+      conn_->remove(my_path, -1);
+      return Error(Errc::invalid_argument,
+                   "lock " + core::quote_name(spec.name) + " has capacity " +
+                       std::to_string(cap) + "; the request asked for " +
+                       std::to_string(spec.capacity));
+    }
+    QNode& me = q->nodes[pos];
+    // Rule 12: join a live lease with the same reentrancy key.
+    if (!spec.reentrancy_key.empty()) {
+      for (int i = 0; i < pos && i < static_cast<int>(cap); ++i) {
+        QNode& h = q->nodes[i];
+        if (Status s = load(h); !s.ok()) return s.error();
+        if (h.gone || h.data.state != State::kHolding ||
+            h.data.reentrancy_key != spec.reentrancy_key) {
+          continue;
+        }
+        NodeData d = h.data;
+        d.holds += 1;
+        d.fencing = fencing_of(h);
+        d.ttl_ms = spec.ttl.count();
+        d.aliases.push_back(spec.token);
+        Stat st;
+        const int rc = conn_->set(h.path, encode(d), h.stat.version, &st);
+        if (rc == ZNONODE || rc == ZBADVERSION) {
+          again = true;
+          break;
+        }
+        if (rc != ZOK) return err(rc, "join " + h.path);
+        const std::int64_t old_expiry = expiry_of(h);
+        if (old_expiry <= st.mtime) {
+          // It had expired: the write must not revive it (rule 3).
+          conn_->remove(h.path, st.version);
+          again = true;
+          break;
+        }
+        std::int64_t expiry = st.mtime + d.ttl_ms;
+        if (old_expiry > expiry) {
+          // max(old expiry, now + ttl): keep the longer lease.
+          d.ttl_ms = old_expiry - st.mtime;
+          Stat st2;
+          if (conn_->set(h.path, encode(d), st.version, &st2) == ZOK) {
+            expiry = st2.mtime + d.ttl_ms;
+            st = st2;
+          }
+        }
+        conn_->remove(my_path, -1);
+        h.data = d;
+        h.stat = st;
+        forget(spec.name, h.name.token);
+        return grant_of(spec.name, h, d.fencing, expiry, arrival);
+      }
+      if (again) continue;
+    }
+    for (int i = 0; i < pos && i < static_cast<int>(cap); ++i) {
+      QNode& h = q->nodes[i];
+      if (!h.loaded && !load(h).ok()) continue;
+      if (!h.gone && std::find(h.data.aliases.begin(), h.data.aliases.end(),
+                               spec.token) != h.data.aliases.end()) {
+        // A retry of a join that went through (rule 17).
+        conn_->remove(my_path, -1);
+        return grant_of(spec.name, h, fencing_of(h), expiry_of(h), arrival);
+      }
+    }
+
+    std::int64_t next_expiry = 0;
+    auto reclaimed = reclaim(*q, pos, &next_expiry);
+    if (!reclaimed.ok()) return std::move(reclaimed).error();
+    if (*reclaimed) continue;
+    auto back = held_back(*q, pos);
+    if (!back.ok()) return std::move(back).error();
+
+    if (pos < static_cast<int>(cap) && !*back) {
+      if (fresh && q->parent_stat.pzxid == my_stat.czxid &&
+          my_path == created->first) {
+        // Nobody joined or left the queue since our create, so we were
+        // among the first `capacity` then: the create started the lease.
+        me.data = mine;
+        me.stat = my_stat;
+        remember(spec.name, spec.token,
+                 Held{my_path, my_stat.version, my_stat.mtime, mine.ttl_ms});
+        return grant_of(spec.name, me, static_cast<std::uint64_t>(
+                                           my_stat.czxid),
+                        my_stat.ctime + mine.ttl_ms, arrival);
+      }
+      // The grant is a write: its zxid is the fencing token, its mtime
+      // starts the lease.
+      NodeData d = mine;
+      d.state = State::kHolding;
+      Stat st;
+      const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
+      if (rc == ZNONODE) return vanished(spec.name);
+      if (rc == ZBADVERSION) {
+        Stat cur;
+        if (conn_->exists(my_path, &cur) == ZOK) my_stat.version = cur.version;
+        continue;
+      }
+      if (rc != ZOK) return err(rc, "grant " + my_path);
+      me.data = d;
+      me.stat = st;
+      remember(spec.name, spec.token,
+               Held{my_path, st.version, st.mtime, d.ttl_ms});
+      return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
+                      st.mtime + d.ttl_ms, arrival);
+    }
+
+    if (wait <= milliseconds::zero()) {
+      conn_->remove(my_path, -1);
+      auto now = conn_->server_time_lower_bound();
+      return Error(Errc::not_acquired,
+                   "lock " + core::quote_name(spec.name) + " is not free")
+          .with_holders(holders_of(*q, now));
+    }
+    if (fresh) {
+      // A waiter's node has no lease: it stays until granted, withdrawn or
+      // its session ends (rule 9).
+      NodeData d = mine;
+      d.state = State::kWaiting;
+      Stat st;
+      const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
+      if (rc == ZNONODE) return vanished(spec.name);
+      if (rc != ZOK && rc != ZBADVERSION) return err(rc, "queue " + my_path);
+      if (rc == ZOK) {
+        my_stat.version = st.version;
+        fresh = false;
+      }
+      continue;
+    }
+    auto watching = watch_ahead(*q, static_cast<std::size_t>(pos), waker);
+    if (!watching.ok()) return std::move(watching).error();
+    if (*watching) sleep(waker, &seen, next_expiry, until);
+    if (steady_clock::now() >= until || call_deadline_passed()) {
+      conn_->remove(my_path, -1);
+      return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
+                                      " was not granted within " +
+                                      std::to_string(wait.count()) + "ms");
+    }
+  }
+}
+
+}  // namespace baton::store::zk

@@ -1,0 +1,154 @@
+// stores/zookeeper/zk_store.h — the zookeeper:// store's internals, shared
+// by its source files (zookeeper_store.cc: options, extend, release,
+// describe, counters; zk_queue.cc: the queue and acquire; zk_multi.cc:
+// acquire_some / acquire_all). docs/stores/zookeeper.md explains the design.
+//
+// Thread safety: ZkStore is safe for concurrent use (Store contract).
+#ifndef BATON_STORES_ZOOKEEPER_ZK_STORE_H_
+#define BATON_STORES_ZOOKEEPER_ZK_STORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "stores/store.h"
+#include "stores/zookeeper/zk_conn.h"
+#include "stores/zookeeper/zk_node.h"
+
+namespace baton::store::zk {
+
+struct ZkOptions {
+  Conn::Options conn;
+  std::string root = "/baton";  // chroot of every node (no trailing '/')
+  std::string url;              // safe URL for errors
+};
+Result<ZkOptions> parse_options(const core::Url& url);
+
+// One request node as listed, with its data once loaded.
+struct QNode {
+  NodeName name;
+  std::string path;
+  bool loaded = false;
+  bool gone = false;  // vanished when loaded
+  NodeData data;
+  Stat stat;
+};
+
+// A lock's queue: its request nodes in sequence order.
+struct Queue {
+  std::string parent;
+  bool exists = false;
+  Stat parent_stat;
+  std::vector<QNode> nodes;
+
+  std::uint32_t capacity() const {
+    return nodes.empty() ? 0 : nodes[0].name.capacity;
+  }
+  int index_of(std::string_view path) const;
+  int index_of(const OwnerToken& token) const;
+};
+
+// A lease this store granted (what extend and release need, without a
+// lookup).
+struct Held {
+  std::string path;
+  int version = 0;
+  std::int64_t mtime = 0;
+  std::int64_t ttl_ms = 0;
+};
+
+class ZkStore final : public Store {
+ public:
+  ZkStore(ZkOptions options, std::unique_ptr<Conn> conn);
+
+  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl) override;
+  Result<ReleaseResult> release(std::string_view name,
+                                const OwnerToken& token) override;
+  Result<LockInfo> describe(std::string_view name) override;
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override;
+  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
+                                           milliseconds wait) override;
+  Result<std::int64_t> counter_get(std::string_view name) override;
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override;
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override;
+  std::string safe_url() const override { return options_.url; }
+
+  // ---- shared by the source files ----
+  std::string lock_path(std::string_view name) const;
+  // Lists the queue (a missing parent is an empty queue).
+  Result<Queue> read_queue(std::string_view name);
+  // Loads n's data (n.gone if it vanished).
+  Status load(QNode& n, const std::shared_ptr<Waker>& watch = nullptr);
+  // ZooKeeper's clock now (ms): the mtime of a write to <root>/clock.
+  Result<std::int64_t> server_now();
+  // Creates a request node under `parent`, making the parent if missing.
+  Result<std::pair<std::string, Stat>> create_request(
+      const std::string& parent, const std::string& prefix,
+      const NodeData& data);
+  // Deletes every node before position `upto` (holders, queued
+  // acquire_some requests) whose lease or queue time is over by
+  // ZooKeeper's clock, each only if unchanged since it was read. True if
+  // any went. *next_expiry: the earliest later expiry seen (server ms).
+  Result<bool> reclaim(Queue& q, std::size_t upto, std::int64_t* next_expiry);
+  // True if an earlier all-or-nothing request that does not hold yet
+  // holds back position `pos` (rule 11). Loads such nodes.
+  Result<bool> held_back(Queue& q, std::size_t pos);
+  // A waiting request at `pos`: watch what can let it in (the node ahead;
+  // the first waiter also watches every holder). False if one is gone
+  // already (re-read at once).
+  Result<bool> watch_ahead(Queue& q, std::size_t pos,
+                           const std::shared_ptr<Waker>& w);
+  // The holders' descriptions (loads them); `now` is ZooKeeper's clock.
+  std::vector<HolderInfo> holders_of(Queue& q, std::int64_t now);
+  // Sleeps on `w` until a watch fires, the next expiry (server ms), a
+  // jittered re-check or `until`.
+  void sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
+             std::int64_t next_expiry, SteadyTime until);
+  // A lease granted by the write that produced `stat` (grant or create).
+  Grant grant_of(std::string_view name, const QNode& n, std::uint64_t fencing,
+                 std::int64_t expiry_ms, std::int64_t arrival_ms);
+  void remember(std::string_view name, const OwnerToken& token, Held h);
+  void forget(std::string_view name, const OwnerToken& token);
+  std::optional<Held> held(std::string_view name, const OwnerToken& token);
+  Conn& conn() { return *conn_; }
+  Error err(int rc, std::string_view what) const {
+    return conn_->error(rc, what);
+  }
+
+ private:
+  Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
+                                          milliseconds wait);
+  Result<std::vector<Grant>> acquire_all(const MultiSpec& spec,
+                                         milliseconds wait);
+  // Finds the request or lease of `token` (own node or reentrant alias).
+  Result<std::optional<QNode>> find(std::string_view name,
+                                    const OwnerToken& token, Queue* q);
+  Status ensure_path(const std::string& path);
+
+  ZkOptions options_;
+  std::unique_ptr<Conn> conn_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, OwnerToken>, Held> held_;  // guarded
+};
+
+// Expiry (server ms) of n's lease or queue time; max() if none (waiting).
+std::int64_t expiry_of(const QNode& n);
+// n's fencing token: its data's, else the zxid of its last write (the
+// grant).
+std::uint64_t fencing_of(const QNode& n);
+
+}  // namespace baton::store::zk
+
+#endif  // BATON_STORES_ZOOKEEPER_ZK_STORE_H_

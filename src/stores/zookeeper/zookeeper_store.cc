@@ -1,0 +1,428 @@
+// stores/zookeeper/zookeeper_store.cc — options, extend, release,
+// describe/list and counters of the zookeeper:// store.
+#include "stores/zookeeper/zookeeper_store.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "core/duration.h"
+#include "core/validate.h"
+#include "stores/zookeeper/zk_store.h"
+
+namespace baton::store {
+namespace zk {
+namespace {
+
+using std::chrono::microseconds;
+
+Error bad(const core::Url& url, const std::string& what) {
+  return Error(Errc::invalid_argument,
+               "store URL \"" + url.safe() + "\": " + what);
+}
+
+Error lost(std::string_view name, std::string_view why) {
+  return Error(Errc::lock_lost, "lease on lock " + core::quote_name(name) +
+                                    " is not held: " + std::string(why));
+}
+
+bool valid_root_component(std::string_view c) {
+  if (c.empty() || c == "." || c == ".." || c == "zookeeper") return false;
+  return std::all_of(c.begin(), c.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
+  });
+}
+
+Result<std::int64_t> parse_counter(const std::string& data,
+                                   const std::string& path) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(data.data(), data.data() + data.size(), v);
+  if (data.empty() || ec != std::errc() || p != data.data() + data.size()) {
+    return Error(Errc::internal,
+                 "zookeeper counter " + path + " holds \"" + data +
+                     "\", not a number");
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<ZkOptions> parse_options(const core::Url& url) {
+  ZkOptions o;
+  o.url = url.safe();
+  if (url.scheme != "zookeeper" && url.scheme != "zk") {
+    return bad(url, "not a zookeeper:// URL");
+  }
+  if (url.hosts.empty()) return bad(url, "no ZooKeeper host given");
+  if (!url.user.empty() || !url.password.empty()) {
+    return bad(url,
+               "credentials in the URL are not supported by zookeeper:// yet");
+  }
+  std::string hosts;
+  for (const auto& hp : url.hosts) {
+    if (hp.host.empty()) return bad(url, "a host of the list is empty");
+    if (!hosts.empty()) hosts += ",";
+    const bool v6 = hp.host.find(':') != std::string::npos;
+    hosts += v6 ? "[" + hp.host + "]" : hp.host;
+    hosts += ":" + std::to_string(hp.port == 0 ? 2181 : hp.port);
+  }
+  o.conn.hosts = hosts;
+  std::string root = url.path.empty() ? "baton" : url.path;
+  while (!root.empty() && root.back() == '/') root.pop_back();
+  o.root.clear();
+  std::size_t start = 0;
+  while (start <= root.size()) {
+    const auto slash = root.find('/', start);
+    const std::string part = root.substr(
+        start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (!valid_root_component(part)) {
+      return bad(url, "chroot \"/" + root +
+                          "\" must be /-separated names of [A-Za-z0-9_.-] "
+                          "(not \".\", \"..\" or \"zookeeper\")");
+    }
+    o.root += "/" + part;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  for (const auto& [key, value] : url.query) {
+    auto duration = [&](milliseconds* out, milliseconds lo,
+                        milliseconds hi) -> Status {
+      auto d = core::parse_duration(value);
+      if (!d.ok()) return bad(url, key + ": " + d.error().message());
+      if (*d < lo || *d > hi) {
+        return bad(url, key + " " + value + " is out of range (" +
+                            std::to_string(lo.count()) + "ms .. " +
+                            std::to_string(hi.count()) + "ms)");
+      }
+      *out = *d;
+      return {};
+    };
+    Status st;
+    if (key == "session_timeout") {
+      st = duration(&o.conn.session_timeout, milliseconds(1000),
+                    milliseconds(600000));
+    } else if (key == "timeout" || key == "request_timeout") {
+      st = duration(&o.conn.request_timeout, milliseconds(10),
+                    milliseconds(600000));
+    } else {
+      return bad(url, "unknown setting \"" + key +
+                          "\" (known: session_timeout, timeout)");
+    }
+    if (!st.ok()) return st.error();
+  }
+  o.conn.where = hosts + o.root;
+  return o;
+}
+
+ZkStore::ZkStore(ZkOptions options, std::unique_ptr<Conn> conn)
+    : options_(std::move(options)), conn_(std::move(conn)) {}
+
+void ZkStore::remember(std::string_view name, const OwnerToken& token,
+                       Held h) {
+  std::lock_guard<std::mutex> lk(mu_);
+  held_[{std::string(name), token}] = std::move(h);
+}
+
+void ZkStore::forget(std::string_view name, const OwnerToken& token) {
+  std::lock_guard<std::mutex> lk(mu_);
+  held_.erase({std::string(name), token});
+}
+
+std::optional<Held> ZkStore::held(std::string_view name,
+                                  const OwnerToken& token) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = held_.find({std::string(name), token});
+  if (it == held_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<std::optional<QNode>> ZkStore::find(std::string_view name,
+                                           const OwnerToken& token,
+                                           Queue* q) {
+  auto r = read_queue(name);
+  if (!r.ok()) return std::move(r).error();
+  *q = std::move(*r);
+  const int i = q->index_of(token);
+  if (i >= 0) {
+    if (Status s = load(q->nodes[i]); !s.ok()) return s.error();
+    if (!q->nodes[i].gone) return std::optional<QNode>(q->nodes[i]);
+  }
+  // A reentrant joiner's token is an alias in its lease's node.
+  for (std::size_t k = 0; k < q->capacity() && k < q->nodes.size(); ++k) {
+    QNode& n = q->nodes[k];
+    if (Status s = load(n); !s.ok()) return s.error();
+    if (n.gone) continue;
+    if (std::find(n.data.aliases.begin(), n.data.aliases.end(), token) !=
+        n.data.aliases.end()) {
+      return std::optional<QNode>(n);
+    }
+  }
+  return std::optional<QNode>();
+}
+
+Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
+                              milliseconds ttl) {
+  if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
+    return s.error();
+  }
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    Queue q;
+    auto f = find(name, token, &q);
+    if (!f.ok()) return std::move(f).error();
+    if (!f->has_value()) return lost(name, "no such lease (expired?)");
+    QNode n = std::move(**f);
+    const int pos = q.index_of(n.path);
+    if (pos >= static_cast<int>(q.capacity()) ||
+        n.data.state != State::kHolding) {
+      return lost(name, "the request is still queued");
+    }
+    NodeData d = n.data;
+    d.ttl_ms = ttl.count();
+    d.fencing = fencing_of(n);
+    Stat st;
+    const int rc = conn_->set(n.path, encode(d), n.stat.version, &st);
+    if (rc == ZNONODE) return lost(name, "it expired");
+    if (rc == ZBADVERSION) continue;  // changed meanwhile: read again
+    if (rc != ZOK) return err(rc, "extend " + n.path);
+    if (expiry_of(n) <= st.mtime) {
+      // Dead before this write (rule 3): the write must not revive it.
+      conn_->remove(n.path, st.version);
+      return lost(name, "it expired");
+    }
+    n.data = d;
+    n.stat = st;
+    return grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime);
+  }
+  return Error(Errc::unavailable,
+               "zookeeper " + conn_->where() + ": the lease on lock " +
+                   core::quote_name(name) + " kept changing while extended");
+}
+
+Result<ReleaseResult> ZkStore::release(std::string_view name,
+                                       const OwnerToken& token) {
+  if (Status s = core::validate_lease_call(name, token); !s.ok()) {
+    return s.error();
+  }
+  forget(name, token);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    Queue q;
+    auto f = find(name, token, &q);
+    if (!f.ok()) return std::move(f).error();
+    if (!f->has_value()) return ReleaseResult{};
+    QNode& n = **f;
+    const int pos = q.index_of(n.path);
+    const bool holder = pos < static_cast<int>(q.capacity()) &&
+                        n.data.state == State::kHolding;
+    if (!holder) {
+      // Only queued: withdraw the request (rule 5).
+      const int rc = conn_->remove(n.path, -1);
+      if (rc != ZOK && rc != ZNONODE) return err(rc, "withdraw " + n.path);
+      return ReleaseResult{};
+    }
+    const bool alias = n.name.token != token;
+    NodeData d = n.data;
+    std::vector<Op> ops;
+    if (alias || d.holds > 1) {
+      // One hold of a reentrant lease.
+      d.holds = d.holds > 1 ? d.holds - 1 : 1;
+      if (alias) std::erase(d.aliases, token);
+      d.fencing = fencing_of(n);
+      ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
+    } else {
+      ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
+      ops.push_back(Op{Op::kDelete, n.path, "", -1, 0});
+    }
+    std::vector<OpResult> res;
+    const int rc = conn_->multi(ops, &res);
+    if (rc == ZNONODE) return ReleaseResult{};
+    if (rc == ZBADVERSION) continue;
+    if (rc != ZOK) return err(rc, "release " + n.path);
+    const std::int64_t now = res[0].stat.mtime;
+    const bool was_held = expiry_of(n) > now;
+    if (ops.size() == 1) {
+      if (!was_held) {
+        conn_->remove(n.path, res[0].stat.version);
+        return ReleaseResult{};
+      }
+      return ReleaseResult{true, d.holds};
+    }
+    return ReleaseResult{was_held, 0};
+  }
+  return Error(Errc::unavailable,
+               "zookeeper " + conn_->where() + ": the lease on lock " +
+                   core::quote_name(name) + " kept changing while released");
+}
+
+Result<LockInfo> ZkStore::describe(std::string_view name) {
+  if (Status s = core::validate_name(name); !s.ok()) return s.error();
+  LockInfo info;
+  info.name = std::string(name);
+  auto q = read_queue(name);
+  if (!q.ok()) return std::move(q).error();
+  if (!q->exists) return info;
+  auto now = server_now();
+  if (!now.ok()) return std::move(now).error();
+  info.last_fencing_token = static_cast<std::uint64_t>(q->parent_stat.pzxid);
+  if (q->nodes.empty()) return info;
+  info.capacity = q->capacity();
+  info.holders = holders_of(*q, *now);
+  for (std::size_t i = 0; i < q->nodes.size(); ++i) {
+    QNode& n = q->nodes[i];
+    if (!n.loaded && !load(n).ok()) continue;
+    if (n.gone) continue;
+    if (n.data.state == State::kHolding) {
+      info.last_fencing_token =
+          std::max(info.last_fencing_token, fencing_of(n));
+    }
+    const bool holding = i < info.capacity &&
+                         n.data.state == State::kHolding;
+    if (holding || expiry_of(n) <= *now) continue;  // a holder, or over
+    WaiterInfo w;
+    w.label = n.data.label;
+    w.waited = milliseconds(std::max<std::int64_t>(0, *now - n.stat.ctime));
+    w.all_or_nothing = n.name.kind == Kind::kAll;
+    info.waiters.push_back(std::move(w));
+  }
+  return info;
+}
+
+Result<std::vector<LockInfo>> ZkStore::list(std::string_view prefix,
+                                            std::size_t limit) {
+  std::vector<std::string> children;
+  Stat st;
+  const std::string locks = options_.root + "/locks";
+  const int rc = conn_->children(locks, &children, &st);
+  std::vector<LockInfo> out;
+  if (rc == ZNONODE) return out;
+  if (rc != ZOK) return err(rc, "list " + locks);
+  std::vector<std::string> names;
+  for (const auto& c : children) {
+    auto n = unescape(c);
+    if (n && n->starts_with(prefix)) names.push_back(std::move(*n));
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    if (out.size() >= limit) break;
+    auto info = describe(n);
+    if (!info.ok()) return std::move(info).error();
+    if (!info->holders.empty() || !info->waiters.empty()) {
+      out.push_back(std::move(*info));
+    }
+  }
+  return out;
+}
+
+namespace {
+std::string counter_path(const std::string& root, std::string_view name) {
+  return root + "/counters/" + escape(name);
+}
+}  // namespace
+
+Result<std::int64_t> ZkStore::counter_get(std::string_view name) {
+  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
+    return s.error();
+  }
+  const std::string path = counter_path(options_.root, name);
+  std::string data;
+  Stat st;
+  const int rc = conn_->get(path, &data, &st);
+  if (rc == ZNONODE) return 0;
+  if (rc != ZOK) return err(rc, "read " + path);
+  return parse_counter(data, path);
+}
+
+Result<std::int64_t> ZkStore::counter_add(std::string_view name,
+                                          std::int64_t delta) {
+  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
+    return s.error();
+  }
+  const std::string path = counter_path(options_.root, name);
+  for (;;) {
+    std::string data;
+    Stat st;
+    int rc = conn_->get(path, &data, &st);
+    std::int64_t v = 0;
+    if (rc == ZOK) {
+      auto p = parse_counter(data, path);
+      if (!p.ok()) return std::move(p).error();
+      v = *p;
+    } else if (rc != ZNONODE) {
+      return err(rc, "read " + path);
+    }
+    std::int64_t next = 0;
+    if (__builtin_add_overflow(v, delta, &next)) {
+      return Error(Errc::invalid_argument,
+                   "counter " + core::quote_name(name) + " add of " +
+                       std::to_string(delta) + " would overflow (value " +
+                       std::to_string(v) + ")");
+    }
+    if (rc == ZNONODE) {
+      rc = conn_->create(path, std::to_string(next), kPersistent, nullptr,
+                         nullptr);
+      if (rc == ZNONODE) {
+        if (Status s = ensure_path(options_.root + "/counters"); !s.ok()) {
+          return s.error();
+        }
+        continue;
+      }
+      if (rc == ZNODEEXISTS) continue;  // made meanwhile: read again
+    } else {
+      rc = conn_->set(path, std::to_string(next), st.version, nullptr);
+      if (rc == ZBADVERSION || rc == ZNONODE) continue;
+    }
+    if (rc != ZOK) return err(rc, "write " + path);
+    return next;
+  }
+}
+
+Result<std::int64_t> ZkStore::counter_take(std::string_view name,
+                                           std::int64_t n) {
+  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
+    return s.error();
+  }
+  if (n < 1) {
+    return Error(Errc::invalid_argument,
+                 "counter take of " + std::to_string(n) +
+                     " is invalid; it must be at least 1");
+  }
+  const std::string path = counter_path(options_.root, name);
+  for (;;) {
+    std::string data;
+    Stat st;
+    int rc = conn_->get(path, &data, &st);
+    std::int64_t v = 0;
+    if (rc == ZOK) {
+      auto p = parse_counter(data, path);
+      if (!p.ok()) return std::move(p).error();
+      v = *p;
+    } else if (rc != ZNONODE) {
+      return err(rc, "read " + path);
+    }
+    if (v < n) {
+      return Error(Errc::not_acquired,
+                   "counter " + core::quote_name(name) + " is " +
+                       std::to_string(v) + ", less than " + std::to_string(n));
+    }
+    rc = conn_->set(path, std::to_string(v - n), st.version, nullptr);
+    if (rc == ZBADVERSION || rc == ZNONODE) continue;
+    if (rc != ZOK) return err(rc, "write " + path);
+    return v - n;
+  }
+}
+
+}  // namespace zk
+
+Result<std::unique_ptr<Store>> open_zookeeper_store(const core::Url& url) {
+  auto options = zk::parse_options(url);
+  if (!options.ok()) return std::move(options).error();
+  auto conn = zk::Conn::open(options->conn);
+  if (!conn.ok()) return std::move(conn).error();
+  auto store = std::make_unique<zk::ZkStore>(std::move(*options),
+                                             std::move(*conn));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace baton::store
