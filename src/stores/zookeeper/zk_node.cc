@@ -146,13 +146,14 @@ std::optional<NodeData> decode(std::string_view data) {
       if (!k) return std::nullopt;
       d.reentrancy_key = *k;
     } else if (key == "al") {
-      while (!value.empty()) {
-        const auto comma = value.find(',');
-        auto t = OwnerToken::parse(value.substr(0, comma));
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        auto t = OwnerToken::parse(rest.substr(0, comma));
         if (!t.ok()) return std::nullopt;
         d.aliases.push_back(*t);
         if (comma == std::string_view::npos) break;
-        value.remove_prefix(comma + 1);
+        rest.remove_prefix(comma + 1);
       }
     }  // unknown keys: written by a later version; ignored
   }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/url.h"
 #include "stores/store.h"
 #include "stores/zookeeper/zk_conn.h"
 #include "stores/zookeeper/zk_node.h"
