@@ -203,27 +203,35 @@ Result<std::unique_ptr<Conn>> Conn::open(const Options& options) {
 }
 
 std::shared_ptr<Conn::Handle> Conn::handle() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (handle_ != nullptr) {
-    int state = 0;
-    {
-      std::lock_guard<std::mutex> hl(handle_->mu);
-      state = handle_->state;
+  std::shared_ptr<Handle> old;  // closed below, outside mu_ (closing waits
+                                // for the C client's threads, which take it)
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (handle_ != nullptr) {
+      int state = 0;
+      {
+        std::lock_guard<std::mutex> hl(handle_->mu);
+        state = handle_->state;
+      }
+      if (state != ZOO_EXPIRED_SESSION_STATE &&
+          state != ZOO_AUTH_FAILED_STATE &&
+          is_unrecoverable(handle_->zh) == ZOK) {
+        return handle_;
+      }
+      // The session is gone for good: a new one (the old handle closes
+      // once the calls still using it are done).
+      old = std::move(handle_);
     }
-    if (state != ZOO_EXPIRED_SESSION_STATE && state != ZOO_AUTH_FAILED_STATE &&
-        !is_unrecoverable(handle_->zh)) {
-      return handle_;
-    }
-    // The session is gone for good: a new one (the old handle closes once
-    // the calls still using it are done).
+    h = std::make_shared<Handle>();
+    h->conn = this;
+    h->zh = zookeeper_init2(options_.hosts.c_str(), global_watcher,
+                            static_cast<int>(options_.session_timeout.count()),
+                            nullptr, h.get(), 0, nullptr);
+    if (h->zh == nullptr) return nullptr;
+    handle_ = h;
   }
-  auto h = std::make_shared<Handle>();
-  h->conn = this;
-  h->zh = zookeeper_init2(options_.hosts.c_str(), global_watcher,
-                          static_cast<int>(options_.session_timeout.count()),
-                          nullptr, h.get(), 0, nullptr);
-  if (h->zh == nullptr) return nullptr;
-  handle_ = h;
+  old.reset();
   return h;
 }
 

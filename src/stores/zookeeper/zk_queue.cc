@@ -376,7 +376,6 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         conn_->remove(my_path, -1);
         h.data = d;
         h.stat = st;
-        forget(spec.name, h.name.token);
         return grant_of(spec.name, h, d.fencing, expiry, arrival);
       }
       if (again) continue;
@@ -406,8 +405,6 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         // among the first `capacity` then: the create started the lease.
         me.data = mine;
         me.stat = my_stat;
-        remember(spec.name, spec.token,
-                 Held{my_path, my_stat.version, my_stat.mtime, mine.ttl_ms});
         return grant_of(spec.name, me, static_cast<std::uint64_t>(
                                            my_stat.czxid),
                         my_stat.ctime + mine.ttl_ms, arrival);
@@ -427,14 +424,13 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       if (rc != ZOK) return err(rc, "grant " + my_path);
       me.data = d;
       me.stat = st;
-      remember(spec.name, spec.token,
-               Held{my_path, st.version, st.mtime, d.ttl_ms});
       return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
                       st.mtime + d.ttl_ms, arrival);
     }
 
     if (wait <= milliseconds::zero()) {
       conn_->remove(my_path, -1);
+      note_idle(parent);
       auto now = conn_->server_time_lower_bound();
       return Error(Errc::not_acquired,
                    "lock " + core::quote_name(spec.name) + " is not free")
@@ -460,6 +456,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (*watching) sleep(waker, &seen, next_expiry, until);
     if (steady_clock::now() >= until || call_deadline_passed()) {
       conn_->remove(my_path, -1);
+      note_idle(parent);
       return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
                                       " was not granted within " +
                                       std::to_string(wait.count()) + "ms");

@@ -13,6 +13,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
+#include <condition_variable>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,18 +59,10 @@ struct Queue {
   int index_of(const OwnerToken& token) const;
 };
 
-// A lease this store granted (what extend and release need, without a
-// lookup).
-struct Held {
-  std::string path;
-  int version = 0;
-  std::int64_t mtime = 0;
-  std::int64_t ttl_ms = 0;
-};
-
 class ZkStore final : public Store {
  public:
   ZkStore(ZkOptions options, std::unique_ptr<Conn> conn);
+  ~ZkStore() override;
 
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
@@ -120,9 +115,8 @@ class ZkStore final : public Store {
   // A lease granted by the write that produced `stat` (grant or create).
   Grant grant_of(std::string_view name, const QNode& n, std::uint64_t fencing,
                  std::int64_t expiry_ms, std::int64_t arrival_ms);
-  void remember(std::string_view name, const OwnerToken& token, Held h);
-  void forget(std::string_view name, const OwnerToken& token);
-  std::optional<Held> held(std::string_view name, const OwnerToken& token);
+  // The lock's node may now be empty: the janitor tries to delete it.
+  void note_idle(const std::string& parent);
   Conn& conn() { return *conn_; }
   Error err(int rc, std::string_view what) const {
     return conn_->error(rc, what);
@@ -138,10 +132,15 @@ class ZkStore final : public Store {
                                     const OwnerToken& token, Queue* q);
   Status ensure_path(const std::string& path);
 
+  void janitor();
+
   ZkOptions options_;
   std::unique_ptr<Conn> conn_;
   std::mutex mu_;
-  std::map<std::pair<std::string, OwnerToken>, Held> held_;  // guarded
+  std::set<std::string> idle_;  // guarded by mu_
+  bool stopping_ = false;       // guarded by mu_
+  std::condition_variable janitor_cv_;
+  std::thread janitor_;  // last: started after everything it uses
 };
 
 // Expiry (server ms) of n's lease or queue time; max() if none (waiting).

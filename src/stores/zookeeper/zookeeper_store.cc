@@ -118,25 +118,39 @@ Result<ZkOptions> parse_options(const core::Url& url) {
 }
 
 ZkStore::ZkStore(ZkOptions options, std::unique_ptr<Conn> conn)
-    : options_(std::move(options)), conn_(std::move(conn)) {}
+    : options_(std::move(options)),
+      conn_(std::move(conn)),
+      janitor_([this] { janitor(); }) {}
 
-void ZkStore::remember(std::string_view name, const OwnerToken& token,
-                       Held h) {
-  std::lock_guard<std::mutex> lk(mu_);
-  held_[{std::string(name), token}] = std::move(h);
+ZkStore::~ZkStore() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  janitor_cv_.notify_all();
+  janitor_.join();
 }
 
-void ZkStore::forget(std::string_view name, const OwnerToken& token) {
+void ZkStore::note_idle(const std::string& parent) {
   std::lock_guard<std::mutex> lk(mu_);
-  held_.erase({std::string(name), token});
+  if (idle_.size() < 10000) idle_.insert(parent);
 }
 
-std::optional<Held> ZkStore::held(std::string_view name,
-                                  const OwnerToken& token) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = held_.find({std::string(name), token});
-  if (it == held_.end()) return std::nullopt;
-  return it->second;
+// Deletes lock nodes left empty, every 2 s. delete(path, -1) fails with
+// ZNOTEMPTY while any request exists, and a request that finds its lock's
+// node gone makes it again, so this never races a new request.
+void ZkStore::janitor() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    janitor_cv_.wait_for(lk, std::chrono::seconds(2),
+                         [&] { return stopping_; });
+    if (stopping_) break;
+    std::set<std::string> batch;
+    batch.swap(idle_);
+    lk.unlock();
+    for (const auto& parent : batch) conn_->remove(parent, -1);
+    lk.lock();
+  }
 }
 
 Result<std::optional<QNode>> ZkStore::find(std::string_view name,
@@ -206,7 +220,6 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
   if (Status s = core::validate_lease_call(name, token); !s.ok()) {
     return s.error();
   }
-  forget(name, token);
   for (int attempt = 0; attempt < 4; ++attempt) {
     Queue q;
     auto f = find(name, token, &q);
@@ -234,6 +247,7 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
     } else {
       ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
       ops.push_back(Op{Op::kDelete, n.path, "", -1, 0});
+      note_idle(q.parent);
     }
     std::vector<OpResult> res;
     const int rc = conn_->multi(ops, &res);
