@@ -221,6 +221,10 @@ std::shared_ptr<Conn::Handle> Conn::handle() {
       }
       // The session is gone for good: a new one (the old handle closes
       // once the calls still using it are done).
+      const clientid_t* id = zoo_client_id(handle_->zh);
+      if (id != nullptr && expired_.size() < 1000) {
+        expired_.push_back(id->client_id);
+      }
       old = std::move(handle_);
     }
     h = std::make_shared<Handle>();
@@ -288,6 +292,11 @@ std::int64_t Conn::session_id() {
   if (h == nullptr) return 0;
   const clientid_t* id = zoo_client_id(h->zh);
   return id == nullptr ? 0 : id->client_id;
+}
+
+bool Conn::expired_session(std::int64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::find(expired_.begin(), expired_.end(), id) != expired_.end();
 }
 
 void Conn::note_server_time(std::int64_t server_ms) {

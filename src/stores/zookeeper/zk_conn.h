@@ -113,6 +113,9 @@ class Conn {
   void on_session_event(const std::shared_ptr<Waker>& w);
   // The current session (0 before the first one is established).
   std::int64_t session_id();
+  // True for a session of this Conn that ZooKeeper expired (its nodes are
+  // about to go, if they have not yet).
+  bool expired_session(std::int64_t id);
   // The error for return code `rc` of `what` (e.g. "create /baton/x").
   Error error(int rc, std::string_view what) const;
   const std::string& where() const { return options_.where; }
@@ -138,6 +141,7 @@ class Conn {
   std::shared_ptr<Handle> handle_;  // guarded by mu_
   std::map<std::uint64_t, std::weak_ptr<Waker>> watches_;  // guarded by mu_
   std::vector<std::weak_ptr<Waker>> session_wakers_;        // guarded by mu_
+  std::vector<std::int64_t> expired_;                       // guarded by mu_
   std::uint64_t next_watch_ = 1;                            // guarded by mu_
   std::int64_t server_ms_ = 0;                              // guarded by mu_
   SteadyTime server_seen_{};                                // guarded by mu_

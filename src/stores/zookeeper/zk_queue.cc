@@ -31,6 +31,21 @@ Error vanished(std::string_view name) {
                    "expired?); retry with the same token");
 }
 
+// Was the never-written request at `first` among the first `capacity`
+// when it was made, so that its create started its lease (token = czxid)?
+// `mine` (at `second`, made later by this call) shows it: no request left
+// between the two creates (every sequence number between them is still
+// listed: a delete would have used one up too) and none since ours (the
+// parent's pzxid is our czxid), so the requests ahead of `first` now are
+// the ones that were ahead of it then.
+bool created_at_front(const Queue& q, int first, int second,
+                      const Stat& mine) {
+  if (q.parent_stat.pzxid != mine.czxid) return false;
+  const std::int64_t a = q.nodes[first].name.seq;
+  const std::int64_t b = q.nodes[second].name.seq;
+  return b - a - 1 == second - first - 1;
+}
+
 }  // namespace
 
 int Queue::index_of(std::string_view path) const {
@@ -304,23 +319,34 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (!q.ok()) return std::move(q).error();
     int pos = q->index_of(my_path);
     if (pos < 0) return vanished(spec.name);
-    // Rule 17: a retried acquire after a lost reply made a second node
-    // with the same token; keep the older one if it is this session's.
+    // Rule 17: a repeated acquire (a retry after a lost reply, or the same
+    // token from another client) finds the first call's request.
     bool again = false;
     for (int i = 0; i < static_cast<int>(q->nodes.size()); ++i) {
-      const QNode& d = q->nodes[i];
+      QNode& d = q->nodes[i];
       if (i == pos || d.name.token != spec.token) continue;
-      Stat st;
-      if (conn_->exists(d.path, &st) != ZOK) continue;
-      if (st.ephemeral_owner != conn_->session_id()) continue;
-      if (i < pos) {
-        conn_->remove(my_path, -1);
-        my_path = d.path;
-        my_stat = st;
-        fresh = true;  // its state is unknown: written before it waits
-      } else {
-        conn_->remove(d.path, -1);
+      if (Status s = load(d); !s.ok()) return s.error();
+      if (d.gone || conn_->expired_session(d.stat.ephemeral_owner)) continue;
+      if (i > pos) {
+        // A later duplicate (calls racing with one token): ours is first.
+        if (d.data.state != State::kHolding) conn_->remove(d.path, -1);
+        continue;
       }
+      const bool holder = i < static_cast<int>(q->capacity()) &&
+                          d.data.state == State::kHolding;
+      if (holder && expiry_of(d) <= my_stat.ctime) continue;  // over
+      if (holder &&
+          (d.stat.mzxid != d.stat.czxid ||
+           created_at_front(*q, i, pos, my_stat))) {
+        // The first call's lease: the same token and expiry.
+        conn_->remove(my_path, -1);
+        return grant_of(spec.name, d, fencing_of(d), expiry_of(d), arrival);
+      }
+      // Take over its place in the queue (and make its grant write).
+      conn_->remove(my_path, -1);
+      my_path = d.path;
+      my_stat = d.stat;
+      fresh = true;
       again = true;
       break;
     }

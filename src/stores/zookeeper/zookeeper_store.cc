@@ -279,15 +279,21 @@ Result<LockInfo> ZkStore::describe(std::string_view name) {
   if (!q->exists) return info;
   auto now = server_now();
   if (!now.ok()) return std::move(now).error();
+  // last_fencing_token: >= every token granted on this name. Every
+  // request that left changed the parent (pzxid) after its grant write; a
+  // mutex's holder started the latest lease, so its token is the latest.
   info.last_fencing_token = static_cast<std::uint64_t>(q->parent_stat.pzxid);
   if (q->nodes.empty()) return info;
   info.capacity = q->capacity();
   info.holders = holders_of(*q, *now);
+  if (info.capacity == 1 && info.holders.size() == 1) {
+    info.last_fencing_token = info.holders[0].fencing_token;
+  }
   for (std::size_t i = 0; i < q->nodes.size(); ++i) {
     QNode& n = q->nodes[i];
     if (!n.loaded && !load(n).ok()) continue;
     if (n.gone) continue;
-    if (n.data.state == State::kHolding) {
+    if (n.data.state == State::kHolding && info.capacity > 1) {
       info.last_fencing_token =
           std::max(info.last_fencing_token, fencing_of(n));
     }
