@@ -131,6 +131,8 @@ class ZkStore final : public Store {
   Result<std::optional<QNode>> find(std::string_view name,
                                     const OwnerToken& token, Queue* q);
   Status ensure_path(const std::string& path);
+  // describe() of a listed queue at ZooKeeper time `now_ms`.
+  LockInfo describe_at(std::string_view name, Queue* q, std::int64_t now);
 
   void janitor();
 

@@ -272,20 +272,29 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
 
 Result<LockInfo> ZkStore::describe(std::string_view name) {
   if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  LockInfo info;
-  info.name = std::string(name);
   auto q = read_queue(name);
   if (!q.ok()) return std::move(q).error();
-  if (!q->exists) return info;
+  if (!q->exists) {
+    LockInfo info;
+    info.name = std::string(name);
+    return info;
+  }
   auto now = server_now();
   if (!now.ok()) return std::move(now).error();
+  return describe_at(name, &*q, *now);
+}
+
+LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
+                              std::int64_t now) {
+  LockInfo info;
+  info.name = std::string(name);
   // last_fencing_token: >= every token granted on this name. Every
   // request that left changed the parent (pzxid) after its grant write; a
   // mutex's holder started the latest lease, so its token is the latest.
   info.last_fencing_token = static_cast<std::uint64_t>(q->parent_stat.pzxid);
   if (q->nodes.empty()) return info;
   info.capacity = q->capacity();
-  info.holders = holders_of(*q, *now);
+  info.holders = holders_of(*q, now);
   if (info.capacity == 1 && info.holders.size() == 1) {
     info.last_fencing_token = info.holders[0].fencing_token;
   }
@@ -299,10 +308,10 @@ Result<LockInfo> ZkStore::describe(std::string_view name) {
     }
     const bool holding = i < info.capacity &&
                          n.data.state == State::kHolding;
-    if (holding || expiry_of(n) <= *now) continue;  // a holder, or over
+    if (holding || expiry_of(n) <= now) continue;  // a holder, or over
     WaiterInfo w;
     w.label = n.data.label;
-    w.waited = milliseconds(std::max<std::int64_t>(0, *now - n.stat.ctime));
+    w.waited = milliseconds(std::max<std::int64_t>(0, now - n.stat.ctime));
     w.all_or_nothing = n.name.kind == Kind::kAll;
     info.waiters.push_back(std::move(w));
   }
@@ -324,12 +333,20 @@ Result<std::vector<LockInfo>> ZkStore::list(std::string_view prefix,
     if (n && n->starts_with(prefix)) names.push_back(std::move(*n));
   }
   std::sort(names.begin(), names.end());
+  std::optional<std::int64_t> now;
   for (const auto& n : names) {
     if (out.size() >= limit) break;
-    auto info = describe(n);
-    if (!info.ok()) return std::move(info).error();
-    if (!info->holders.empty() || !info->waiters.empty()) {
-      out.push_back(std::move(*info));
+    auto q = read_queue(n);
+    if (!q.ok()) return std::move(q).error();
+    if (q->nodes.empty()) continue;
+    if (!now) {
+      auto t = server_now();
+      if (!t.ok()) return std::move(t).error();
+      now = *t;
+    }
+    LockInfo info = describe_at(n, &*q, *now);
+    if (!info.holders.empty() || !info.waiters.empty()) {
+      out.push_back(std::move(info));
     }
   }
   return out;
