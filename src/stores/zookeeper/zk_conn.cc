@@ -294,6 +294,12 @@ std::int64_t Conn::session_id() {
   return id == nullptr ? 0 : id->client_id;
 }
 
+std::int64_t Conn::session_timeout_ms() {
+  auto h = handle();
+  const int t = h == nullptr ? 0 : zoo_recv_timeout(h->zh);
+  return t > 0 ? t : options_.session_timeout.count();
+}
+
 bool Conn::expired_session(std::int64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   return std::find(expired_.begin(), expired_.end(), id) != expired_.end();

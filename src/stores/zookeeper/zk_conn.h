@@ -111,6 +111,8 @@ class Conn {
 
   // Wakes `w` on every session event until it is destroyed.
   void on_session_event(const std::shared_ptr<Waker>& w);
+  // The session timeout ZooKeeper granted (ms).
+  std::int64_t session_timeout_ms();
   // The current session (0 before the first one is established).
   std::int64_t session_id();
   // True for a session of this Conn that ZooKeeper expired (its nodes are

@@ -75,7 +75,8 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
         if (expiry_of(n) > *now) {
           it.granted = true;
           it.path = n.path;
-          it.grant = grant_of(name, n, fencing_of(n), expiry_of(n), *now);
+          it.grant =
+              grant_of(name, n, fencing_of(n), expiry_of(n), *now, *now);
           items.push_back(std::move(it));
           continue;
         }
@@ -140,7 +141,7 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
           n.stat = st;
           it.granted = true;
           it.grant = grant_of(it.name, n, static_cast<std::uint64_t>(st.mzxid),
-                              st.mtime + d.ttl_ms, st.mtime);
+                              st.mtime + d.ttl_ms, st.mtime, st.mtime);
           continue;
         }
         if (rc == ZNONODE) {
@@ -301,7 +302,8 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
           node.stat = res[k].stat;
           out.push_back(grant_of(
               items[k].name, node, static_cast<std::uint64_t>(res[k].stat.mzxid),
-              res[k].stat.mtime + d.ttl_ms, res[k].stat.mtime));
+              res[k].stat.mtime + d.ttl_ms, res[k].stat.mtime,
+              res[k].stat.mtime));
         }
         return out;
       }

@@ -278,7 +278,7 @@ void ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
 
 Grant ZkStore::grant_of(std::string_view name, const QNode& n,
                         std::uint64_t fencing, std::int64_t expiry_ms,
-                        std::int64_t arrival_ms) {
+                        std::int64_t arrival_ms, std::int64_t contact_ms) {
   Grant g;
   g.name = std::string(name);
   g.token = n.name.token;
@@ -286,8 +286,10 @@ Grant ZkStore::grant_of(std::string_view name, const QNode& n,
   g.ttl = milliseconds(n.data.ttl_ms);
   g.holds = n.data.holds;
   g.capacity = n.name.capacity;
-  // Rule 14: from the request's first arrival (its node's ctime).
-  g.valid_for = microseconds((expiry_ms - arrival_ms) * 1000);
+  const std::int64_t end =
+      std::min(expiry_ms, contact_ms + conn_->session_timeout_ms());
+  g.valid_for = microseconds(std::max<std::int64_t>(0, end - arrival_ms) *
+                             1000);
   g.store_expires_at_ms = expiry_ms;
   return g;
 }
@@ -340,7 +342,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
            created_at_front(*q, i, pos, my_stat))) {
         // The first call's lease: the same token and expiry.
         conn_->remove(my_path, -1);
-        return grant_of(spec.name, d, fencing_of(d), expiry_of(d), arrival);
+        return grant_of(spec.name, d, fencing_of(d), expiry_of(d), arrival,
+                        arrival);
       }
       // Take over its place in the queue (and make its grant write).
       conn_->remove(my_path, -1);
@@ -402,7 +405,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         conn_->remove(my_path, -1);
         h.data = d;
         h.stat = st;
-        return grant_of(spec.name, h, d.fencing, expiry, arrival);
+        return grant_of(spec.name, h, d.fencing, expiry, arrival, st.mtime);
       }
       if (again) continue;
     }
@@ -413,7 +416,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                                spec.token) != h.data.aliases.end()) {
         // A retry of a join that went through (rule 17).
         conn_->remove(my_path, -1);
-        return grant_of(spec.name, h, fencing_of(h), expiry_of(h), arrival);
+        return grant_of(spec.name, h, fencing_of(h), expiry_of(h), arrival,
+                        arrival);
       }
     }
 
@@ -433,7 +437,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         me.stat = my_stat;
         return grant_of(spec.name, me, static_cast<std::uint64_t>(
                                            my_stat.czxid),
-                        my_stat.ctime + mine.ttl_ms, arrival);
+                        my_stat.ctime + mine.ttl_ms, arrival, arrival);
       }
       // The grant is a write: its zxid is the fencing token, its mtime
       // starts the lease.
@@ -451,7 +455,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       me.data = d;
       me.stat = st;
       return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
-                      st.mtime + d.ttl_ms, arrival);
+                      st.mtime + d.ttl_ms, arrival, st.mtime);
     }
 
     if (wait <= milliseconds::zero()) {

@@ -112,9 +112,15 @@ class ZkStore final : public Store {
   // jittered re-check or `until`.
   void sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
              std::int64_t next_expiry, SteadyTime until);
-  // A lease granted by the write that produced `stat` (grant or create).
+  // The Grant of lease node n. valid_for (rule 14) runs from `arrival_ms`
+  // (ZooKeeper's time when this call's first request arrived) to the
+  // earlier of the lease's expiry and the end this session is sure to
+  // live to: `contact_ms` (when ZooKeeper last heard from it, at or after
+  // the grant) + the session timeout. An ephemeral node dies with its
+  // session, so a holder cut off longer than that loses it early.
   Grant grant_of(std::string_view name, const QNode& n, std::uint64_t fencing,
-                 std::int64_t expiry_ms, std::int64_t arrival_ms);
+                 std::int64_t expiry_ms, std::int64_t arrival_ms,
+                 std::int64_t contact_ms);
   // The lock's node may now be empty: the janitor tries to delete it.
   void note_idle(const std::string& parent);
   Conn& conn() { return *conn_; }

@@ -208,7 +208,8 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
     }
     n.data = d;
     n.stat = st;
-    return grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime);
+    return grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime,
+                    st.mtime);
   }
   return Error(Errc::unavailable,
                "zookeeper " + conn_->where() + ": the lease on lock " +
