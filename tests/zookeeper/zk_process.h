@@ -74,7 +74,8 @@ class ZkProcess {
   ZkProcess& operator=(const ZkProcess&) = delete;
 
   // Starts the JVM and waits (up to 60 s: two shared cores) until the
-  // server answers "imok" to "ruok". Throws with the log's tail otherwise.
+  // server answers "imok" to "ruok" and serves requests (srvr). Throws with
+  // the log's tail otherwise.
   void start() {
     if (pid_ > 0) return;
     const std::string cp =
@@ -113,7 +114,7 @@ class ZkProcess {
     }
     const auto limit = t0 + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < limit) {
-      if (ruok()) {
+      if (serving()) {
         start_time_ = std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::steady_clock::now() - t0);
         std::fprintf(stderr,
@@ -172,7 +173,8 @@ class ZkProcess {
   }
   bool running() const { return pid_ > 0; }
 
-  // A four-letter word ("ruok", "srvr", "stat", "wchp", "wchs", "cons") on
+  // A four-letter word ("ruok", "srvr", "stat", "wchp", "wchs", "wchc",
+  // "cons", "mntr") on
   // a plain socket; the reply text, or "" if the server did not answer
   // within `limit`.
   std::string four_letter(
@@ -206,6 +208,13 @@ class ZkProcess {
   }
   bool ruok() const {
     return four_letter("ruok", std::chrono::milliseconds(1000)) == "imok";
+  }
+  // ruok answers imok while the server still loads its database; srvr then
+  // says "This ZooKeeper instance is not currently serving requests".
+  bool serving() const {
+    if (!ruok()) return false;
+    const std::string s = four_letter("srvr", std::chrono::milliseconds(1000));
+    return s.find("Zookeeper version") != std::string::npos;
   }
 
   std::uint16_t port() const { return port_; }
@@ -254,7 +263,9 @@ class ZkProcess {
         << "clientPort=" << port_ << "\n"
         << "clientPortAddress=127.0.0.1\n"
         << "admin.enableServer=false\n"
-        << "4lw.commands.whitelist=ruok,srvr,stat,wchp,wchs,cons\n"
+        // wchp/wchs/wchc list data watches only; mntr's zk_watch_count
+        // counts child watches too.
+        << "4lw.commands.whitelist=ruok,srvr,stat,wchp,wchs,wchc,cons,mntr\n"
         << "minSessionTimeout=1000\n"
         << "maxSessionTimeout=30000\n"
         << "forceSync=" << (options_.force_sync ? "yes" : "no")

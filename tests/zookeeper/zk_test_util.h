@@ -162,6 +162,33 @@ inline std::map<std::string, std::set<std::string>> watchers_by_path(
   return out;
 }
 
+// Watches on the server, from four-letter words: ZooKeeper 3.8's wchp and
+// wchs list data watches (exists, get) only; mntr's zk_watch_count counts
+// child watches (getChildren) as well. -1 if the reply has no such line.
+inline long four_letter_number(const std::string& reply,
+                               const std::string& key) {
+  const auto at = reply.find(key);
+  if (at == std::string::npos) return -1;
+  std::size_t i = at + key.size();
+  while (i < reply.size() &&
+         (reply[i] == ':' || reply[i] == '\t' || reply[i] == ' ')) {
+    ++i;
+  }
+  long n = 0;
+  bool any = false;
+  for (; i < reply.size() && std::isdigit(static_cast<unsigned char>(reply[i]));
+       ++i) {
+    n = n * 10 + (reply[i] - '0');
+    any = true;
+  }
+  return any ? n : -1;
+}
+inline long child_watch_count(const ZkProcess& zk) {
+  const long all = four_letter_number(zk.four_letter("mntr"), "zk_watch_count");
+  const long data = four_letter_number(zk.four_letter("wchs"), "Total watches");
+  return all < 0 || data < 0 ? -1 : all - data;
+}
+
 // A ZooKeeper C client session (no chroot) for looking at nodes.
 class ZkObserver {
  public:

@@ -4,6 +4,7 @@
 // holder, a holder process stopped past its session timeout, and a server
 // restart. Nodes are counted with the ZooKeeper C client.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>

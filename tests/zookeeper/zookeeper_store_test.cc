@@ -2,6 +2,7 @@
 // on the binary's one private server: the node layout other tools may read,
 // URLs, expiry by ZooKeeper's clock (also with client clocks hours off),
 // and 50 waiters granted in order without a herd of watches.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -296,8 +297,9 @@ TEST(ZkCli, ExpiryFollowsZooKeepersClockWhenClientClocksAreHoursOff) {
 // Rule 8 and seed 001's recipe at scale: 50 waiters, each its own client
 // (session), queued one after the other, are granted in that order, and
 // while they wait each one watches only a node or two (the one ahead of
-// it): `wchp` never shows more than 3 of them on one path — no herd woken
-// by every release.
+// it): `wchp` never shows more than 3 of them on one path, and the server
+// holds at most 3 child watches (a getChildren watch per waiter on the
+// lock would be the herd woken by every release).
 TEST(ZkStore, FiftyWaitersAreGrantedInOrderWithoutAHerd) {
   constexpr int kWaiters = 50;
   ZkObserver zk(shared_server().hostport());
@@ -401,6 +403,9 @@ TEST(ZkStore, FiftyWaitersAreGrantedInOrderWithoutAHerd) {
   }
   EXPECT_LE(most, 3u) << busiest << " is watched by " << most
                       << " waiters: a herd";
+  const long child_watches = child_watch_count(shared_server());
+  EXPECT_GE(child_watches, 0) << "mntr or wchs gave no count";
+  EXPECT_LE(child_watches, 3) << "child watches while 50 wait: a herd";
   for (const auto& [session, n] : paths_of) {
     EXPECT_LE(n, 3) << session << " watches " << n << " paths";
   }
