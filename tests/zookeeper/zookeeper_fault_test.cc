@@ -1,0 +1,283 @@
+// tests/zookeeper/zookeeper_fault_test.cc — zookeeper:// under faults, on
+// the binary's one private server: a lost create reply (through the TCP
+// fault proxy, tests/support/tcp_proxy.h), a session that expired under its
+// holder, a holder process stopped past its session timeout, and a server
+// restart. Nodes are counted with the ZooKeeper C client.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <optional>
+
+#include "support/tcp_proxy.h"
+#include "zk_test_util.h"
+
+namespace baton::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<TcpProxy> proxy_to_server() {
+  auto p = TcpProxy::start("127.0.0.1", shared_server().port());
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().to_string());
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+// The test URL (chroot /baton-test, 4 s sessions) through a proxy.
+std::string via(const TcpProxy& p) {
+  return "zookeeper://127.0.0.1:" + std::to_string(p.port()) +
+         "/baton-test?session_timeout=4s";
+}
+
+// Rule 17 on ZooKeeper: the ephemeral sequential create reached the server,
+// its reply was dropped in flight and the connection reset (the session
+// survives: it reconnects within its timeout). The client's retries with
+// the same owner token must find that node by its token, not create a
+// second one: exactly one child, and none after the release.
+void lost_create_reply(std::chrono::milliseconds wait) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  auto c = open_zk_client(via(*proxy));  // default retries
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("lost-create-reply");
+  const std::string dir = lock_dir(name);
+
+  proxy->set_delay(400ms);  // the reply sits 400 ms in the proxy
+  auto pending = std::async(std::launch::async, [&] {
+    const auto o = opts(30s, "retrying");
+    return wait > 0ms ? c->acquire(name, wait, o) : c->try_acquire(name, o);
+  });
+  // The create ran: the server has the node while its reply is delayed.
+  ASSERT_TRUE(eventually([&] { return zk.count_children(dir) == 1; }, 10s, 1ms))
+      << "the request node never appeared under " << dir;
+  proxy->set_mode(TcpProxy::Mode::blackhole);  // drops the queued reply
+  proxy->set_delay(0ms);
+  proxy->set_mode(TcpProxy::Mode::pass);
+  proxy->cut_all();  // the connection resets: the outcome is unknown
+
+  auto lease = pending.get();
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  std::vector<std::string> kids;
+  ASSERT_EQ(zk.children(dir, &kids), ZOK);
+  ASSERT_EQ(kids.size(), 1u) << "a retry created a second request node";
+  EXPECT_NE(kids[0].find(lease->token.to_string()), std::string::npos)
+      << kids[0];
+  auto info = c->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, lease->fencing_token);
+  EXPECT_TRUE(info->waiters.empty());
+  auto released = c->release(*lease);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
+  EXPECT_EQ(zk.count_children(dir), 0) << "a node was left behind";
+}
+
+TEST(ZkFault, LostTryAcquireCreateReplyLeavesOneNode) {
+  lost_create_reply(0ms);
+}
+
+TEST(ZkFault, LostBlockingAcquireCreateReplyLeavesOneNode) {
+  lost_create_reply(10s);
+}
+
+// A release after the holder's session expired must not delete another
+// session's node. A's traffic is blackholed at the proxy until the server
+// expires A's session (its ephemeral node goes), B takes the lock, then A's
+// network heals and A releases its old lease: false (or an error), and B's
+// node and lease are untouched.
+TEST(ZkFault, ReleaseAfterSessionExpiryNeverDeletesAnotherSessionsNode) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  auto a = open_zk_client(via(*proxy));
+  auto b = open_zk_client(shared_server().url());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string name = unique("expired-release");
+  const std::string dir = lock_dir(name);
+  auto held = a->try_acquire(name, opts(120s, "A"));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  ASSERT_EQ(zk.count_children(dir), 1);
+
+  proxy->set_mode(TcpProxy::Mode::blackhole);
+  // Session timeout 4 s (+ a tick): the server deletes A's node.
+  ASSERT_TRUE(
+      eventually([&] { return zk.count_children(dir) == 0; }, 20s, 50ms))
+      << "A's session never expired";
+  auto taken = b->try_acquire(name, opts(120s, "B"));
+  ASSERT_TRUE(taken.ok()) << taken.error().to_string();
+  std::vector<std::string> before;
+  ASSERT_EQ(zk.children(dir, &before), ZOK);
+  ASSERT_EQ(before.size(), 1u);
+
+  proxy->set_mode(TcpProxy::Mode::pass);
+  // Once A's store has a session again, its release reaches the server.
+  EXPECT_TRUE(eventually([&] { return a->describe(name).ok(); }, 20s, 50ms));
+  auto released = a->release(*held);
+  EXPECT_FALSE(released.ok() && *released)
+      << "the release of an expired session's lease reported was_held";
+  auto extended = a->extend(*held, 120s);
+  ASSERT_FALSE(extended.ok());
+  EXPECT_EQ(extended.error().code(), Errc::lock_lost)
+      << extended.error().to_string();
+
+  std::vector<std::string> after;
+  ASSERT_EQ(zk.children(dir, &after), ZOK);
+  EXPECT_EQ(after, before) << "B's node was deleted or replaced";
+  auto info = b->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "B");
+  EXPECT_EQ(info->holders[0].fencing_token, taken->fencing_token);
+  EXPECT_GT(taken->fencing_token, held->fencing_token);
+  EXPECT_TRUE(*b->release(*taken));
+  EXPECT_EQ(zk.count_children(dir), 0);
+}
+
+// A child process of this binary (zk_test_main.cc, --hold-and-stop) that
+// holds `name` and then SIGSTOPs itself; killed by the destructor.
+class StoppedHolder {
+ public:
+  StoppedHolder(const std::string& url, const std::string& name) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return;
+    const std::string self =
+        std::filesystem::read_symlink("/proc/self/exe").string();
+    std::vector<std::string> args = {self, "--hold-and-stop", url, name};
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::dup2(out[1], 1);
+      ::close_range(3, ~0U, 0);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    read_fd_ = out[0];
+  }
+  ~StoppedHolder() {
+    if (read_fd_ >= 0) ::close(read_fd_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The fencing token the child printed before it stopped, and whether it
+  // is stopped now; nullopt if it did not get there within `limit`.
+  std::optional<std::uint64_t> wait_until_stopped(
+      std::chrono::milliseconds limit) {
+    if (pid_ <= 0 || read_fd_ < 0) return std::nullopt;
+    std::string line;
+    const auto end = Clock::now() + limit;
+    while (line.find('\n') == std::string::npos && Clock::now() < end) {
+      pollfd p{read_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[64];
+      const ssize_t n = ::read(read_fd_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;  // the child failed (see stderr)
+      line.append(buf, static_cast<std::size_t>(n));
+    }
+    while (Clock::now() < end) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
+      if (r == pid_ && WIFSTOPPED(status)) return std::stoull(line);
+      if (r == pid_) {
+        pid_ = -1;  // it exited
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int read_fd_ = -1;
+};
+
+// Rule 9/13 with a real pause: a holder process frozen past its session
+// timeout loses its lease (its session expires, its ephemeral node goes)
+// long before its 60 s TTL, and the waiter gets a larger fencing token.
+TEST(ZkFault, StoppedHolderProcessLosesTheLockToAWaiter) {
+  const std::string name = unique("stopped-holder");
+  auto c = open_zk_client(shared_server().url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  StoppedHolder child(shared_server().url(), name);
+  const auto first = child.wait_until_stopped(60s);
+  ASSERT_TRUE(first.has_value()) << "the child did not acquire and stop";
+  // Its session lives on for about 3–4 s.
+  auto info = c->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "stopped-child");
+  EXPECT_EQ(info->holders[0].fencing_token, *first);
+
+  const auto t0 = Clock::now();
+  auto got = c->acquire(name, 40s, opts(30s, "waiter"));
+  const auto took = Clock::now() - t0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, *first);
+  // Not before the session could have expired (4 s, the last heartbeat at
+  // most ~1.3 s before the stop), and well before the holder's 60 s TTL.
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 30s);
+  EXPECT_TRUE(*c->release(*got));
+}
+
+// Fencing survives a ZooKeeper restart (same data dir, forceSync=yes): the
+// same client reconnects by itself and its next grant's token is larger
+// than every token before the restart; so is a new client's.
+TEST(ZkFault, RestartKeepsFencingIncreasingAndClientsReconnect) {
+  auto c = open_zk_client(shared_server().url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("restart");
+  auto before = c->try_acquire(name, opts(30s));
+  ASSERT_TRUE(before.ok()) << before.error().to_string();
+  ASSERT_TRUE(*c->release(*before));
+
+  shared_server().restart();
+
+  // One request id across attempts (rule 17): an attempt that failed
+  // mid-way leaves nothing the next one does not find.
+  AcquireOptions o = opts(30s, "after-restart");
+  o.token = OwnerToken::random();
+  Result<Lease> after = Error(Errc::internal, "not tried");
+  int attempts = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        ++attempts;
+        after = c->try_acquire(name, o);
+        return after.ok();
+      },
+      30s, 200ms))
+      << "the client never reconnected: " << after.error().to_string();
+  ASSERT_TRUE(after.ok());
+  std::printf("reconnected after %d attempt(s)\n", attempts);
+  EXPECT_GT(after->fencing_token, before->fencing_token);
+  EXPECT_TRUE(*c->release(*after));
+
+  auto fresh = open_zk_client(shared_server().url());
+  ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+  auto third = fresh->try_acquire(name, opts(30s));
+  ASSERT_TRUE(third.ok()) << third.error().to_string();
+  EXPECT_GT(third->fencing_token, after->fencing_token);
+  EXPECT_TRUE(*fresh->release(*third));
+}
+
+}  // namespace
+}  // namespace baton::testing
