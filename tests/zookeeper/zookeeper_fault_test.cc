@@ -1,8 +1,9 @@
 // tests/zookeeper/zookeeper_fault_test.cc — zookeeper:// under faults, on
 // the binary's one private server: a lost create reply (through the TCP
 // fault proxy, tests/support/tcp_proxy.h), a session that expired under its
-// holder, a holder process stopped past its session timeout, and a server
-// restart. Nodes are counted with the ZooKeeper C client.
+// holder, a holder process stopped past its session timeout, and server
+// restarts (SIGTERM and kill -9). Nodes are counted with the ZooKeeper C
+// client.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -195,7 +197,12 @@ class StoppedHolder {
     while (Clock::now() < end) {
       int status = 0;
       const pid_t r = ::waitpid(pid_, &status, WUNTRACED | WNOHANG);
-      if (r == pid_ && WIFSTOPPED(status)) return std::stoull(line);
+      if (r == pid_ && WIFSTOPPED(status)) {
+        char* parsed_to = nullptr;
+        const auto fencing = std::strtoull(line.c_str(), &parsed_to, 10);
+        if (parsed_to == line.c_str()) return std::nullopt;  // not a number
+        return fencing;
+      }
       if (r == pid_) {
         pid_ = -1;  // it exited
         return std::nullopt;
@@ -239,9 +246,10 @@ TEST(ZkFault, StoppedHolderProcessLosesTheLockToAWaiter) {
   EXPECT_TRUE(*c->release(*got));
 }
 
-// Fencing survives a ZooKeeper restart (same data dir, forceSync=yes): the
-// same client reconnects by itself and its next grant's token is larger
-// than every token before the restart; so is a new client's.
+// Fencing survives ZooKeeper restarts (same data dir, forceSync=yes), a
+// clean one (SIGTERM) and a kill -9: the same client reconnects by itself
+// and each next grant's token is larger than every token before; so is a
+// new client's.
 TEST(ZkFault, RestartKeepsFencingIncreasingAndClientsReconnect) {
   auto c = open_zk_client(shared_server().url());
   ASSERT_TRUE(c.ok()) << c.error().to_string();
@@ -249,33 +257,42 @@ TEST(ZkFault, RestartKeepsFencingIncreasingAndClientsReconnect) {
   auto before = c->try_acquire(name, opts(30s));
   ASSERT_TRUE(before.ok()) << before.error().to_string();
   ASSERT_TRUE(*c->release(*before));
+  std::uint64_t last = before->fencing_token;
 
-  shared_server().restart();
-
-  // One request id across attempts (rule 17): an attempt that failed
-  // mid-way leaves nothing the next one does not find.
-  AcquireOptions o = opts(30s, "after-restart");
-  o.token = OwnerToken::random();
-  Result<Lease> after = Error(Errc::internal, "not tried");
-  int attempts = 0;
-  EXPECT_TRUE(eventually(
-      [&] {
-        ++attempts;
-        after = c->try_acquire(name, o);
-        return after.ok();
-      },
-      30s, 200ms))
-      << "the client never reconnected: " << after.error().to_string();
-  ASSERT_TRUE(after.ok());
-  std::printf("reconnected after %d attempt(s)\n", attempts);
-  EXPECT_GT(after->fencing_token, before->fencing_token);
-  EXPECT_TRUE(*c->release(*after));
+  for (const bool kill9 : {false, true}) {
+    SCOPED_TRACE(kill9 ? "after kill -9" : "after SIGTERM");
+    if (kill9) {
+      shared_server().kill9();
+      shared_server().start();
+    } else {
+      shared_server().restart();
+    }
+    // One request id across attempts (rule 17): an attempt that failed
+    // mid-way leaves nothing the next one does not find.
+    AcquireOptions o = opts(30s, "after-restart");
+    o.token = OwnerToken::random();
+    Result<Lease> after = Error(Errc::internal, "not tried");
+    int attempts = 0;
+    EXPECT_TRUE(eventually(
+        [&] {
+          ++attempts;
+          after = c->try_acquire(name, o);
+          return after.ok();
+        },
+        30s, 200ms))
+        << "the client never reconnected: " << after.error().to_string();
+    ASSERT_TRUE(after.ok());
+    std::printf("granted after %d attempt(s)\n", attempts);
+    EXPECT_GT(after->fencing_token, last);
+    last = after->fencing_token;
+    EXPECT_TRUE(*c->release(*after));
+  }
 
   auto fresh = open_zk_client(shared_server().url());
   ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
   auto third = fresh->try_acquire(name, opts(30s));
   ASSERT_TRUE(third.ok()) << third.error().to_string();
-  EXPECT_GT(third->fencing_token, after->fencing_token);
+  EXPECT_GT(third->fencing_token, last);
   EXPECT_TRUE(*fresh->release(*third));
 }
 

@@ -17,12 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::int64_t wall_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The layout of src/stores/zookeeper/zookeeper_store.h: one ephemeral
 // sequential child per request, q-<token>-<capacity>-<kind>-<seq>, whose
 // data says holding (st=h) or waiting (st=w), the TTL, the holds and the
@@ -212,6 +206,12 @@ TEST(ZkStore, SilentHolderExpiresByZooKeepersClockAndTheWaiterGetsIt) {
 }
 
 #ifdef BATON_CLI_PATH
+std::int64_t wall_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string sh(const std::string& cmd, int* status) {
   std::string out;
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
