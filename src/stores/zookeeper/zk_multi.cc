@@ -251,6 +251,7 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
     for (std::size_t k = 0; k < n; ++k) items[k].path = res[k].path;
   }
 
+  const std::int64_t session = conn_->session_id();
   auto waker = std::make_shared<Waker>();
   conn_->on_session_event(waker);
   std::uint64_t seen = waker->generation();
@@ -267,9 +268,14 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
       const int pos = queues[k].index_of(items[k].path);
       if (pos < 0) {
         withdraw();
+        if (conn_->session_id() == session &&
+            !conn_->expired_session(session)) {
+          return Error(Errc::not_acquired,
+                       "the reservation was withdrawn while it waited");
+        }
         return Error(Errc::unavailable,
                      "a request of the acquire_all vanished while it waited "
-                     "(its ZooKeeper session expired?); retry");
+                     "(its ZooKeeper session expired); retry");
       }
       positions[k] = pos;
       std::int64_t e = 0;

@@ -28,7 +28,13 @@ Error vanished(std::string_view name) {
   return Error(Errc::unavailable,
                "the request for lock " + core::quote_name(name) +
                    " vanished while it waited (its ZooKeeper session "
-                   "expired?); retry with the same token");
+                   "expired); retry with the same token");
+}
+
+Error withdrawn(std::string_view name) {
+  return Error(Errc::not_acquired, "the request for lock " +
+                                       core::quote_name(name) +
+                                       " was withdrawn while it waited");
 }
 
 // Was the never-written request at `first` among the first `capacity`
@@ -217,7 +223,9 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
                                   const std::shared_ptr<Waker>& w) {
   if (pos == 0) return true;
   const std::size_t cap = q.capacity();
-  std::vector<std::size_t> watch = {pos - 1};
+  // Our own node too: a release by owner token withdraws it (rule 5), and
+  // the waiting call must end at once.
+  std::vector<std::size_t> watch = {pos, pos - 1};
   if (pos == cap) {
     for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
   }
@@ -310,6 +318,14 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   if (!created.ok()) return std::move(created).error();
   std::string my_path = created->first;
   Stat my_stat = created->second;
+  const std::int64_t session = conn_->session_id();
+  // Our node is gone: withdrawn by a release with our token while our
+  // session lives, else it went with an expired session.
+  auto gone = [&] {
+    return conn_->session_id() == session && !conn_->expired_session(session)
+               ? withdrawn(spec.name)
+               : vanished(spec.name);
+  };
   const std::int64_t arrival = my_stat.ctime;
   auto waker = std::make_shared<Waker>();
   conn_->on_session_event(waker);
@@ -320,7 +336,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     auto q = read_queue(spec.name);
     if (!q.ok()) return std::move(q).error();
     int pos = q->index_of(my_path);
-    if (pos < 0) return vanished(spec.name);
+    if (pos < 0) return gone();
     // Rule 17: a repeated acquire (a retry after a lost reply, or the same
     // token from another client) finds the first call's request.
     bool again = false;
@@ -445,7 +461,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       d.state = State::kHolding;
       Stat st;
       const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
-      if (rc == ZNONODE) return vanished(spec.name);
+      if (rc == ZNONODE) return gone();
       if (rc == ZBADVERSION) {
         Stat cur;
         if (conn_->exists(my_path, &cur) == ZOK) my_stat.version = cur.version;
@@ -473,7 +489,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       d.state = State::kWaiting;
       Stat st;
       const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
-      if (rc == ZNONODE) return vanished(spec.name);
+      if (rc == ZNONODE) return gone();
       if (rc != ZOK && rc != ZBADVERSION) return err(rc, "queue " + my_path);
       if (rc == ZOK) {
         my_stat.version = st.version;
