@@ -63,6 +63,8 @@ class ZkStore final : public Store {
  public:
   ZkStore(ZkOptions options, std::unique_ptr<Conn> conn);
   ~ZkStore() override;
+  // Makes the root's nodes if missing (<root>/locks, /counters, /clock).
+  Status prepare();
 
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
   Result<Grant> extend(std::string_view name, const OwnerToken& token,

@@ -131,6 +131,19 @@ ZkStore::~ZkStore() {
   janitor_.join();
 }
 
+Status ZkStore::prepare() {
+  // The root's nodes exist once <root>/clock does (made last).
+  const std::string clock = options_.root + "/clock";
+  zk::Stat st;
+  const int rc = conn_->exists(clock, &st);
+  if (rc == ZOK) return {};
+  if (rc != ZNONODE) return err(rc, "read " + clock);
+  for (const char* part : {"/locks", "/counters", "/clock"}) {
+    if (Status s = ensure_path(options_.root + part); !s.ok()) return s;
+  }
+  return {};
+}
+
 void ZkStore::note_idle(const std::string& parent) {
   std::lock_guard<std::mutex> lk(mu_);
   if (idle_.size() < 10000) idle_.insert(parent);
@@ -460,6 +473,7 @@ Result<std::unique_ptr<Store>> open_zookeeper_store(const core::Url& url) {
   if (!conn.ok()) return std::move(conn).error();
   auto store = std::make_unique<zk::ZkStore>(std::move(*options),
                                              std::move(*conn));
+  if (Status s = store->prepare(); !s.ok()) return s.error();
   return std::unique_ptr<Store>(std::move(store));
 }
 
