@@ -1,6 +1,7 @@
 // tests/torture/proxied.h — what the StoreCluster implementations share
-// (stores.cc: batond, postgres, redis, redlock, an external store): the
-// per-slot TcpProxies in front of the servers.
+// (stores.cc: batond, postgres, redis, redlock, an external store;
+// zk_cluster.cc: zookeeper): the per-slot TcpProxies in front of the servers,
+// and the factory of each implementation that lives in a file of its own.
 #ifndef BATON_TESTS_TORTURE_PROXIED_H_
 #define BATON_TESTS_TORTURE_PROXIED_H_
 
@@ -104,6 +105,12 @@ class Proxied : public StoreCluster {
 #endif
   std::vector<std::string> slot_urls_;
 };
+
+// --store-kind zookeeper: one private ZooKeeper server (zk_cluster.cc).
+// nullptr + *error if it cannot be started.
+std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
+                                              const std::string& dir,
+                                              std::string* error);
 
 }  // namespace baton::torture
 

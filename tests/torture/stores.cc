@@ -149,7 +149,7 @@ class Cluster : public Proxied {
         }
       } else {
         *error = "unknown --store-kind '" + k +
-                 "' (batond, postgres, redis, redlock)";
+                 "' (batond, postgres, redis, redlock, zookeeper)";
         return false;
       }
       direct_ports_ = ports;
@@ -468,6 +468,9 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
     auto e = std::make_unique<External>(options);
     if (!e->init(error)) return nullptr;
     return e;
+  }
+  if (options.store_kind == "zookeeper") {
+    return start_zookeeper(options, dir, error);
   }
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
