@@ -1,7 +1,8 @@
 // tests/torture/main.cc — baton_torture: the torture test's one command
 // (docs/reliability.md).
 //
-//   baton_torture --store-kind batond|postgres|redis|redlock [--seed S]
+//   baton_torture --store-kind batond|postgres|redis|redlock|zookeeper
+//                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
 //                 [--no-clock-faults] [--no-proxy-faults] [--no-disk-faults]
@@ -14,9 +15,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "core/duration.h"
@@ -34,16 +37,16 @@ void on_stop_signal(int) { g_stop = 1; }
 int usage(const std::string& why) {
   std::cerr << "baton_torture: " << why
             << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
-               "redlock | --store URL) [--seed S] [--duration 15s] [--workers "
-               "8] [--ttl 1s]"
+               "redlock|zookeeper | --store URL) [--seed S] [--duration 15s] "
+               "[--workers 8] [--ttl 1s]"
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
                "[--no-fencing] [--pause-longer-than-ttl] "
                "[--late-notice] [--expect-violations] "
                "[--faults kind,kind,...]\n"
-               "fault kinds: pause_holder kill_holder kill_store proxy_cut "
-               "proxy_blackhole proxy_delay clock_step fiu_fsync fiu_write "
-               "disk_full\n";
+               "fault kinds: pause_holder kill_holder kill_store pause_store "
+               "proxy_cut proxy_blackhole proxy_delay isolate_holder "
+               "clock_step fiu_fsync fiu_write disk_full\n";
   return 2;
 }
 
@@ -199,6 +202,14 @@ int main(int argc, char** argv) {
     return usage(
         "memory: is in-process; the workers are processes and "
         "would not share it. Use batond for a quick local run.");
+  }
+  if (o.store_url.empty()) {
+    static const char* const kKinds[] = {"batond", "postgres", "redis",
+                                         "redlock", "zookeeper"};
+    if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
+        std::end(kKinds)) {
+      return usage("unknown --store-kind '" + o.store_kind + "'");
+    }
   }
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);

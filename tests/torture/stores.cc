@@ -28,12 +28,10 @@ std::string g_batond_exec = TORTURE_BATOND;
 }  // namespace baton::torture
 
 #define BATOND_PATH ::baton::torture::g_batond_exec
+#include "proxied.h"
 #include "tests/postgres/pg_server.h"
 #include "tests/redis/redis_process.h"
 #include "tests/server/batond_process.h"
-#ifdef BATON_TORTURE_PROXY
-#include "tests/support/tcp_proxy.h"
-#endif
 
 namespace baton::torture {
 namespace {
@@ -43,92 +41,6 @@ using testing::PgServer;
 using testing::RedisProcess;
 
 std::string port_str(std::uint16_t p) { return std::to_string(p); }
-
-// The TcpProxies in front of each server, one set per worker slot (network
-// faults; one slot can be cut off alone), if built.
-class Proxied : public StoreCluster {
- public:
-  std::string url(int slot) const override {
-    return slot_urls_.empty()
-               ? direct_url()
-               : slot_urls_[static_cast<std::size_t>(slot) % slot_urls_.size()];
-  }
-#ifdef BATON_TORTURE_PROXY
-  bool has_proxy() const override { return !proxies_.empty(); }
-  void proxy_cut(int i) override {
-    for_server(i, [](testing::TcpProxy& p) { p.cut_all(); });
-  }
-  void proxy_blackhole(int i, bool on) override {
-    for_server(i, [on](testing::TcpProxy& p) { p.set_mode(mode(on)); });
-  }
-  void proxy_delay(int i, std::chrono::milliseconds d) override {
-    for_server(i, [d](testing::TcpProxy& p) { p.set_delay(d); });
-  }
-  void isolate_slot(int slot, bool on) override {
-    if (proxies_.empty()) return;
-    auto& v = proxies_[static_cast<std::size_t>(slot) % proxies_.size()];
-    for (auto& p : v) p->set_mode(mode(on));
-  }
-#else
-  bool has_proxy() const override { return false; }
-  void proxy_cut(int) override {}
-  void proxy_blackhole(int, bool) override {}
-  void proxy_delay(int, std::chrono::milliseconds) override {}
-  void isolate_slot(int, bool) override {}
-#endif
-
- protected:
-  // One proxy per (slot, server) in front of `hosts` ({host, port});
-  // `url_of` builds a slot's URL from its "127.0.0.1:port" list.
-  bool add_proxies(
-      int slots, const std::vector<std::pair<std::string, int>>& hosts,
-      const std::function<std::string(const std::vector<std::string>&)>& url_of,
-      std::string* error) {
-#ifdef BATON_TORTURE_PROXY
-    for (int s = 0; s < slots; ++s) {
-      std::vector<std::unique_ptr<testing::TcpProxy>> v;
-      std::vector<std::string> via;
-      for (const auto& [host, port] : hosts) {
-        auto p =
-            testing::TcpProxy::start(host, static_cast<std::uint16_t>(port));
-        if (!p) {
-          *error = "proxy to " + host + ":" + std::to_string(port) + ": " +
-                   p.error().to_string();
-          return false;
-        }
-        via.push_back("127.0.0.1:" + port_str((*p)->port()));
-        v.push_back(std::move(*p));
-      }
-      proxies_.push_back(std::move(v));
-      slot_urls_.push_back(url_of(via));
-    }
-#else
-    (void)slots, (void)hosts, (void)url_of, (void)error;
-#endif
-    return true;
-  }
-  void drop_proxies() {
-#ifdef BATON_TORTURE_PROXY
-    proxies_.clear();
-#endif
-  }
-
- private:
-#ifdef BATON_TORTURE_PROXY
-  static testing::TcpProxy::Mode mode(bool blackhole) {
-    return blackhole ? testing::TcpProxy::Mode::blackhole
-                     : testing::TcpProxy::Mode::pass;
-  }
-  template <typename F>
-  void for_server(int i, F f) {
-    for (auto& v : proxies_) {
-      if (!v.empty()) f(*v[static_cast<std::size_t>(i) % v.size()]);
-    }
-  }
-  std::vector<std::vector<std::unique_ptr<testing::TcpProxy>>> proxies_;
-#endif
-  std::vector<std::string> slot_urls_;
-};
 
 // The pids of the process listening on 127.0.0.1:port and of its children.
 std::vector<pid_t> server_pids(std::uint16_t port) {
@@ -237,7 +149,7 @@ class Cluster : public Proxied {
         }
       } else {
         *error = "unknown --store-kind '" + k +
-                 "' (batond, postgres, redis, redlock)";
+                 "' (batond, postgres, redis, redlock, zookeeper)";
         return false;
       }
       direct_ports_ = ports;
@@ -556,6 +468,9 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
     auto e = std::make_unique<External>(options);
     if (!e->init(error)) return nullptr;
     return e;
+  }
+  if (options.store_kind == "zookeeper") {
+    return start_zookeeper(options, dir, error);
   }
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;

@@ -1,7 +1,8 @@
 // tests/torture/stores.h — the store under test: private server(s) on free
 // loopback ports (tests/server/batond_process.h, tests/redis/redis_process.h,
-// tests/postgres/pg_server.h), each behind an in-tree TCP fault proxy when
-// the proxy library is built, with the faults the nemesis may inject.
+// tests/postgres/pg_server.h; ZooKeeper: zk_cluster.cc), each behind an
+// in-tree TCP fault proxy when the proxy library is built (proxied.h), with
+// the faults the nemesis may inject.
 #ifndef BATON_TESTS_TORTURE_STORES_H_
 #define BATON_TESTS_TORTURE_STORES_H_
 
@@ -47,7 +48,8 @@ class StoreCluster {
   virtual void isolate_slot(int slot, bool on) = 0;
 
   // SIGSTOP (on) / SIGCONT every process of every server (a frozen store:
-  // the PostgreSQL postmaster and its backends, each Redis instance).
+  // the PostgreSQL postmaster and its backends, each Redis instance, the
+  // ZooKeeper Java process).
   // false + *why if unsupported (an external store).
   virtual bool freeze(bool on, std::string* why) = 0;
 

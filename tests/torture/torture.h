@@ -26,9 +26,10 @@ using std::chrono::milliseconds;
 std::int64_t real_us();
 
 struct Options {
-  std::string store_kind = "batond";  // batond|postgres|redis|redlock|memory
-  std::uint64_t seed = 0;             // 0 = pick one (printed)
-  milliseconds duration{15'000};      // fault phase of one run
+  // batond|postgres|redis|redlock|zookeeper (memory: is refused)
+  std::string store_kind = "batond";
+  std::uint64_t seed = 0;         // 0 = pick one (printed)
+  milliseconds duration{15'000};  // fault phase of one run
   int workers = 8;
   bool fencing = true;        // false: the resource accepts every write
   bool pause_longer = false;  // negative control: only long holder pauses
