@@ -265,7 +265,7 @@ def main():
     o.append("bench/compare                       # 3 repeats x 5 s per run, ~30 min; rewrites this page")
     o.append("bench/compare --quick --no-docs     # 1 repeat x 2 s, report in the temp dir only")
     o.append("bench/compare --only baton,raw --repeats 5 --duration 10s")
-    o.append("bench/compare --only zookeeper --repeats 2   # ZooKeeper only, ~5 min; "
+    o.append("bench/compare --only zookeeper --repeats 2   # ZooKeeper only, 3-5 min; "
              "writes docs/bench/zookeeper.md")
     o.append("baton bench --store baton://127.0.0.1:7420 --workload fair --clients 10   # one workload (docs/cli.md)")
     o.append("```")
