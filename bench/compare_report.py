@@ -73,12 +73,9 @@ def spread(values, fmt=si, suffix=""):
     return f"{fmt(med)}{suffix} [{fmt(min(values))}–{fmt(max(values))}]"
 
 
-def verdict(values, goal, at_least=True):
-    """' — met' / ' — **not met**' for the median of values against goal."""
-    if not values:
-        return ""
-    m = statistics.median(values)
-    return " — met" if (m >= goal if at_least else m <= goal) else " — **not met**"
+def verdict(values, goal, at_least=True):  # the median of values against goal
+    m = statistics.median(values) if values else None
+    return "" if m is None else " — met" if (m >= goal if at_least else m <= goal) else " — **not met**"
 
 
 def ratio_fmt(v):
@@ -254,10 +251,12 @@ def main():
     o.append(f"- baton: {meta['baton']}")
     o.append(f"- versions: {meta['versions']}")
     o.append(f"- command: `{meta['invocation']}` ({meta['duration']} per run)")
-    o.append("- servers: private, on free loopback ports, in a temp dir, stopped by pid: batond "
+    o.append("- servers: private, on free loopback ports, in a temp dir, stopped by pid: " + (
+             "ZooKeeper standalone only (default forceSync: every write fsynced), warmed up "
+             "by 6 s of raw-zk:// load first" if scope == "zookeeper" else "batond "
              "`--data-dir ''` (no persistence), 3 × redis-server `--save '' --appendonly no`, "
              "PostgreSQL with its default settings (fsync on), MariaDB (`--skip-log-bin`), "
-             "ZooKeeper standalone (default forceSync: every write fsynced), etcd single node")
+             "ZooKeeper standalone (default forceSync: every write fsynced), etcd single node"))
     o.append("")
     o.append("## How to run")
     o.append("")
@@ -265,8 +264,7 @@ def main():
     o.append("bench/compare                       # 3 repeats x 5 s per run, ~30 min; rewrites this page")
     o.append("bench/compare --quick --no-docs     # 1 repeat x 2 s, report in the temp dir only")
     o.append("bench/compare --only baton,raw --repeats 5 --duration 10s")
-    o.append("bench/compare --only zookeeper --repeats 2   # ZooKeeper only, 3-5 min; "
-             "writes docs/bench/zookeeper.md")
+    o.append("bench/compare --only zookeeper --repeats 2   # ZooKeeper only, 3-5 min: docs/bench/zookeeper.md")
     o.append("baton bench --store baton://127.0.0.1:7420 --workload fair --clients 10   # one workload (docs/cli.md)")
     o.append("```")
     o.append("It installs what is missing (`BATON_BENCH_PACKAGES` in scripts/lib/deps.sh, `npm ci` "
@@ -391,11 +389,14 @@ def main():
     o.append("")
     o.extend(failed or ["- Every implementation listed above produced figures in every repetition "
                         "(failures would be listed here with their first error)."])
-    o.append("- Raw etcd baseline: no Debian command-line load tool speaks its lock recipe; "
-             "python-etcd3 is the closest.")
+    zk_raw = any(i == RAW_ZK for (_, i) in d.by)
+    o.append(("- Raw etcd baseline: no Debian command-line load tool speaks its lock recipe; "
+              "python-etcd3 is the closest.") if zk_raw else (
+             "- Raw ZooKeeper and etcd baselines: no Debian command-line load tool speaks "
+             "their lock recipes; kazoo and python-etcd3 are the closest."))
     o.append("- Contended runs of `raw batond`, `raw Redis` and `redis-benchmark`: they have no "
-             "blocking acquire (a closed loop of try-acquire on one key is not a lock). "
-             "`raw ZooKeeper` has one (the recipe), so it is measured contended too.")
+             "blocking acquire (a closed loop of try-acquire on one key is not a lock)." +
+             (" `raw ZooKeeper` has one (the recipe), so it is measured contended too." if zk_raw else ""))
     o.append("- Redlock over several instances for the npm `redlock` peer: it runs on one Redis, "
              "the way most users deploy it; baton's `redlock://` row uses 3 instances.")
     o.append("")
@@ -453,10 +454,9 @@ def zookeeper_goals(d, o):
                 o.append(f"| {impl}: Jain / worst wait, {n} | "
                          f"{spread(vals(case, impl, 'jain'), lambda v: f'{v:.2f}')} / "
                          f"{spread(vals(case, impl, 'worst_wait_ms'), suffix=' ms')} |")
-    o.extend(["", "Ratios are per repetition (both sides in the same run). The raw floor "
-              "(`raw-zk://`) does only the ZooKeeper operations the lock needs, with the same C "
-              "client; zookeeper:// also keeps the whole baton contract (TTL leases by ZooKeeper's "
-              "clock, fencing tokens, labels, capacity), see src/stores/zookeeper/.", ""])
+    o.extend(["", "Ratios are per repetition (both sides in the same run). The raw floor (`raw-zk://`) does "
+              "only the ZooKeeper operations the lock needs, with the same C client; zookeeper:// also keeps "
+              "the whole contract (TTL leases by ZooKeeper's clock, fencing, labels, capacity).", ""])
 
 
 def med(d, case, impl, *key):
