@@ -175,6 +175,14 @@ Result<LoadResult> run_load(const LoadOptions& options) {
                      workload_name(o.workload) +
                      " (only uncontended and hold)");
   }
+  if (is_raw_zk(o.store) && o.workload != Workload::uncontended &&
+      o.workload != Workload::contended && o.workload != Workload::handoff &&
+      o.workload != Workload::fair) {
+    return Error(Errc::invalid_argument,
+                 std::string("raw-zk:// does not support workload ") +
+                     workload_name(o.workload) +
+                     " (only uncontended, contended, handoff and fair)");
+  }
   Result<LoadResult> r = Error(Errc::internal, "unreachable");
   switch (o.workload) {
     case Workload::hold:

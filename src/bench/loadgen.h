@@ -10,7 +10,12 @@
 //     compare-and-delete (EVAL by default, or EVALSHA of the loaded script);
 //   raw-baton://host:port — batond over the same hiredis harness
 //     (LOCK.ACQUIRE / LOCK.RELEASE), to tell the server's cost from the
-//     client library's. The raw stores support only uncontended.
+//     client library's. These two support only uncontended (and hold);
+//   raw-zk://host:port[?check=children] — the ZooKeeper floor (raw_zk.h):
+//     libzookeeper-mt, one session per client, create + delete of an
+//     ephemeral sequential node per pair, the lock recipe (getChildren +
+//     a watch on the node ahead) when contended; uncontended, contended,
+//     handoff and fair. Built with BATON_WITH_ZOOKEEPER.
 //
 // Workloads:
 //   uncontended  each client try_acquire+release on its own lock;

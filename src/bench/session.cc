@@ -7,6 +7,7 @@
 
 #include "baton/client.h"
 #include "bench/raw.h"
+#include "bench/raw_zk.h"
 
 namespace baton::bench {
 
@@ -164,6 +165,8 @@ bool is_raw(std::string_view url) {
   return is_raw_redis(url) || url.starts_with("raw-baton://");
 }
 
+bool is_raw_zk(std::string_view url) { return url.starts_with("raw-zk://"); }
+
 Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
   if (is_raw_redis(o.store)) {
     auto ep = parse_endpoint(o.store);
@@ -198,6 +201,15 @@ Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
     if (!conn) return conn.error();
     return std::unique_ptr<Session>(
         std::make_unique<RawBatonSession>(std::move(*conn), o.ttl));
+  }
+  if (is_raw_zk(o.store)) {
+#if BATON_BENCH_RAW_ZK
+    return open_raw_zk_session(o);
+#else
+    return Error(Errc::invalid_argument,
+                 "raw-zk:// is not built into this binary (configure with "
+                 "-DBATON_WITH_ZOOKEEPER=ON; needs libzookeeper-mt-dev)");
+#endif
   }
   ClientOptions copts;
   copts.max_retries = 0;  // count failures instead of hiding them

@@ -1,6 +1,7 @@
 // bench/session.h — one simulated benchmark client: a baton::Client of its
-// own, or a raw hiredis connection for the raw-redis:// and raw-baton://
-// baselines. Internal to the load generator.
+// own, a raw hiredis connection for the raw-redis:// and raw-baton://
+// baselines, or a ZooKeeper session for the raw-zk:// floor (raw_zk.h).
+// Internal to the load generator.
 //
 // Thread safety: one Session per thread.
 #ifndef BATON_BENCH_SESSION_H_
@@ -33,6 +34,8 @@ class Session {
 
 // raw-redis:// or raw-baton://: only the uncontended workload.
 bool is_raw(std::string_view url);
+// raw-zk://: uncontended, contended, handoff and fair (raw_zk.h).
+bool is_raw_zk(std::string_view url);
 
 // Opens one session on o.store (fails if the store cannot be reached).
 Result<std::unique_ptr<Session>> open_session(const LoadOptions& o);
