@@ -51,6 +51,14 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
     return zk.children(dir, &kids) == ZOK && kids.size() == 3;
   })) << dir
       << " has " << kids.size() << " children";
+  // A request is made as st=h (it may hold at once); a waiter rewrites it
+  // to st=w once it has seen that it must wait.
+  ASSERT_TRUE(eventually([&] {
+    std::string data;
+    Stat st{};
+    return zk.get(dir + "/" + kids[2], &data, &st) == ZOK &&
+           field(parse_node_data(data), "st") == "w";
+  }));
   const std::regex re("q-([0-9a-f]{32})-([0-9]+)-([bsa])-([0-9]{10})");
   const Lease* leases[] = {&*first, &*second};
   for (std::size_t i = 0; i < kids.size(); ++i) {

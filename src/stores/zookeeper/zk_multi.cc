@@ -139,6 +139,8 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
           QNode& n = q->nodes[pos];
           n.data = d;
           n.stat = st;
+          n.data.fencing = static_cast<std::uint64_t>(st.mzxid);
+          remember(it.name, n);
           it.granted = true;
           it.grant = grant_of(it.name, n, static_cast<std::uint64_t>(st.mzxid),
                               st.mtime + d.ttl_ms, st.mtime, st.mtime);
@@ -306,6 +308,8 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
           QNode& node = queues[k].nodes[positions[k]];
           node.data = d;
           node.stat = res[k].stat;
+          node.data.fencing = static_cast<std::uint64_t>(res[k].stat.mzxid);
+          remember(items[k].name, node);
           out.push_back(grant_of(
               items[k].name, node, static_cast<std::uint64_t>(res[k].stat.mzxid),
               res[k].stat.mtime + d.ttl_ms, res[k].stat.mtime,

@@ -153,7 +153,7 @@ Result<std::pair<std::string, Stat>> ZkStore::create_request(
   std::pair<std::string, Stat> out;
   const std::string path = parent + "/" + prefix;
   const std::string bytes = encode(data);
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
     const int rc = conn_->create(path, bytes, kEphemeralSequential,
                                  &out.first, &out.second);
     if (rc == ZOK) return out;
@@ -358,6 +358,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
            created_at_front(*q, i, pos, my_stat))) {
         // The first call's lease: the same token and expiry.
         conn_->remove(my_path, -1);
+        remember(spec.name, d);
         return grant_of(spec.name, d, fencing_of(d), expiry_of(d), arrival,
                         arrival);
       }
@@ -421,6 +422,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         conn_->remove(my_path, -1);
         h.data = d;
         h.stat = st;
+        remember(spec.name, h);
         return grant_of(spec.name, h, d.fencing, expiry, arrival, st.mtime);
       }
       if (again) continue;
@@ -451,6 +453,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         // among the first `capacity` then: the create started the lease.
         me.data = mine;
         me.stat = my_stat;
+        me.data.fencing = static_cast<std::uint64_t>(my_stat.czxid);
+        remember(spec.name, me);
         return grant_of(spec.name, me, static_cast<std::uint64_t>(
                                            my_stat.czxid),
                         my_stat.ctime + mine.ttl_ms, arrival, arrival);
@@ -470,6 +474,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       if (rc != ZOK) return err(rc, "grant " + my_path);
       me.data = d;
       me.stat = st;
+      me.data.fencing = static_cast<std::uint64_t>(st.mzxid);
+      remember(spec.name, me);
       return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
                       st.mtime + d.ttl_ms, arrival, st.mtime);
     }

@@ -123,6 +123,12 @@ class ZkStore final : public Store {
   Grant grant_of(std::string_view name, const QNode& n, std::uint64_t fencing,
                  std::int64_t expiry_ms, std::int64_t arrival_ms,
                  std::int64_t contact_ms);
+  // Leases this store granted, by (name, token): extend and release use
+  // the node's path and version from here and skip the lookup (one write).
+  // A stale entry costs a failed conditional write and then the lookup.
+  void remember(std::string_view name, const QNode& n);
+  void forget(std::string_view name, const OwnerToken& token);
+  std::optional<QNode> held(std::string_view name, const OwnerToken& token);
   // The lock's node may now be empty: the janitor tries to delete it.
   void note_idle(const std::string& parent);
   Conn& conn() { return *conn_; }
@@ -147,6 +153,7 @@ class ZkStore final : public Store {
   ZkOptions options_;
   std::unique_ptr<Conn> conn_;
   std::mutex mu_;
+  std::map<std::pair<std::string, OwnerToken>, QNode> held_;  // mu_
   std::set<std::string> idle_;  // guarded by mu_
   bool stopping_ = false;       // guarded by mu_
   std::condition_variable janitor_cv_;

@@ -131,6 +131,25 @@ ZkStore::~ZkStore() {
   janitor_.join();
 }
 
+void ZkStore::remember(std::string_view name, const QNode& n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (held_.size() >= 100000) held_.clear();  // leases nobody released
+  held_[{std::string(name), n.name.token}] = n;
+}
+
+void ZkStore::forget(std::string_view name, const OwnerToken& token) {
+  std::lock_guard<std::mutex> lk(mu_);
+  held_.erase({std::string(name), token});
+}
+
+std::optional<QNode> ZkStore::held(std::string_view name,
+                                   const OwnerToken& token) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = held_.find({std::string(name), token});
+  if (it == held_.end()) return std::nullopt;
+  return it->second;
+}
+
 Status ZkStore::prepare() {
   // The root's nodes exist once <root>/clock does (made last).
   const std::string clock = options_.root + "/clock";
@@ -149,10 +168,13 @@ void ZkStore::note_idle(const std::string& parent) {
   if (idle_.size() < 10000) idle_.insert(parent);
 }
 
-// Deletes lock nodes left empty, every 2 s. delete(path, -1) fails with
-// ZNOTEMPTY while any request exists, and a request that finds its lock's
-// node gone makes it again, so this never races a new request.
+// Deletes lock nodes left empty. delete(path, -1) fails with ZNOTEMPTY
+// while any request exists, and a request that finds its lock's node gone
+// makes it again, so this never takes a request with it. It only deletes a
+// node that stayed empty and unchanged (same cversion) for a whole period
+// (2 s), so that a busy lock's node is not deleted and re-made all the time.
 void ZkStore::janitor() {
+  std::map<std::string, std::int32_t> seen;  // empty at the last pass
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
     janitor_cv_.wait_for(lk, std::chrono::seconds(2),
@@ -161,7 +183,24 @@ void ZkStore::janitor() {
     std::set<std::string> batch;
     batch.swap(idle_);
     lk.unlock();
-    for (const auto& parent : batch) conn_->remove(parent, -1);
+    std::map<std::string, std::int32_t> next;
+    for (const auto& [parent, cversion] : seen) {
+      zk::Stat st;
+      if (conn_->exists(parent, &st) != ZOK || st.num_children != 0) continue;
+      if (st.cversion == cversion) {
+        conn_->remove(parent, -1);
+      } else {
+        next[parent] = st.cversion;
+      }
+    }
+    for (const auto& parent : batch) {
+      if (next.count(parent) != 0 || seen.count(parent) != 0) continue;
+      zk::Stat st;
+      if (conn_->exists(parent, &st) == ZOK && st.num_children == 0) {
+        next[parent] = st.cversion;
+      }
+    }
+    seen = std::move(next);
     lk.lock();
   }
 }
@@ -195,16 +234,24 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
   if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
     return s.error();
   }
+  std::optional<QNode> cached = held(name, token);
+  forget(name, token);
   for (int attempt = 0; attempt < 4; ++attempt) {
-    Queue q;
-    auto f = find(name, token, &q);
-    if (!f.ok()) return std::move(f).error();
-    if (!f->has_value()) return lost(name, "no such lease (expired?)");
-    QNode n = std::move(**f);
-    const int pos = q.index_of(n.path);
-    if (pos >= static_cast<int>(q.capacity()) ||
-        n.data.state != State::kHolding) {
-      return lost(name, "the request is still queued");
+    QNode n;
+    if (cached) {
+      n = std::move(*cached);  // a holder (positions only go down)
+      cached.reset();
+    } else {
+      Queue q;
+      auto f = find(name, token, &q);
+      if (!f.ok()) return std::move(f).error();
+      if (!f->has_value()) return lost(name, "no such lease (expired?)");
+      n = std::move(**f);
+      const int pos = q.index_of(n.path);
+      if (pos >= static_cast<int>(q.capacity()) ||
+          n.data.state != State::kHolding) {
+        return lost(name, "the request is still queued");
+      }
     }
     NodeData d = n.data;
     d.ttl_ms = ttl.count();
@@ -221,6 +268,7 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
     }
     n.data = d;
     n.stat = st;
+    if (n.name.token == token) remember(name, n);
     return grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime,
                     st.mtime);
   }
@@ -234,15 +282,25 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
   if (Status s = core::validate_lease_call(name, token); !s.ok()) {
     return s.error();
   }
+  std::optional<QNode> cached = held(name, token);
+  forget(name, token);
   for (int attempt = 0; attempt < 4; ++attempt) {
     Queue q;
-    auto f = find(name, token, &q);
-    if (!f.ok()) return std::move(f).error();
-    if (!f->has_value()) return ReleaseResult{};
-    QNode& n = **f;
-    const int pos = q.index_of(n.path);
-    const bool holder = pos < static_cast<int>(q.capacity()) &&
-                        n.data.state == State::kHolding;
+    QNode n;
+    bool holder = true;
+    if (cached) {
+      n = std::move(*cached);
+      cached.reset();
+      q.parent = lock_path(name);
+    } else {
+      auto f = find(name, token, &q);
+      if (!f.ok()) return std::move(f).error();
+      if (!f->has_value()) return ReleaseResult{};
+      n = std::move(**f);
+      const int pos = q.index_of(n.path);
+      holder = pos < static_cast<int>(q.capacity()) &&
+               n.data.state == State::kHolding;
+    }
     if (!holder) {
       // Only queued: withdraw the request (rule 5).
       const int rc = conn_->remove(n.path, -1);
