@@ -46,7 +46,7 @@ TEST(ZkNode, NodeNamesRoundTrip) {
   EXPECT_EQ(n->kind, Kind::kAll);
   EXPECT_EQ(n->seq, 42);
   EXPECT_FALSE(parse_node_name("lock-0000000001"));
-  EXPECT_FALSE(parse_node_name(prefix));                  // no sequence
+  EXPECT_FALSE(parse_node_name(prefix));  // no sequence
   EXPECT_FALSE(parse_node_name(node_prefix(t, 3, Kind::kAll) + "x"));
   std::string zero_cap = "q-0123456789abcdeffedcba9876543210-0-b-0000000001";
   EXPECT_FALSE(parse_node_name(zero_cap));

@@ -125,8 +125,7 @@ int await(const PendingRef& p, SteadyTime until) {
 
 void conn_watcher(zhandle_t* zh, int type, int state, const char* /*path*/,
                   void* ctx) {
-  auto* h = static_cast<Conn::Handle*>(
-      const_cast<void*>(zoo_get_context(zh)));
+  auto* h = static_cast<Conn::Handle*>(const_cast<void*>(zoo_get_context(zh)));
   if (h == nullptr || h->conn == nullptr) return;
   if (type == ZOO_SESSION_EVENT) {
     {
@@ -144,8 +143,7 @@ void global_watcher(zhandle_t* zh, int type, int state, const char* path,
                     void* ctx) {
   conn_watcher(zh, type, state, path, ctx);
 }
-void watch_fn(zhandle_t* zh, int type, int state, const char* path,
-              void* ctx) {
+void watch_fn(zhandle_t* zh, int type, int state, const char* path, void* ctx) {
   conn_watcher(zh, type, state, path, ctx);
 }
 }  // namespace
@@ -160,8 +158,7 @@ void Waker::notify() {
 
 bool Waker::wait_until(SteadyTime until, std::uint64_t* seen) {
   std::unique_lock<std::mutex> lk(mu_);
-  const bool woke =
-      cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
+  const bool woke = cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
   *seen = gen_;
   return woke;
 }
@@ -348,10 +345,9 @@ int Conn::create(const std::string& path, std::string_view data, int flags,
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
   auto p = std::make_shared<Pending>();
-  const int rc = zoo_acreate2(h->zh, path.c_str(), data.data(),
-                              static_cast<int>(data.size()),
-                              &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat,
-                              hold(p));
+  const int rc = zoo_acreate2(
+      h->zh, path.c_str(), data.data(), static_cast<int>(data.size()),
+      &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat, hold(p));
   if (rc != ZOK) return rc;  // not sent (the completion is never called)
   const int out = await(p, call_until());
   if (out == ZOK) {
@@ -392,9 +388,9 @@ int Conn::set(const std::string& path, std::string_view data, int version,
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
   auto p = std::make_shared<Pending>();
-  const int rc = zoo_aset(h->zh, path.c_str(), data.data(),
-                          static_cast<int>(data.size()), version, on_stat,
-                          hold(p));
+  const int rc =
+      zoo_aset(h->zh, path.c_str(), data.data(), static_cast<int>(data.size()),
+               version, on_stat, hold(p));
   if (rc != ZOK) return rc;
   const int out = await(p, call_until());
   if (out == ZOK) {
@@ -480,8 +476,8 @@ int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
       case Op::kCreate:
         p->paths[i].assign(path.size() + 16, '\0');
         zoo_create_op_init(&p->ops[i], path.c_str(), data.data(),
-                           static_cast<int>(data.size()),
-                           &ZOO_OPEN_ACL_UNSAFE, op.flags, p->paths[i].data(),
+                           static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                           op.flags, p->paths[i].data(),
                            static_cast<int>(p->paths[i].size()));
         break;
       case Op::kSet:

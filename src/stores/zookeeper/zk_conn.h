@@ -140,13 +140,13 @@ class Conn {
 
   Options options_;
   std::mutex mu_;
-  std::shared_ptr<Handle> handle_;  // guarded by mu_
+  std::shared_ptr<Handle> handle_;                         // guarded by mu_
   std::map<std::uint64_t, std::weak_ptr<Waker>> watches_;  // guarded by mu_
-  std::vector<std::weak_ptr<Waker>> session_wakers_;        // guarded by mu_
-  std::vector<std::int64_t> expired_;                       // guarded by mu_
-  std::uint64_t next_watch_ = 1;                            // guarded by mu_
-  std::int64_t server_ms_ = 0;                              // guarded by mu_
-  SteadyTime server_seen_{};                                // guarded by mu_
+  std::vector<std::weak_ptr<Waker>> session_wakers_;       // guarded by mu_
+  std::vector<std::int64_t> expired_;                      // guarded by mu_
+  std::uint64_t next_watch_ = 1;                           // guarded by mu_
+  std::int64_t server_ms_ = 0;                             // guarded by mu_
+  SteadyTime server_seen_{};                               // guarded by mu_
 };
 
 }  // namespace baton::store::zk

@@ -41,9 +41,8 @@ Result<std::vector<Grant>> ZkStore::acquire_multi(const MultiSpec& spec,
 
 Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
                                                  milliseconds wait) {
-  const SteadyTime until = core::is_forever(wait)
-                               ? SteadyTime::max()
-                               : steady_clock::now() + wait;
+  const SteadyTime until =
+      core::is_forever(wait) ? SteadyTime::max() : steady_clock::now() + wait;
   NodeData queued;
   queued.state = State::kQueued;
   queued.ttl_ms = spec.ttl.count();
@@ -75,8 +74,7 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
         if (expiry_of(n) > *now) {
           it.granted = true;
           it.path = n.path;
-          it.grant =
-              grant_of(name, n, fencing_of(n), expiry_of(n), *now, *now);
+          it.grant = grant_of(name, n, fencing_of(n), expiry_of(n), *now, *now);
           items.push_back(std::move(it));
           continue;
         }
@@ -189,9 +187,8 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
 
 Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
                                                 milliseconds wait) {
-  const SteadyTime until = core::is_forever(wait)
-                               ? SteadyTime::max()
-                               : steady_clock::now() + wait;
+  const SteadyTime until =
+      core::is_forever(wait) ? SteadyTime::max() : steady_clock::now() + wait;
   const std::size_t n = spec.names.size();
   NodeData waiting;
   waiting.state = State::kWaiting;
@@ -233,11 +230,11 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
     // One transaction queues every request: one arrival order for all.
     std::vector<Op> ops;
     for (const Item& it : items) {
-      ops.push_back(Op{Op::kCreate,
-                       lock_path(it.name) + "/" +
-                           node_prefix(spec.reservation, spec.capacity,
-                                       Kind::kAll),
-                       encode(waiting), -1, kEphemeralSequential});
+      ops.push_back(
+          Op{Op::kCreate,
+             lock_path(it.name) + "/" +
+                 node_prefix(spec.reservation, spec.capacity, Kind::kAll),
+             encode(waiting), -1, kEphemeralSequential});
     }
     std::vector<OpResult> res;
     int rc = conn_->multi(ops, &res);
@@ -310,10 +307,10 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
           node.stat = res[k].stat;
           node.data.fencing = static_cast<std::uint64_t>(res[k].stat.mzxid);
           remember(items[k].name, node);
-          out.push_back(grant_of(
-              items[k].name, node, static_cast<std::uint64_t>(res[k].stat.mzxid),
-              res[k].stat.mtime + d.ttl_ms, res[k].stat.mtime,
-              res[k].stat.mtime));
+          out.push_back(grant_of(items[k].name, node,
+                                 static_cast<std::uint64_t>(res[k].stat.mzxid),
+                                 res[k].stat.mtime + d.ttl_ms,
+                                 res[k].stat.mtime, res[k].stat.mtime));
         }
         return out;
       }
@@ -328,12 +325,12 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
     }
     if (wait <= milliseconds::zero()) {
       withdraw();
-      return Error(Errc::not_acquired, "not all of the " + std::to_string(n) +
-                                           " locks are free");
+      return Error(Errc::not_acquired,
+                   "not all of the " + std::to_string(n) + " locks are free");
     }
     for (std::size_t k = 0; k < n; ++k) {
-      auto watching = watch_ahead(queues[k],
-                                  static_cast<std::size_t>(positions[k]), waker);
+      auto watching =
+          watch_ahead(queues[k], static_cast<std::size_t>(positions[k]), waker);
       if (!watching.ok()) return std::move(watching).error();
       if (!*watching) again = true;
     }

@@ -44,8 +44,7 @@ Error withdrawn(std::string_view name) {
 // listed: a delete would have used one up too) and none since ours (the
 // parent's pzxid is our czxid), so the requests ahead of `first` now are
 // the ones that were ahead of it then.
-bool created_at_front(const Queue& q, int first, int second,
-                      const Stat& mine) {
+bool created_at_front(const Queue& q, int first, int second, const Stat& mine) {
   if (q.parent_stat.pzxid != mine.czxid) return false;
   const std::int64_t a = q.nodes[first].name.seq;
   const std::int64_t b = q.nodes[second].name.seq;
@@ -98,10 +97,9 @@ Result<Queue> ZkStore::read_queue(std::string_view name) {
     node.name = std::move(*n);
     q.nodes.push_back(std::move(node));
   }
-  std::sort(q.nodes.begin(), q.nodes.end(),
-            [](const QNode& a, const QNode& b) {
-              return a.name.seq < b.name.seq;
-            });
+  std::sort(q.nodes.begin(), q.nodes.end(), [](const QNode& a, const QNode& b) {
+    return a.name.seq < b.name.seq;
+  });
   return q;
 }
 
@@ -154,8 +152,8 @@ Result<std::pair<std::string, Stat>> ZkStore::create_request(
   const std::string path = parent + "/" + prefix;
   const std::string bytes = encode(data);
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const int rc = conn_->create(path, bytes, kEphemeralSequential,
-                                 &out.first, &out.second);
+    const int rc = conn_->create(path, bytes, kEphemeralSequential, &out.first,
+                                 &out.second);
     if (rc == ZOK) return out;
     if (rc != ZNONODE) return err(rc, "create " + path);
     // The lock's parent is missing (new lock, or cleaned up meanwhile).
@@ -272,13 +270,13 @@ void ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
                     std::int64_t next_expiry, SteadyTime until) {
   // A re-check now and then covers a lost watch (they are not lost within
   // a session; this bounds the damage of a bug or a session change).
-  SteadyTime t = steady_clock::now() + jitter(milliseconds(500),
-                                              milliseconds(1500));
+  SteadyTime t =
+      steady_clock::now() + jitter(milliseconds(500), milliseconds(1500));
   if (next_expiry != kNever) {
     const std::int64_t left =
         next_expiry - conn_->server_time_lower_bound() + 1;
-    t = std::min(t, steady_clock::now() + milliseconds(std::max<std::int64_t>(
-                                               left, 1)));
+    t = std::min(
+        t, steady_clock::now() + milliseconds(std::max<std::int64_t>(left, 1)));
   }
   t = cap_to_call_deadline(std::min(t, until));
   w->wait_until(t, seen);
@@ -296,17 +294,16 @@ Grant ZkStore::grant_of(std::string_view name, const QNode& n,
   g.capacity = n.name.capacity;
   const std::int64_t end =
       std::min(expiry_ms, contact_ms + conn_->session_timeout_ms());
-  g.valid_for = microseconds(std::max<std::int64_t>(0, end - arrival_ms) *
-                             1000);
+  g.valid_for =
+      microseconds(std::max<std::int64_t>(0, end - arrival_ms) * 1000);
   g.store_expires_at_ms = expiry_ms;
   return g;
 }
 
 Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
-  const SteadyTime until = core::is_forever(wait)
-                               ? SteadyTime::max()
-                               : steady_clock::now() + wait;
+  const SteadyTime until =
+      core::is_forever(wait) ? SteadyTime::max() : steady_clock::now() + wait;
   const std::string parent = lock_path(spec.name);
   NodeData mine;
   mine.state = State::kHolding;
@@ -353,9 +350,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       const bool holder = i < static_cast<int>(q->capacity()) &&
                           d.data.state == State::kHolding;
       if (holder && expiry_of(d) <= my_stat.ctime) continue;  // over
-      if (holder &&
-          (d.stat.mzxid != d.stat.czxid ||
-           created_at_front(*q, i, pos, my_stat))) {
+      if (holder && (d.stat.mzxid != d.stat.czxid ||
+                     created_at_front(*q, i, pos, my_stat))) {
         // The first call's lease: the same token and expiry.
         conn_->remove(my_path, -1);
         remember(spec.name, d);
@@ -455,8 +451,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         me.stat = my_stat;
         me.data.fencing = static_cast<std::uint64_t>(my_stat.czxid);
         remember(spec.name, me);
-        return grant_of(spec.name, me, static_cast<std::uint64_t>(
-                                           my_stat.czxid),
+        return grant_of(spec.name, me,
+                        static_cast<std::uint64_t>(my_stat.czxid),
                         my_stat.ctime + mine.ttl_ms, arrival, arrival);
       }
       // The grant is a write: its zxid is the fencing token, its mtime

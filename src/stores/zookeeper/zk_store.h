@@ -8,16 +8,16 @@
 #define BATON_STORES_ZOOKEEPER_ZK_STORE_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
-#include <condition_variable>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,9 +92,9 @@ class ZkStore final : public Store {
   // ZooKeeper's clock now (ms): the mtime of a write to <root>/clock.
   Result<std::int64_t> server_now();
   // Creates a request node under `parent`, making the parent if missing.
-  Result<std::pair<std::string, Stat>> create_request(
-      const std::string& parent, const std::string& prefix,
-      const NodeData& data);
+  Result<std::pair<std::string, Stat>> create_request(const std::string& parent,
+                                                      const std::string& prefix,
+                                                      const NodeData& data);
   // Deletes every node before position `upto` (holders, queued
   // acquire_some requests) whose lease or queue time is over by
   // ZooKeeper's clock, each only if unchanged since it was read. True if
@@ -154,8 +154,8 @@ class ZkStore final : public Store {
   std::unique_ptr<Conn> conn_;
   std::mutex mu_;
   std::map<std::pair<std::string, OwnerToken>, QNode> held_;  // mu_
-  std::set<std::string> idle_;  // guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
+  std::set<std::string> idle_;                                // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
   std::condition_variable janitor_cv_;
   std::thread janitor_;  // last: started after everything it uses
 };

@@ -41,9 +41,8 @@ Result<std::int64_t> parse_counter(const std::string& data,
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(data.data(), data.data() + data.size(), v);
   if (data.empty() || ec != std::errc() || p != data.data() + data.size()) {
-    return Error(Errc::internal,
-                 "zookeeper counter " + path + " holds \"" + data +
-                     "\", not a number");
+    return Error(Errc::internal, "zookeeper counter " + path + " holds \"" +
+                                     data + "\", not a number");
   }
   return v;
 }
@@ -206,8 +205,7 @@ void ZkStore::janitor() {
 }
 
 Result<std::optional<QNode>> ZkStore::find(std::string_view name,
-                                           const OwnerToken& token,
-                                           Queue* q) {
+                                           const OwnerToken& token, Queue* q) {
   auto r = read_queue(name);
   if (!r.ok()) return std::move(r).error();
   *q = std::move(*r);
@@ -378,8 +376,7 @@ LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
       info.last_fencing_token =
           std::max(info.last_fencing_token, fencing_of(n));
     }
-    const bool holding = i < info.capacity &&
-                         n.data.state == State::kHolding;
+    const bool holding = i < info.capacity && n.data.state == State::kHolding;
     if (holding || expiry_of(n) <= now) continue;  // a holder, or over
     WaiterInfo w;
     w.label = n.data.label;
@@ -511,9 +508,9 @@ Result<std::int64_t> ZkStore::counter_take(std::string_view name,
       return err(rc, "read " + path);
     }
     if (v < n) {
-      return Error(Errc::not_acquired,
-                   "counter " + core::quote_name(name) + " is " +
-                       std::to_string(v) + ", less than " + std::to_string(n));
+      return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
+                                           " is " + std::to_string(v) +
+                                           ", less than " + std::to_string(n));
     }
     rc = conn_->set(path, std::to_string(v - n), st.version, nullptr);
     if (rc == ZBADVERSION || rc == ZNONODE) continue;
@@ -529,8 +526,8 @@ Result<std::unique_ptr<Store>> open_zookeeper_store(const core::Url& url) {
   if (!options.ok()) return std::move(options).error();
   auto conn = zk::Conn::open(options->conn);
   if (!conn.ok()) return std::move(conn).error();
-  auto store = std::make_unique<zk::ZkStore>(std::move(*options),
-                                             std::move(*conn));
+  auto store =
+      std::make_unique<zk::ZkStore>(std::move(*options), std::move(*conn));
   if (Status s = store->prepare(); !s.ok()) return s.error();
   return std::unique_ptr<Store>(std::move(store));
 }
