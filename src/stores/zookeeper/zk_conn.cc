@@ -458,6 +458,44 @@ int Conn::exists(const std::string& path, Stat* stat,
   return out;
 }
 
+int Conn::watch_then_stat(const std::vector<std::string>& paths,
+                          const std::shared_ptr<Waker>& watch,
+                          const std::string& after, std::vector<int>* rcs,
+                          std::vector<Stat>* stats, Stat* after_stat) {
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  std::vector<PendingRef> sent;
+  rcs->assign(paths.size(), ZOK);
+  stats->assign(paths.size(), Stat{});
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    auto p = std::make_shared<Pending>();
+    const auto id = register_watch(watch);
+    const int rc = zoo_awget(
+        h->zh, paths[i].c_str(), watch_fn,
+        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)), on_data,
+        hold(p));
+    if (rc != ZOK) return rc;
+    sent.push_back(std::move(p));
+  }
+  auto last = std::make_shared<Pending>();
+  const int rc = zoo_aexists(h->zh, after.c_str(), 0, on_stat, hold(last));
+  if (rc != ZOK) return rc;
+  const SteadyTime until = call_until();
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    (*rcs)[i] = await(sent[i], until);
+    if ((*rcs)[i] == ZOK) {
+      std::lock_guard<std::mutex> lk(sent[i]->mu);
+      (*stats)[i] = sent[i]->stat;
+    }
+  }
+  const int out = await(last, until);
+  if (out == ZOK && after_stat != nullptr) {
+    std::lock_guard<std::mutex> lk(last->mu);
+    *after_stat = last->stat;
+  }
+  return out;
+}
+
 int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;

@@ -106,6 +106,14 @@ class Conn {
                Stat* stat, const std::shared_ptr<Waker>& watch = nullptr);
   int exists(const std::string& path, Stat* stat,
              const std::shared_ptr<Waker>& watch = nullptr);
+  // Sets a data watch on each of `paths` and then reads `after`'s stat, as
+  // one pipelined batch (ZooKeeper answers a session's requests in order,
+  // so the stat is read after every watch is set). (*rcs)[i], (*stats)[i]
+  // per path; the return code is `after`'s.
+  int watch_then_stat(const std::vector<std::string>& paths,
+                      const std::shared_ptr<Waker>& watch,
+                      const std::string& after, std::vector<int>* rcs,
+                      std::vector<Stat>* stats, Stat* after_stat);
   // All or none; *results has one entry per op (rc of each).
   int multi(const std::vector<Op>& ops, std::vector<OpResult>* results);
 

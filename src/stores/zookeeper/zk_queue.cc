@@ -227,22 +227,25 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
   if (pos == cap) {
     for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
   }
-  for (std::size_t i : watch) {
-    Stat st;
-    std::string data;
-    // A data watch fires when the node changes (a waiter ahead becoming a
-    // holder writes its node) or goes.
-    const int rc = conn_->get(q.nodes[i].path, &data, &st, w);
-    if (rc == ZNONODE) return false;
-    if (rc != ZOK) return err(rc, "watch " + q.nodes[i].path);
-    if (q.nodes[i].loaded && st.version != q.nodes[i].stat.version) {
+  // Data watches fire when a node changes (a waiter ahead becoming a
+  // holder writes its node) or goes. Whatever changed between our read
+  // and the watches came with a change of the children (a request left, so
+  // someone was granted): the parent's pzxid, read after them, tells.
+  std::vector<std::string> paths;
+  for (std::size_t i : watch) paths.push_back(q.nodes[i].path);
+  std::vector<int> rcs;
+  std::vector<Stat> stats;
+  Stat ps;
+  const int rc =
+      conn_->watch_then_stat(paths, w, q.parent, &rcs, &stats, &ps);
+  for (std::size_t k = 0; k < watch.size(); ++k) {
+    if (rcs[k] == ZNONODE) return false;
+    if (rcs[k] != ZOK) return err(rcs[k], "watch " + paths[k]);
+    const QNode& n = q.nodes[watch[k]];
+    if (n.loaded && stats[k].version != n.stat.version) {
       return false;  // changed since read
     }
   }
-  // Whatever changed between our read and the watches came with a change
-  // of the children (a request left, so someone was granted): re-read.
-  Stat ps;
-  const int rc = conn_->exists(q.parent, &ps);
   if (rc != ZOK && rc != ZNONODE) return err(rc, "read " + q.parent);
   return rc == ZOK && ps.pzxid == q.parent_stat.pzxid;
 }
@@ -316,18 +319,28 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   std::string my_path = created->first;
   Stat my_stat = created->second;
   const std::int64_t session = conn_->session_id();
-  // Our node is gone: withdrawn by a release with our token while our
-  // session lives, else it went with an expired session.
-  auto gone = [&] {
-    return conn_->session_id() == session && !conn_->expired_session(session)
-               ? withdrawn(spec.name)
-               : vanished(spec.name);
-  };
   const std::int64_t arrival = my_stat.ctime;
   auto waker = std::make_shared<Waker>();
   conn_->on_session_event(waker);
   std::uint64_t seen = waker->generation();
   bool fresh = true;  // no write to our node since it was made
+  // A waiter's node keeps st=h (and the lease clock of its create) until
+  // TTL/3 of waiting: most waits are shorter, and a write saved is a
+  // quorum write (fsync) saved. After that it is rewritten st=w, so that
+  // the node cannot look like an expired holder once it reaches the front.
+  const SteadyTime rewrite_at =
+      steady_clock::now() + std::max(spec.ttl / 3, milliseconds(1));
+  // Our node is gone: withdrawn by a release with our token while our
+  // session lives; else it went with an expired session, or (still st=h
+  // past its create's TTL) it was taken for an expired holder.
+  auto gone = [&] {
+    const bool lapsed = fresh && conn_->server_time_lower_bound() >=
+                                     my_stat.ctime + spec.ttl.count();
+    return !lapsed && conn_->session_id() == session &&
+                   !conn_->expired_session(session)
+               ? withdrawn(spec.name)
+               : vanished(spec.name);
+  };
 
   for (;;) {
     auto q = read_queue(spec.name);
@@ -484,7 +497,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                    "lock " + core::quote_name(spec.name) + " is not free")
           .with_holders(holders_of(*q, now));
     }
-    if (fresh) {
+    if (fresh && steady_clock::now() >= rewrite_at) {
       // A waiter's node has no lease: it stays until granted, withdrawn or
       // its session ends (rule 9).
       NodeData d = mine;
@@ -501,7 +514,10 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     }
     auto watching = watch_ahead(*q, static_cast<std::size_t>(pos), waker);
     if (!watching.ok()) return std::move(watching).error();
-    if (*watching) sleep(waker, &seen, next_expiry, until);
+    if (*watching) {
+      sleep(waker, &seen, next_expiry,
+            fresh ? std::min(until, rewrite_at) : until);
+    }
     if (steady_clock::now() >= until || call_deadline_passed()) {
       conn_->remove(my_path, -1);
       note_idle(parent);
