@@ -31,7 +31,9 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
   const std::string name = unique("lay/out") + ".v1";  // '/', '.' escaped
   const std::string dir = lock_dir(name);
   ASSERT_NE(dir.find("%2Flay%2Fout%2F"), std::string::npos);
-  AcquireOptions o = opts(30s, "layout holder");
+  // TTL 6 s: a waiter rewrites its node to st=w after TTL/3 (2 s) of
+  // waiting; the holders stay well inside their leases meanwhile.
+  AcquireOptions o = opts(6s, "layout holder");
   o.capacity = 2;
   auto first = c->try_acquire(name, o);
   auto second = c->try_acquire(name, o);
@@ -52,7 +54,7 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
   })) << dir
       << " has " << kids.size() << " children";
   // A request is made as st=h (it may hold at once); a waiter rewrites it
-  // to st=w once it has seen that it must wait.
+  // to st=w after TTL/3 of waiting.
   ASSERT_TRUE(eventually([&] {
     std::string data;
     Stat st{};
@@ -73,7 +75,7 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
     EXPECT_NE(st.ephemeralOwner, 0);
     const NodeData d = parse_node_data(data);
     ASSERT_FALSE(d.empty());
-    EXPECT_EQ(field(d, "ttl"), "30000");
+    EXPECT_EQ(field(d, "ttl"), "6000");
     EXPECT_EQ(field(d, "rk"), "<absent>");
     EXPECT_EQ(d.back().first, "label");  // last: it may hold anything
     if (i == 2) {                        // the waiter
@@ -91,8 +93,8 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
     }
     EXPECT_GE(l.fencing_token, static_cast<std::uint64_t>(st.czxid));
     EXPECT_LE(l.fencing_token, static_cast<std::uint64_t>(st.mzxid));
-    EXPECT_GE(l.store_expires_at_ms, st.ctime + 30000);
-    EXPECT_LE(l.store_expires_at_ms, st.mtime + 30000);
+    EXPECT_GE(l.store_expires_at_ms, st.ctime + 6000);
+    EXPECT_LE(l.store_expires_at_ms, st.mtime + 6000);
   }
   // A waiter's lease starts with a write after its create.
   ASSERT_TRUE(*c->release(*first));

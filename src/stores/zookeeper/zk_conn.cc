@@ -470,10 +470,10 @@ int Conn::watch_then_stat(const std::vector<std::string>& paths,
   for (std::size_t i = 0; i < paths.size(); ++i) {
     auto p = std::make_shared<Pending>();
     const auto id = register_watch(watch);
-    const int rc = zoo_awget(
-        h->zh, paths[i].c_str(), watch_fn,
-        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)), on_data,
-        hold(p));
+    const int rc =
+        zoo_awget(h->zh, paths[i].c_str(), watch_fn,
+                  reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
+                  on_data, hold(p));
     if (rc != ZOK) return rc;
     sent.push_back(std::move(p));
   }

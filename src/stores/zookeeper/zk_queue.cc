@@ -236,8 +236,7 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
   std::vector<int> rcs;
   std::vector<Stat> stats;
   Stat ps;
-  const int rc =
-      conn_->watch_then_stat(paths, w, q.parent, &rcs, &stats, &ps);
+  const int rc = conn_->watch_then_stat(paths, w, q.parent, &rcs, &stats, &ps);
   for (std::size_t k = 0; k < watch.size(); ++k) {
     if (rcs[k] == ZNONODE) return false;
     if (rcs[k] != ZOK) return err(rcs[k], "watch " + paths[k]);
