@@ -340,22 +340,50 @@ Error Conn::error(int rc, std::string_view what) const {
   }
 }
 
+namespace {
+
+// Sends one request (`send(zh, data)` returns the C client's code) and
+// waits for its completion until `until`; *done is the request, to read
+// its results. A request that was not sent never completes: its hold is
+// freed here.
+template <typename Send>
+int send_and_wait(zhandle_t* zh, Send&& send, SteadyTime until,
+                  PendingRef* done) {
+  auto p = std::make_shared<Pending>();
+  PendingRef* ref = hold(p);
+  const int rc = send(zh, ref);
+  if (rc != ZOK) {
+    delete ref;
+    return rc;
+  }
+  *done = p;
+  return await(p, until);
+}
+
+void* watch_context(std::uint64_t id) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(id));
+}
+
+}  // namespace
+
 int Conn::create(const std::string& path, std::string_view data, int flags,
                  std::string* created, Stat* stat) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  const int rc = zoo_acreate2(
-      h->zh, path.c_str(), data.data(), static_cast<int>(data.size()),
-      &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat, hold(p));
-  if (rc != ZOK) return rc;  // not sent (the completion is never called)
-  const int out = await(p, call_until());
-  if (out == ZOK) {
-    std::lock_guard<std::mutex> lk(p->mu);
-    if (created != nullptr) *created = p->value;
-    if (stat != nullptr) *stat = p->stat;
-    note_server_time(p->stat.mtime);
-  }
+  PendingRef p;
+  const int out = send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return zoo_acreate2(zh, path.c_str(), data.data(),
+                            static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                            flags, on_string_stat, ref);
+      },
+      call_until(), &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (created != nullptr) *created = p->value;
+  if (stat != nullptr) *stat = p->stat;
+  note_server_time(p->stat.mtime);
   return out;
 }
 
@@ -363,23 +391,20 @@ int Conn::get(const std::string& path, std::string* data, Stat* stat,
               const std::shared_ptr<Waker>& watch) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  int rc = 0;
-  if (watch) {
-    const auto id = register_watch(watch);
-    rc = zoo_awget(h->zh, path.c_str(), watch_fn,
-                   reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
-                   on_data, hold(p));
-  } else {
-    rc = zoo_aget(h->zh, path.c_str(), 0, on_data, hold(p));
-  }
-  if (rc != ZOK) return rc;
-  const int out = await(p, call_until());
-  if (out == ZOK) {
-    std::lock_guard<std::mutex> lk(p->mu);
-    if (data != nullptr) *data = p->value;
-    if (stat != nullptr) *stat = p->stat;
-  }
+  const std::uint64_t id = watch ? register_watch(watch) : 0;
+  PendingRef p;
+  const int out = send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return watch ? zoo_awget(zh, path.c_str(), watch_fn, watch_context(id),
+                                 on_data, ref)
+                     : zoo_aget(zh, path.c_str(), 0, on_data, ref);
+      },
+      call_until(), &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (data != nullptr) *data = p->value;
+  if (stat != nullptr) *stat = p->stat;
   return out;
 }
 
@@ -387,51 +412,53 @@ int Conn::set(const std::string& path, std::string_view data, int version,
               Stat* stat) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  const int rc =
-      zoo_aset(h->zh, path.c_str(), data.data(), static_cast<int>(data.size()),
-               version, on_stat, hold(p));
-  if (rc != ZOK) return rc;
-  const int out = await(p, call_until());
-  if (out == ZOK) {
-    std::lock_guard<std::mutex> lk(p->mu);
-    if (stat != nullptr) *stat = p->stat;
-    note_server_time(p->stat.mtime);
-  }
+  PendingRef p;
+  const int out = send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return zoo_aset(zh, path.c_str(), data.data(),
+                        static_cast<int>(data.size()), version, on_stat, ref);
+      },
+      call_until(), &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (stat != nullptr) *stat = p->stat;
+  note_server_time(p->stat.mtime);
   return out;
 }
 
 int Conn::remove(const std::string& path, int version) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  const int rc = zoo_adelete(h->zh, path.c_str(), version, on_void, hold(p));
-  if (rc != ZOK) return rc;
-  return await(p, call_until());
+  PendingRef p;
+  return send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return zoo_adelete(zh, path.c_str(), version, on_void, ref);
+      },
+      call_until(), &p);
 }
 
 int Conn::children(const std::string& path, std::vector<std::string>* names,
                    Stat* stat, const std::shared_ptr<Waker>& watch) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  int rc = 0;
-  if (watch) {
-    const auto id = register_watch(watch);
-    rc = zoo_awget_children2(
-        h->zh, path.c_str(), watch_fn,
-        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
-        on_strings_stat, hold(p));
-  } else {
-    rc = zoo_aget_children2(h->zh, path.c_str(), 0, on_strings_stat, hold(p));
-  }
-  if (rc != ZOK) return rc;
-  const int out = await(p, call_until());
-  if (out == ZOK) {
-    std::lock_guard<std::mutex> lk(p->mu);
-    if (names != nullptr) *names = std::move(p->names);
-    if (stat != nullptr) *stat = p->stat;
-  }
+  const std::uint64_t id = watch ? register_watch(watch) : 0;
+  PendingRef p;
+  const int out = send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return watch ? zoo_awget_children2(zh, path.c_str(), watch_fn,
+                                           watch_context(id), on_strings_stat,
+                                           ref)
+                     : zoo_aget_children2(zh, path.c_str(), 0, on_strings_stat,
+                                          ref);
+      },
+      call_until(), &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (names != nullptr) *names = std::move(p->names);
+  if (stat != nullptr) *stat = p->stat;
   return out;
 }
 
@@ -439,22 +466,19 @@ int Conn::exists(const std::string& path, Stat* stat,
                  const std::shared_ptr<Waker>& watch) {
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
-  auto p = std::make_shared<Pending>();
-  int rc = 0;
-  if (watch) {
-    const auto id = register_watch(watch);
-    rc = zoo_awexists(h->zh, path.c_str(), watch_fn,
-                      reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
-                      on_stat, hold(p));
-  } else {
-    rc = zoo_aexists(h->zh, path.c_str(), 0, on_stat, hold(p));
-  }
-  if (rc != ZOK) return rc;
-  const int out = await(p, call_until());
-  if (out == ZOK) {
-    std::lock_guard<std::mutex> lk(p->mu);
-    if (stat != nullptr) *stat = p->stat;
-  }
+  const std::uint64_t id = watch ? register_watch(watch) : 0;
+  PendingRef p;
+  const int out = send_and_wait(
+      h->zh,
+      [&](zhandle_t* zh, PendingRef* ref) {
+        return watch ? zoo_awexists(zh, path.c_str(), watch_fn,
+                                    watch_context(id), on_stat, ref)
+                     : zoo_aexists(zh, path.c_str(), 0, on_stat, ref);
+      },
+      call_until(), &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  if (stat != nullptr) *stat = p->stat;
   return out;
 }
 
@@ -469,17 +493,23 @@ int Conn::watch_then_stat(const std::vector<std::string>& paths,
   stats->assign(paths.size(), Stat{});
   for (std::size_t i = 0; i < paths.size(); ++i) {
     auto p = std::make_shared<Pending>();
-    const auto id = register_watch(watch);
+    PendingRef* ref = hold(p);
     const int rc =
         zoo_awget(h->zh, paths[i].c_str(), watch_fn,
-                  reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)),
-                  on_data, hold(p));
-    if (rc != ZOK) return rc;
+                  watch_context(register_watch(watch)), on_data, ref);
+    if (rc != ZOK) {
+      delete ref;  // not sent: never completes
+      return rc;
+    }
     sent.push_back(std::move(p));
   }
   auto last = std::make_shared<Pending>();
-  const int rc = zoo_aexists(h->zh, after.c_str(), 0, on_stat, hold(last));
-  if (rc != ZOK) return rc;
+  PendingRef* last_ref = hold(last);
+  const int rc = zoo_aexists(h->zh, after.c_str(), 0, on_stat, last_ref);
+  if (rc != ZOK) {
+    delete last_ref;
+    return rc;
+  }
   const SteadyTime until = call_until();
   for (std::size_t i = 0; i < sent.size(); ++i) {
     (*rcs)[i] = await(sent[i], until);
@@ -531,9 +561,13 @@ int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
         break;
     }
   }
+  PendingRef* ref = hold(p);
   const int rc = zoo_amulti(h->zh, static_cast<int>(n), p->ops.data(),
-                            p->results.data(), on_void, hold(p));
-  if (rc != ZOK) return rc;
+                            p->results.data(), on_void, ref);
+  if (rc != ZOK) {
+    delete ref;  // not sent: never completes
+    return rc;
+  }
   const int out = await(p, call_until());
   if (out == kGaveUp) return out;
   std::lock_guard<std::mutex> lk(p->mu);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -145,6 +146,11 @@ class ZkStore final : public Store {
   Result<std::optional<QNode>> find(std::string_view name,
                                     const OwnerToken& token, Queue* q);
   Status ensure_path(const std::string& path);
+  // Reads counter `name` (0 if missing) and writes next_of(value) over
+  // exactly that value, reading again after a conflict.
+  Result<std::int64_t> counter_update(
+      std::string_view name,
+      const std::function<Result<std::int64_t>(std::int64_t)>& next_of);
   // describe() of a listed queue at ZooKeeper time `now_ms`.
   LockInfo describe_at(std::string_view name, Queue* q, std::int64_t now);
 

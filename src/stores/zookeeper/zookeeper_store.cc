@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <limits>
 
 #include "core/duration.h"
@@ -440,8 +441,9 @@ Result<std::int64_t> ZkStore::counter_get(std::string_view name) {
   return parse_counter(data, path);
 }
 
-Result<std::int64_t> ZkStore::counter_add(std::string_view name,
-                                          std::int64_t delta) {
+Result<std::int64_t> ZkStore::counter_update(
+    std::string_view name,
+    const std::function<Result<std::int64_t>(std::int64_t)>& next_of) {
   if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
     return s.error();
   }
@@ -458,16 +460,11 @@ Result<std::int64_t> ZkStore::counter_add(std::string_view name,
     } else if (rc != ZNONODE) {
       return err(rc, "read " + path);
     }
-    std::int64_t next = 0;
-    if (__builtin_add_overflow(v, delta, &next)) {
-      return Error(Errc::invalid_argument,
-                   "counter " + core::quote_name(name) + " add of " +
-                       std::to_string(delta) + " would overflow (value " +
-                       std::to_string(v) + ")");
-    }
+    auto next = next_of(v);
+    if (!next.ok()) return next;
+    const std::string bytes = std::to_string(*next);
     if (rc == ZNONODE) {
-      rc = conn_->create(path, std::to_string(next), kPersistent, nullptr,
-                         nullptr);
+      rc = conn_->create(path, bytes, kPersistent, nullptr, nullptr);
       if (rc == ZNONODE) {
         if (Status s = ensure_path(options_.root + "/counters"); !s.ok()) {
           return s.error();
@@ -476,7 +473,8 @@ Result<std::int64_t> ZkStore::counter_add(std::string_view name,
       }
       if (rc == ZNODEEXISTS) continue;  // made meanwhile: read again
     } else {
-      rc = conn_->set(path, std::to_string(next), st.version, nullptr);
+      // Only over the value just read (a conflict reads again).
+      rc = conn_->set(path, bytes, st.version, nullptr);
       if (rc == ZBADVERSION || rc == ZNONODE) continue;
     }
     if (rc != ZOK) return err(rc, "write " + path);
@@ -484,39 +482,38 @@ Result<std::int64_t> ZkStore::counter_add(std::string_view name,
   }
 }
 
+Result<std::int64_t> ZkStore::counter_add(std::string_view name,
+                                          std::int64_t delta) {
+  return counter_update(name, [&](std::int64_t v) -> Result<std::int64_t> {
+    std::int64_t next = 0;
+    if (__builtin_add_overflow(v, delta, &next)) {
+      return Error(Errc::invalid_argument,
+                   "counter " + core::quote_name(name) + " add of " +
+                       std::to_string(delta) + " would overflow (value " +
+                       std::to_string(v) + ")");
+    }
+    return next;
+  });
+}
+
 Result<std::int64_t> ZkStore::counter_take(std::string_view name,
                                            std::int64_t n) {
-  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
-    return s.error();
-  }
   if (n < 1) {
+    if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
+      return s.error();
+    }
     return Error(Errc::invalid_argument,
                  "counter take of " + std::to_string(n) +
                      " is invalid; it must be at least 1");
   }
-  const std::string path = counter_path(options_.root, name);
-  for (;;) {
-    std::string data;
-    Stat st;
-    int rc = conn_->get(path, &data, &st);
-    std::int64_t v = 0;
-    if (rc == ZOK) {
-      auto p = parse_counter(data, path);
-      if (!p.ok()) return std::move(p).error();
-      v = *p;
-    } else if (rc != ZNONODE) {
-      return err(rc, "read " + path);
-    }
+  return counter_update(name, [&](std::int64_t v) -> Result<std::int64_t> {
     if (v < n) {
       return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
                                            " is " + std::to_string(v) +
                                            ", less than " + std::to_string(n));
     }
-    rc = conn_->set(path, std::to_string(v - n), st.version, nullptr);
-    if (rc == ZBADVERSION || rc == ZNONODE) continue;
-    if (rc != ZOK) return err(rc, "write " + path);
     return v - n;
-  }
+  });
 }
 
 }  // namespace zk
