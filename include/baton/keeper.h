@@ -7,7 +7,8 @@
 //
 // A keeper is one lease kept alive by a Session (<baton/session.h>; by
 // default the client's own session, shared by all its keepers): extend-to
-// (rule 4) every KeeperOptions::renew_interval (default TTL/3), and a lost
+// (rule 4) every KeeperOptions::renew_interval (default: a third
+// of the TTL, or of the shorter validity the store granted), and a lost
 // notice (rule 13) — the cancellation flag, then on_lost once — when a
 // renewal answers lock_lost or, at the latest, at the local safe deadline
 // (rule 14) if no renewal succeeded by then, whatever the store is doing.

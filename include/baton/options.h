@@ -72,7 +72,9 @@ struct ClientOptions {
 
 // Options of a LeaseKeeper (automatic renewal, rule 13).
 struct KeeperOptions {
-  // Renew this often; 0 = ttl / 3. YAML/flag: RetryInterval.
+  // Renew this often; 0 = a third of the lease's window: its TTL, or the
+  // shorter validity a store granted (zookeeper://: the session timeout),
+  // worked out again after each renewal. YAML/flag: RetryInterval.
   milliseconds renew_interval{0};
   // Called once, from the session's notice thread, when the lease is lost:
   // a renewal answered lock_lost, or the local safe deadline passed before a

@@ -7,7 +7,8 @@
 //   // ~LeaseKeeper releases; ~Session releases whatever is still kept
 //
 // A session renews every lease it keeps by extend-to (rule 4) every renew
-// interval (default TTL/3) on one renewal thread, and declares a lease lost
+// interval (default a third of the TTL, or of the shorter validity the
+// store granted) on one renewal thread, and declares a lease lost
 // (rule 13) on one notice thread, which does no store I/O:
 // - when a renewal answers lock_lost (or another error that retrying cannot
 //   mend), or
@@ -22,6 +23,10 @@
 // background (it frees the lock early if the store still has it).
 //
 // Threads: both start with the first kept lease and end when none is left.
+// When the process may (root, CAP_SYS_NICE or RLIMIT_RTPRIO >= 1), the
+// notice thread runs at the lowest real-time priority (SCHED_FIFO), so a
+// busy machine cannot delay a notice past the drift allowance; on_lost runs
+// on it, so keep on_lost short (set a flag, signal a child, cancel a task).
 // Time is read from ClientOptions::clock (tests inject a ManualClock).
 //
 // LeaseKeeper(client, lease) and Elector use the client's default session,

@@ -253,6 +253,38 @@ Result<milliseconds> parse_grace(std::string_view text, milliseconds ttl,
   return *grace;
 }
 
+Result<milliseconds> fit_grace(std::string_view text, milliseconds grace,
+                               milliseconds ttl, milliseconds renew_interval,
+                               std::chrono::steady_clock::time_point deadline,
+                               std::string_view store) {
+  const auto left = std::chrono::floor<milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  const milliseconds window =
+      std::max(milliseconds::zero(), std::min(ttl, left));
+  if (window >= ttl) return grace;  // as parsed before the grant
+  const milliseconds interval = renew_interval > milliseconds::zero()
+                                    ? renew_interval
+                                    : std::max(milliseconds(1), window / 3);
+  const milliseconds room = window - interval;
+  if (text == "auto") {
+    return std::max(milliseconds::zero(),
+                    std::min({milliseconds(10'000), window / 3, room / 2}));
+  }
+  if (grace < room) return grace;
+  // The scheme only: a URL may carry a password.
+  store = store.substr(0, std::min(store.size(), store.find(':')));
+  return Error(
+      Errc::invalid_argument,
+      "--grace " + format_duration(grace) +
+          " leaves no room for renewals: the " + std::string(store) +
+          ":// store granted this lease for " + format_duration(window) +
+          ", less than --ttl " + format_duration(ttl) +
+          " (zookeeper:// caps a lease by its session timeout), renewed "
+          "every " +
+          format_duration(interval) + "; the grace must be shorter than " +
+          format_duration(room) + ", or use --grace auto");
+}
+
 std::string format_wait(milliseconds d) {
   if (d == milliseconds::max()) return "forever";
   return format_duration(d);

@@ -155,6 +155,17 @@ Result<std::chrono::milliseconds> parse_grace(
     std::string_view text, std::chrono::milliseconds ttl,
     std::chrono::milliseconds renew_interval);
 
+// After the grant: `grace` (parsed from `text`) against the lease's real
+// window, from now to its safe `deadline`, which a store may make shorter
+// than the TTL (zookeeper:// caps it by its session timeout). "auto" is
+// computed again from the window; an explicit grace that leaves no room for
+// renewals (every `renew_interval`, 0 = a third of the window) is refused,
+// naming `store`.
+Result<std::chrono::milliseconds> fit_grace(
+    std::string_view text, std::chrono::milliseconds grace,
+    std::chrono::milliseconds ttl, std::chrono::milliseconds renew_interval,
+    std::chrono::steady_clock::time_point deadline, std::string_view store);
+
 // "30s", "1500ms", "forever".
 std::string format_wait(std::chrono::milliseconds d);
 // Human rendering rounded for people: "12s", "3m04s", "1h02m", "850ms".

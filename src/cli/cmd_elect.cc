@@ -154,6 +154,15 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     (void)elector->resign();
     elector.reset();
   };
+  // The grace against what the store granted (it may be less than --ttl).
+  grace = fit_grace(flags.grace, *grace, *ttl, *retry, elector->safe_deadline(),
+                    globals.store);
+  if (!grace) {
+    report(grace.error());
+    resign_bounded(kExitUsage);
+    return kExitUsage;
+  }
+  supervise_options.grace = *grace;
   int spawn_exit = 0;
   auto outcome = supervise(supervise_options, &spawn_exit);
   if (!outcome) {

@@ -141,6 +141,18 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     return report(with_holders_of(*client, flags.lock, keeper.error()));
   }
   bound.reset();
+  // The grace against what the store granted (it may be less than --ttl).
+  grace = fit_grace(flags.grace, *grace, parsed->ttl, milliseconds::zero(),
+                    keeper->safe_deadline(), globals.store);
+  if (!grace) {
+    report(grace.error());
+    StoreDeadline release_bound(globals, milliseconds::zero(),
+                                "the lease on " + flags.lock +
+                                    " was not released; it expires by its TTL",
+                                kExitUsage);
+    (void)keeper->release();
+    return kExitUsage;
+  }
 
   Lease lease = keeper->lease();
   SuperviseOptions supervise_options;

@@ -197,9 +197,11 @@ Status Elector::campaign(milliseconds wait) {
   }
   const std::uint64_t t = s.term;
   s.session = client_internal::default_session(s.client);
-  s.kept = s.session->keep(*lease, s.interval, [&s, t](const Error& why) {
-    s.on_term_lost(t, why);
-  });
+  // retry_interval 0: the session renews every third of the lease's
+  // window (which a store may make shorter than the TTL).
+  s.kept = s.session->keep(
+      *lease, std::max(s.options.retry_interval, milliseconds::zero()),
+      [&s, t](const Error& why) { s.on_term_lost(t, why); });
   s.last_leader = s.client.label();
   if (!s.options.label.empty()) s.last_leader = s.options.label;
   s.elected_notified = false;

@@ -43,12 +43,16 @@ using Steady = std::chrono::steady_clock;
 struct KeptEntry {
   // Fixed at creation.
   std::uint64_t id = 0;
-  std::chrono::milliseconds interval{0};  // renew this often
-  std::chrono::milliseconds ttl{0};       // extend-to this TTL
+  bool auto_interval = false;        // interval follows the lease
+  std::chrono::milliseconds ttl{0};  // extend-to this TTL
   std::function<void(const Error&)> on_lost;
 
   // Guarded by SessionCore::mu_.
   Lease lease;
+  // Renew this often: the caller's renew_interval, or (auto_interval) a
+  // third of the lease's window: the TTL, or less when the store grants a
+  // shorter validity (zookeeper:// caps it by its session timeout).
+  std::chrono::milliseconds interval{0};
   Clock::time_point next_renew{};
   bool in_flight = false;          // a renewal is running
   bool notifying = false;          // on_lost is running
@@ -72,7 +76,8 @@ class SessionCore : public std::enable_shared_from_this<SessionCore> {
   SessionCore(const SessionCore&) = delete;
   SessionCore& operator=(const SessionCore&) = delete;
 
-  // Starts keeping `lease`; renew_interval 0 = ttl / 3.
+  // Starts keeping `lease`; renew_interval 0 = a third of the lease's
+  // window (its TTL, or its shorter validity), after every renewal.
   std::shared_ptr<KeptEntry> keep(Lease lease,
                                   std::chrono::milliseconds renew_interval,
                                   std::function<void(const Error&)> on_lost);

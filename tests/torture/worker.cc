@@ -26,6 +26,7 @@
 #include "baton/client.h"
 #include "baton/counter.h"
 #include "baton/keeper.h"
+#include "starvation.h"
 #include "torture.h"
 
 namespace baton::torture {
@@ -293,6 +294,8 @@ class Worker {
                      ? client_->try_acquire(spec.name, ao)
                      : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
     o.complete_us = real_us();
+    // How long this process could not run meanwhile (checker 7).
+    o.aux = probe_.worst(o.invoke_us, o.complete_us);
     if (!lease) {
       o.result = res(lease.error());
       log(o);
@@ -479,6 +482,7 @@ class Worker {
   std::optional<Client> client_;
   int res_fd_ = -1;
   std::uint64_t seq_ = 0;
+  StarvationProbe probe_;
 };
 
 }  // namespace

@@ -304,6 +304,44 @@ TEST(ZkCli, ExpiryFollowsZooKeepersClockWhenClientClocksAreHoursOff) {
 #endif
 }
 
+// A lease on zookeeper:// is valid for at most the session timeout (4 s
+// here) whatever its TTL; `baton run --ttl 30s` (the default TTL) renews
+// every third of that window and keeps the lock for a command that runs
+// longer than the session timeout, with an automatic grace fitted to the
+// window. An explicit --grace the window cannot hold is refused (exit 64)
+// and the lock is given back.
+TEST(ZkCli, RunKeepsALeaseWhoseTtlIsLongerThanTheSession) {
+#ifndef BATON_CLI_PATH
+  GTEST_SKIP() << "needs the baton CLI (configure with BATON_WITH_SERVER=ON)";
+#else
+  auto c = open_zk_client(shared_server().url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("long-ttl");
+  const std::string run = std::string(BATON_CLI_PATH) + " --store '" +
+                          shared_server().url() + "' run " + name +
+                          " --ttl 30s ";
+  int st = 0;
+  std::thread cli([&] { sh(run + "-- sleep 9 2>&1", &st); });
+  Finally join([&] {
+    if (cli.joinable()) cli.join();
+  });
+  // At 7 s, past the 4 s session timeout and ~6 renewal intervals, the
+  // command's lease still holds the lock.
+  std::this_thread::sleep_for(7s);
+  auto busy = c->try_acquire(name, opts(2s));
+  EXPECT_FALSE(busy.ok()) << "the lock was free while baton run held it";
+  cli.join();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+
+  std::string out = sh(run + "--grace 5s -- true 2>&1", &st);
+  EXPECT_EQ(WEXITSTATUS(st), 64) << out;
+  EXPECT_NE(out.find("session timeout"), std::string::npos) << out;
+  auto freed = c->try_acquire(name, opts(2s));
+  EXPECT_TRUE(freed.ok()) << "refused --grace kept the lock: "
+                          << (freed.ok() ? "" : freed.error().to_string());
+#endif
+}
+
 // Rule 8 and seed 001's recipe at scale: 50 waiters, each its own client
 // (session), queued one after the other, are granted in that order, and
 // while they wait each one watches only a node or two (the one ahead of
