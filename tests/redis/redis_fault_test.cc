@@ -35,6 +35,38 @@ std::string unique(const std::string& base) {
   return "redis-fault/" + base + "/" + OwnerToken::random().to_string();
 }
 
+// Three redis-servers, each behind its own TCP proxy, shared by the
+// redlock:// tests of this binary (started on first use; every test uses
+// its own lock names; redlock_trio() heals the proxies).
+struct Trio {
+  std::vector<std::unique_ptr<RedisProcess>> servers;
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::string url = "redlock://";  // through the proxies, no query
+};
+Trio& redlock_trio() {
+  static Trio* trio = nullptr;
+  if (trio == nullptr) {
+    trio = new Trio();
+    for (int i = 0; i < 3; ++i) {
+      trio->servers.push_back(std::make_unique<RedisProcess>());
+      auto p = TcpProxy::start("127.0.0.1", trio->servers.back()->port());
+      if (!p.ok()) {
+        std::fprintf(stderr, "no proxy: %s\n", p.error().to_string().c_str());
+        std::abort();
+      }
+      trio->proxies.push_back(std::move(*p));
+      trio->url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
+                   std::to_string(trio->proxies.back()->port());
+    }
+    std::atexit([] { delete trio; });
+  }
+  for (auto& p : trio->proxies) {  // healed for the next test
+    p->set_delay(std::chrono::milliseconds(0));
+    p->set_mode(TcpProxy::Mode::pass);
+  }
+  return *trio;
+}
+
 std::unique_ptr<TcpProxy> proxy_to_server() {
   auto p = TcpProxy::start("127.0.0.1", server().port());
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().to_string());
@@ -270,17 +302,9 @@ TEST(RedisFault, BlackholedAcquireReturnsByTheCallDeadline) {
 // Rule 7 on redlock:// with every reply delayed past the call deadline: a
 // blocking acquire on a held lock returns by the end of its wait + grace.
 TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
-  std::vector<std::unique_ptr<RedisProcess>> servers;
-  std::vector<std::unique_ptr<TcpProxy>> proxies;
-  std::string url = "redlock://";
-  for (int i = 0; i < 3; ++i) {
-    servers.push_back(std::make_unique<RedisProcess>());
-    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
-    ASSERT_TRUE(p.ok());
-    proxies.push_back(std::move(*p));
-    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
-           std::to_string(proxies.back()->port());
-  }
+  Trio& trio = redlock_trio();
+  auto& proxies = trio.proxies;
+  std::string url = trio.url;
   url += "?timeout=5000";  // uncapped, a delayed reply would be awaited
   ClientOptions copts;
   copts.max_retries = 0;
@@ -326,17 +350,10 @@ TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
 // once, and then the old releases land and free the lock under the holder.
 // A round's clean-up must never undo a later round of the same token.
 TEST(RedisFault, RedlockDelayedCleanUpDoesNotEndARetriedGrant) {
-  std::vector<std::unique_ptr<RedisProcess>> servers;
-  std::vector<std::unique_ptr<TcpProxy>> proxies;
-  std::string url = "redlock://";
-  for (int i = 0; i < 3; ++i) {
-    servers.push_back(std::make_unique<RedisProcess>());
-    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
-    ASSERT_TRUE(p.ok());
-    proxies.push_back(std::move(*p));
-    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
-           std::to_string(proxies.back()->port());
-  }
+  Trio& trio = redlock_trio();
+  auto& servers = trio.servers;
+  auto& proxies = trio.proxies;
+  std::string url = trio.url;
   url += "?timeout=250";
   ClientOptions copts;
   copts.max_retries = 0;  // the test retries by hand, with the same token
@@ -384,23 +401,61 @@ TEST(RedisFault, RedlockDelayedCleanUpDoesNotEndARetriedGrant) {
   EXPECT_TRUE(*released);
 }
 
+// The same for acquire_all (and acquire_some: one code path, a
+// reservation's requests): the clean-up of a round whose calls timed out
+// carries its round's number, so it leaves alone the grants of the retry
+// with the same reservation (AcquireOptions::token).
+TEST(RedisFault, RedlockDelayedMultiCleanUpDoesNotEndARetriedGrant) {
+  Trio& trio = redlock_trio();
+  ClientOptions copts;
+  copts.max_retries = 0;  // the test retries by hand, with the same token
+  auto c = open_client(trio.url + "?timeout=250", copts);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::vector<std::string> names = {unique("multi-a"), unique("multi-b")};
+  AcquireOptions o;
+  o.ttl = 20s;
+  o.token = OwnerToken::random();  // the reservation
+  // Every message sits 400 ms in the proxies: the round times out (250 ms)
+  // everywhere, and its clean-up (release of both names) is delayed too.
+  for (auto& p : trio.proxies) p->set_delay(400ms);
+  auto lost = c->acquire_all(names, 0ms, o);
+  ASSERT_FALSE(lost.ok()) << "granted through a 400 ms delay";
+  for (auto& p : trio.proxies) p->set_delay(0ms);
+  auto held = c->acquire_all(names, 0ms, o);  // the retry (rule 17)
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  ASSERT_EQ(held->size(), 2u);
+  std::this_thread::sleep_for(800ms);  // every delayed message has landed
+
+  for (auto& srv : trio.servers) {
+    auto direct = open_client(srv->url());
+    ASSERT_TRUE(direct.ok());
+    for (const auto& n : names) {
+      auto info = direct->describe(n);
+      ASSERT_TRUE(info.ok()) << info.error().to_string();
+      EXPECT_EQ(info->holders.size(), 1u) << n << " on instance " << srv->url();
+    }
+  }
+  AcquireOptions other;
+  other.ttl = 20s;
+  auto second = c->try_acquire(names[0], other);
+  EXPECT_FALSE(second.ok()) << "a second holder of " << names[0];
+  for (const auto& l : *held) {
+    auto released = c->release(l);
+    ASSERT_TRUE(released.ok()) << released.error().to_string();
+    EXPECT_TRUE(*released) << l.name;
+  }
+}
+
 // Finding 10, the other half (seeds 98104, 98130): an extend that finds
 // its lease on fewer than a quorum answers lock_lost, but it used to
 // release what it still held first, so another worker was granted the
 // mutex before the holder was told (rule 13; a Session releases a lost
 // lease only after its on_lost ran). Now the extend keeps those pieces.
 TEST(RedisFault, RedlockLostExtendKeepsWhatItStillHolds) {
-  std::vector<std::unique_ptr<RedisProcess>> servers;
-  std::vector<std::unique_ptr<TcpProxy>> proxies;
-  std::string url = "redlock://";
-  for (int i = 0; i < 3; ++i) {
-    servers.push_back(std::make_unique<RedisProcess>());
-    auto p = TcpProxy::start("127.0.0.1", servers.back()->port());
-    ASSERT_TRUE(p.ok());
-    proxies.push_back(std::move(*p));
-    url += (i ? ",127.0.0.1:" : "127.0.0.1:") +
-           std::to_string(proxies.back()->port());
-  }
+  Trio& trio = redlock_trio();
+  auto& servers = trio.servers;
+  auto& proxies = trio.proxies;
+  std::string url = trio.url;
   url += "?timeout=250";
   ClientOptions copts;
   copts.max_retries = 0;

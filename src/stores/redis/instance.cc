@@ -275,13 +275,14 @@ Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
 }
 
 Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
-                                   std::int64_t queue_ms) {
+                                   std::int64_t queue_ms, std::int64_t seq) {
   std::vector<std::string> args = {
       spec.reservation.to_string(),    std::to_string(spec.ttl.count()),
       std::to_string(spec.capacity),   spec.label,
       spec.all_or_nothing ? "1" : "0", mode,
       std::to_string(queue_ms),        std::to_string(spec.names.size())};
   args.insert(args.end(), spec.names.begin(), spec.names.end());
+  if (seq > 0) args.push_back(std::to_string(seq));
   auto r = run(scripts().multi, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();

@@ -95,8 +95,9 @@ class Instance {
   Result<LockInfo> describe(std::string_view name);
   Result<std::vector<LockInfo>> list(std::string_view prefix,
                                      std::size_t limit);
+  // `seq` > 0 (Redlock): the sending round's number, as for acquire.
   Result<MultiReply> multi(const MultiSpec& spec, const char* mode,
-                           std::int64_t queue_ms);
+                           std::int64_t queue_ms, std::int64_t seq = 0);
   // Raises the name's fencing counter (and the lease's token) to `floor`.
   Result<std::uint64_t> fence(std::string_view name, const OwnerToken& token,
                               std::uint64_t floor);

@@ -93,10 +93,11 @@ class RedlockStore final : public Store {
                    std::int64_t seq = 0) {
     each([&](Instance& i) { (void)i.release(name, token, seq); });
   }
+  // `seq` > 0: the clean-up of multi round `seq` (as release_all).
   void release_names(const std::vector<std::string>& names,
-                     const OwnerToken& token) {
+                     const OwnerToken& token, std::int64_t seq) {
     each([&](Instance& i) {
-      for (const auto& n : names) (void)i.release(n, token);
+      for (const auto& n : names) (void)i.release(n, token, seq);
     });
   }
 
@@ -156,7 +157,7 @@ class RedlockStore final : public Store {
   Result<std::vector<Grant>> finish_multi(
       const MultiSpec& spec, std::vector<Result<MultiReply>>& replies,
       const std::vector<std::string>& names, Steady::time_point t0,
-      Steady::time_point call_start);
+      Steady::time_point call_start, std::int64_t seq);
 
   const std::string url_;
   Notifier notifier_;  // before inst_: their subscribers wake it

@@ -280,7 +280,11 @@ return finish(out)
 )LUA";
 
 // ARGV: prefix, reservation, ttl_ms, capacity, label, all_or_nothing (0|1),
-// mode (try | wait | refresh | withdraw), queue_ms, n, names...
+// mode (try | wait | refresh | withdraw), queue_ms, n, names...[, seq]
+// `seq` (Redlock only) as in acquire: every lease and waiter of the
+// reservation that a reply reports as granted or pending remembers the
+// highest round that created or found it, so that a delayed clean-up of an
+// older round (release with its seq) leaves it alone.
 // `refresh` is a waiting thread's re-check: like `wait`, but answers
 // `withdrawn` if release() withdrew the reservation meanwhile (as acquire).
 // An all-or-nothing reservation is queued on one set of locks at a time;
@@ -294,6 +298,7 @@ local label, aon, mode = ARGV[5], ARGV[6] == '1', ARGV[7]
 local qms, n = tonumber(ARGV[8]), tonumber(ARGV[9])
 local names, st, plan = {}, {}, {}
 for i = 1, n do names[i] = ARGV[9 + i] end
+local seq = tonumber(ARGV[10 + n] or '')
 for i, nm in ipairs(names) do
   local s = load(nm)
   st[i] = s
@@ -354,6 +359,12 @@ local function reply(pending)
   for i, nm in ipairs(names) do
     local s = cache[nm]
     local le = s and find_lease(s, tok)
+    local wi = s and not le and find_waiter(s, tok)
+    local x = le or (wi and s.q[wi])
+    if x and seq ~= nil and (x.r == nil or x.r < seq) then
+      x.r = seq  -- this round found or made it (see seq above)
+      mod(nm)
+    end
     if le then out[#out + 1] = grant_reply(nm, s, le) end
   end
   return out
