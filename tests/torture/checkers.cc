@@ -14,7 +14,8 @@ namespace {
 std::string us(std::int64_t t) { return std::to_string(t / 1000) + " ms"; }
 
 bool is_grant(const Op& o) {
-  return (o.kind == "acquire" || o.kind == "try") && o.result == "ok";
+  return (o.kind == "acquire" || o.kind == "try" || o.kind == "multi") &&
+         o.result == "ok";
 }
 
 bool overlaps(std::int64_t a0, std::int64_t a1, std::int64_t b0,
@@ -229,14 +230,18 @@ class Judge {
     }
   }
 
-  // (7) No acquire with a wait returned later than wait + 100 ms.
+  // (7) No acquire (or acquire_all) with a wait returned later than
+  // wait + 100 ms.
   void deadlines() {
+    std::set<std::pair<int, std::int64_t>> judged;  // one per multi call
     for (const Op& o : ops_) {
-      if (o.kind != "acquire" || o.complete_us == 0) continue;
+      const bool multi = o.kind == "multi" && o.wait_ms > 0;
+      if ((o.kind != "acquire" && !multi) || o.complete_us == 0) continue;
+      if (multi && !judged.insert({o.worker, o.invoke_us}).second) continue;
       const std::int64_t took = o.complete_us - o.invoke_us;
       if (took <= (o.wait_ms + 100) * 1000) continue;
       if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
-      // The worker's process could not run for o.aux µs meanwhile (its
+      // The worker's process was stalled for o.aux µs meanwhile (its
       // starvation probe, starvation.h): that much of the delay is the
       // machine's, not the library's. Counted, not judged.
       if (took - o.aux <= (o.wait_ms + 100) * 1000) {
@@ -251,7 +256,7 @@ class Judge {
                             " acquire with wait " + std::to_string(o.wait_ms) +
                             " ms returned " + o.result + " after " +
                             std::to_string(took / 1000) + " ms (process " +
-                            "starved " + std::to_string(o.aux / 1000) +
+                            "stalled " + std::to_string(o.aux / 1000) +
                             " ms; at " + us(o.complete_us) + ")");
     }
   }

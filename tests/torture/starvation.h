@@ -5,8 +5,8 @@
 // itself may wait that long for a CPU (dozens of processes; a store being
 // restarted), which is not the library's doing. A probe thread sleeps
 // kPeriod in a loop and records how much later than asked each sleep ended;
-// an operation's *starvation* is the largest such oversleep among the
-// sleeps that overlapped it. A blocking call that hangs in the library
+// an operation's *stall* is the sum of those oversleeps (of at least
+// kStallUs) among the sleeps that overlapped it. A blocking call that hangs in the library
 // leaves the probe on time, so the checker still catches it.
 //
 // Thread safety: every member function may be called from any thread.
@@ -35,20 +35,26 @@ class StarvationProbe {
   StarvationProbe(const StarvationProbe&) = delete;
   StarvationProbe& operator=(const StarvationProbe&) = delete;
 
-  // The largest oversleep (µs) of a probe sleep overlapping [from, to]
-  // (real_us() stamps).
-  std::int64_t worst(std::int64_t from, std::int64_t to) {
+  // The time (µs) this process was stalled during [from, to] (real_us()
+  // stamps): the sum of the probe's oversleeps of at least kStall among
+  // the sleeps overlapping it. Smaller ones are the scheduler's routine
+  // jitter, which a calling thread blocked on I/O would not feel; several
+  // separate stalls add up (one call saw two of ~80 ms).
+  std::int64_t stalled(std::int64_t from, std::int64_t to) {
     std::lock_guard<std::mutex> lk(mu_);
-    std::int64_t w = 0;
+    std::int64_t sum = 0;
     for (const Sample& s : samples_) {
-      if (s.end_us >= from && s.start_us <= to) w = std::max(w, s.late_us);
+      if (s.end_us >= from && s.start_us <= to && s.late_us >= kStallUs) {
+        sum += s.late_us;
+      }
     }
-    return w;
+    return sum;
   }
 
  private:
   static constexpr std::chrono::milliseconds kPeriod{5};
   static constexpr std::int64_t kKeepUs = 30'000'000;  // > longest op
+  static constexpr std::int64_t kStallUs = 5'000;
 
   struct Sample {
     std::int64_t start_us, end_us, late_us;

@@ -26,6 +26,7 @@
 #include "baton/client.h"
 #include "baton/counter.h"
 #include "baton/keeper.h"
+#include "old_keeper.h"
 #include "starvation.h"
 #include "torture.h"
 
@@ -75,66 +76,6 @@ std::int64_t steady_to_real(Steady::time_point t) {
   return r +
          std::chrono::duration_cast<std::chrono::microseconds>(t - s).count();
 }
-
-// The old LeaseKeeper (before dc80cd2), for checker 8's negative control
-// (--late-notice): one thread renews with a synchronous extend(); the lost
-// notice comes only when a renewal call returns (lock_lost, or the safe
-// deadline found passed after the call). A store that does not answer
-// delays the notice by the whole call.
-class OldKeeper {
- public:
-  OldKeeper(Client client, Lease lease, milliseconds ttl,
-            std::function<void(const Error&)> on_lost)
-      : client_(std::move(client)),
-        lease_(std::move(lease)),
-        ttl_(ttl),
-        on_lost_(std::move(on_lost)),
-        thread_([this] { loop(); }) {}
-  ~OldKeeper() {
-    stop_ = true;
-    thread_.join();
-  }
-  bool cancelled() const { return cancelled_; }
-  Steady::time_point safe_deadline() const {
-    std::lock_guard<std::mutex> g(mu_);
-    return lease_.local_deadline;
-  }
-  Lease lease() const {
-    std::lock_guard<std::mutex> g(mu_);
-    return lease_;
-  }
-
- private:
-  void loop() {
-    for (int round = 0; round < 100'000 && !stop_; ++round) {
-      const auto next = Steady::now() + ttl_ / 3;
-      while (!stop_ && Steady::now() < next) {
-        std::this_thread::sleep_for(milliseconds(5));
-      }
-      if (stop_) return;
-      auto ex = client_.extend(lease(), ttl_);
-      if (ex) {
-        std::lock_guard<std::mutex> g(mu_);
-        lease_ = *ex;
-        continue;
-      }
-      if (ex.error().code() == Errc::lock_lost ||
-          Steady::now() >= safe_deadline()) {
-        cancelled_ = true;
-        on_lost_(ex.error());
-        return;
-      }
-    }
-  }
-
-  Client client_;
-  mutable std::mutex mu_;
-  Lease lease_;  // guarded by mu_
-  milliseconds ttl_;
-  std::function<void(const Error&)> on_lost_;
-  std::atomic<bool> stop_{false}, cancelled_{false};
-  std::thread thread_;
-};
 
 class Worker {
  public:
@@ -280,6 +221,7 @@ class Worker {
   }
 
   void step() {
+    if (chance(10)) return step_multi();
     const auto& specs = lock_specs();
     const int pick = uniform(1, 100);
     const int li = pick <= 40 ? 0 : pick <= 70 ? 1 : 2;
@@ -295,7 +237,7 @@ class Worker {
                      : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
     o.complete_us = real_us();
     // How long this process could not run meanwhile (checker 7).
-    o.aux = probe_.worst(o.invoke_us, o.complete_us);
+    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
     if (!lease) {
       o.result = res(lease.error());
       log(o);
@@ -334,6 +276,70 @@ class Worker {
     } else {
       extras();
       hold_manually(*lease, fenced, hold_until);
+    }
+    set_holding(-1);
+  }
+
+  // acquire_all of both mutexes (rule 11) under the same faults: each
+  // lease is logged as a grant of its own (kind "multi", the call's times),
+  // written to with its fencing token, extended and released like a single
+  // one. A failed call is logged once, against the first name.
+  void step_multi() {
+    const auto& specs = lock_specs();
+    const std::vector<std::string> names = {specs[0].name, specs[1].name};
+    AcquireOptions ao;
+    ao.ttl = a_.ttl;
+    Op o = begin("multi", names[0]);
+    // Longer waits than single acquires: both locks must come free.
+    o.wait_ms = chance(20) ? 0 : uniform(500, 3000);
+    auto leases = client_->acquire_all(names, milliseconds(o.wait_ms), ao);
+    o.complete_us = real_us();
+    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
+    if (!leases || leases->empty()) {
+      o.result = leases ? "none" : res(leases.error());
+      log(o);
+      std::this_thread::sleep_for(milliseconds(uniform(5, 60)));
+      return;
+    }
+    for (const Lease& l : *leases) {
+      Op g = o;
+      g.lock = l.name;
+      g.result = "ok";
+      g.fencing = l.fencing_token;
+      g.expires_ms = l.store_expires_at_ms;
+      log(g);
+    }
+    set_holding(0);
+    std::vector<Lease> held = *leases;
+    const std::int64_t hold_until =
+        real_us() + 1000LL * uniform(20, static_cast<int>(a_.ttl.count()) / 2);
+    for (bool first = true;; first = false) {
+      if (!first) std::this_thread::sleep_for(milliseconds(uniform(20, 120)));
+      for (const Lease& l : held) write(l);  // after a pause: stale writes
+      if (real_us() >= hold_until) break;
+      for (Lease& l : held) {
+        if (l.time_left() >= a_.ttl / 2) continue;
+        Op e = begin("extend", l.name);
+        auto ex = client_->extend(l, a_.ttl);
+        e.complete_us = real_us();
+        e.fencing = l.fencing_token;
+        e.result = ex ? "ok" : res(ex.error());
+        if (ex) e.expires_ms = ex->store_expires_at_ms;
+        log(e);
+        if (!ex) return set_holding(-1);  // stop using both
+        l = *ex;
+      }
+    }
+    if (chance(5)) ::_exit(0);  // exit mid-hold
+    if (!chance(10)) {          // else forget them: the TTL frees them
+      for (const Lease& l : held) {
+        Op r = begin("release", l.name);
+        auto rel = client_->release(l);
+        r.complete_us = real_us();
+        r.fencing = l.fencing_token;
+        r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+        log(r);
+      }
     }
     set_holding(-1);
   }
