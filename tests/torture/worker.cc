@@ -280,6 +280,27 @@ class Worker {
     set_holding(-1);
   }
 
+  // extend(l) to the TTL, logged; true (and l renewed) on success.
+  bool extend_logged(Lease& l) {
+    Op e = begin("extend", l.name);
+    auto ex = client_->extend(l, a_.ttl);
+    e.complete_us = real_us();
+    e.fencing = l.fencing_token;
+    e.result = ex ? "ok" : res(ex.error());
+    if (ex) e.expires_ms = ex->store_expires_at_ms;
+    log(e);
+    if (ex) l = *ex;
+    return ex.ok();
+  }
+  void release_logged(const Lease& l) {
+    Op r = begin("release", l.name);
+    auto rel = client_->release(l);
+    r.complete_us = real_us();
+    r.fencing = l.fencing_token;
+    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
+    log(r);
+  }
+
   // acquire_all of both mutexes (rule 11) under the same faults: each
   // lease is logged as a grant of its own (kind "multi", the call's times),
   // written to with its fencing token, extended and released like a single
@@ -319,27 +340,12 @@ class Worker {
       if (real_us() >= hold_until) break;
       for (Lease& l : held) {
         if (l.time_left() >= a_.ttl / 2) continue;
-        Op e = begin("extend", l.name);
-        auto ex = client_->extend(l, a_.ttl);
-        e.complete_us = real_us();
-        e.fencing = l.fencing_token;
-        e.result = ex ? "ok" : res(ex.error());
-        if (ex) e.expires_ms = ex->store_expires_at_ms;
-        log(e);
-        if (!ex) return set_holding(-1);  // stop using both
-        l = *ex;
+        if (!extend_logged(l)) return set_holding(-1);  // stop using both
       }
     }
     if (chance(5)) ::_exit(0);  // exit mid-hold
     if (!chance(10)) {          // else forget them: the TTL frees them
-      for (const Lease& l : held) {
-        Op r = begin("release", l.name);
-        auto rel = client_->release(l);
-        r.complete_us = real_us();
-        r.fencing = l.fencing_token;
-        r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
-        log(r);
-      }
+      for (const Lease& l : held) release_logged(l);
     }
     set_holding(-1);
   }
@@ -444,12 +450,7 @@ class Worker {
         if (real_us() >= hold_until) break;
       }
     }
-    Op r = begin("release", lease.name);
-    auto rel = client_->release(lease);
-    r.complete_us = real_us();
-    r.fencing = lease.fencing_token;
-    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
-    log(r);
+    release_logged(lease);
   }
 
   void hold_manually(Lease lease, bool fenced, std::int64_t hold_until) {
@@ -459,25 +460,12 @@ class Worker {
       if (fenced) write(lease);  // after a pause: a stale write
       if (real_us() >= hold_until) break;
       if (lease.time_left() < a_.ttl / 2) {
-        Op e = begin("extend", lease.name);
-        auto ex = client_->extend(lease, a_.ttl);
-        e.complete_us = real_us();
-        e.fencing = lease.fencing_token;
-        e.result = ex ? "ok" : res(ex.error());
-        if (ex) e.expires_ms = ex->store_expires_at_ms;
-        log(e);
-        if (!ex) return;  // lost (or unreachable): stop using it
-        lease = *ex;
+        if (!extend_logged(lease)) return;  // lost or unreachable: stop
       }
     }
     if (chance(5)) ::_exit(0);  // exit mid-hold
     if (chance(10)) return;     // forget to release: the TTL frees it
-    Op r = begin("release", lease.name);
-    auto rel = client_->release(lease);
-    r.complete_us = real_us();
-    r.fencing = lease.fencing_token;
-    r.result = !rel ? res(rel.error()) : (*rel ? "ok" : "not_held");
-    log(r);
+    release_logged(lease);
   }
 
   Args a_;
