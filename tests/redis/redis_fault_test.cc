@@ -336,9 +336,11 @@ TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
           l.ok() ? "ok" : l.error().to_string().c_str());
     }
   }
-  // 50 ms grace, a wide margin for a loaded machine; without the call
-  // deadline a call waits for the 400 ms delayed replies (and more).
-  EXPECT_LT(worst, 300ms);
+  // 50 ms grace (measured: 49-56 ms past the wait on an idle machine) and
+  // a margin for a loaded one. Without the call deadline a call waits for
+  // the delayed replies; with SO_RCVTIMEO instead of poll() (before session
+  // 6) a reply wait overshot its limit by 30-220 ms.
+  EXPECT_LT(worst, 150ms);
   for (auto& p : proxies) p->set_delay(0ms);
 }
 
