@@ -26,6 +26,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 #include "baton/client.h"
@@ -49,9 +50,12 @@ class Elector {
   ~Elector();
 
   // Blocks until this candidate is leader or `wait` passes (timeout).
-  // While it waits, on_new_leader reports leader changes it observes.
+  // While it waits, on_new_leader reports leader changes it observes. A stop
+  // requested on `stop` ends the wait: the candidacy is withdrawn and the
+  // call answers `cancelled` (as AcquireOptions::stop).
   Status campaign(
-      std::chrono::milliseconds wait = std::chrono::milliseconds::max());
+      std::chrono::milliseconds wait = std::chrono::milliseconds::max(),
+      std::stop_token stop = {});
   // Gives up leadership (or stops campaigning). Idempotent.
   Status resign();
   // The current leader, or not_acquired if there is none.

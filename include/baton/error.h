@@ -42,6 +42,9 @@ enum class Errc : std::uint8_t {
   unavailable,
   permission_denied,
   internal,
+  // A blocking wait ended by its caller (AcquireOptions::stop); the request
+  // was withdrawn. Never sent by a store.
+  cancelled,
 };
 
 // "not_acquired", "timeout", ... (stable; used in protocols and CLI output).

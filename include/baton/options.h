@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 #include "baton/clock.h"
@@ -45,6 +46,12 @@ struct AcquireOptions {
   // arrives after its own safe deadline is given back, and the wait goes on
   // with a fresh token: that lease has ended.)
   std::optional<OwnerToken> token;
+  // Ends a blocking acquire (acquire, acquire_some, acquire_all) early: once
+  // a stop is requested the call withdraws its request by owner token
+  // (nothing of it stays queued; a lease granted meanwhile is given back)
+  // and answers `cancelled`, within about one store round trip. A stop
+  // requested before the call: `cancelled` at once, nothing sent.
+  std::stop_token stop;
 };
 
 struct ClientOptions {

@@ -34,6 +34,8 @@ int exit_code_for(Errc code) noexcept {
       return kExitPermission;
     case Errc::internal:
       return kExitInternal;
+    case Errc::cancelled:
+      return kExitCancelled;
   }
   return kExitInternal;
 }

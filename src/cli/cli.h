@@ -42,6 +42,7 @@ inline constexpr int kExitInternal = 70;     // EX_SOFTWARE: internal error
 inline constexpr int kExitNotAcquired = 75;  // EX_TEMPFAIL: busy / timeout
 inline constexpr int kExitLeaseLost = 76;    // lease or leadership lost
 inline constexpr int kExitPermission = 77;   // EX_NOPERM
+inline constexpr int kExitCancelled = 130;   // a wait ended by SIGINT
 inline constexpr int kExitCannotExec = 126;  // command found, not runnable
 inline constexpr int kExitNotFound = 127;    // command not found
 

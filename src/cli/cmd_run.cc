@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -64,26 +66,41 @@ std::string progress_line(const LockInfo& info, const std::string& lock,
 }
 
 // Acquires with a LeaseKeeper. While waiting with stderr on a terminal,
-// a second thread asks describe() every second and shows our place in the
-// queue. The acquire itself is one blocking request, so the FIFO place is
-// never given up.
-Result<LeaseKeeper> acquire_with_progress(const Client& client,
-                                          const std::string& lock,
-                                          milliseconds wait,
-                                          const AcquireOptions& acquire_options,
-                                          const KeeperOptions& keeper_options,
-                                          const std::string& label) {
-  auto attempt = [&] {
+// the calling thread asks describe() every second and shows our place in
+// the queue. The acquire itself is one blocking request, so the FIFO place
+// is never given up. SIGINT/SIGTERM/SIGHUP/SIGQUIT while waiting withdraw
+// the request (AcquireOptions::stop) before baton exits with 128 + signal
+// (*signal_exit), so nothing of it stays queued.
+Result<LeaseKeeper> acquire_with_progress(
+    const Client& client, const std::string& lock, milliseconds wait,
+    AcquireOptions acquire_options, const KeeperOptions& keeper_options,
+    const std::string& label, int* signal_exit) {
+  *signal_exit = 0;
+  if (wait == milliseconds::zero()) {
     return LeaseKeeper::acquire(client, lock, wait, acquire_options,
                                 keeper_options);
-  };
-  if (wait == milliseconds::zero() || !isatty(STDERR_FILENO)) {
-    return attempt();
   }
-  auto pending = std::async(std::launch::async, attempt);
+  std::stop_source stop;
+  acquire_options.stop = stop.get_token();
+  SignalLatch latch;
+  auto pending = std::async(std::launch::async, [&] {
+    return LeaseKeeper::acquire(client, lock, wait, acquire_options,
+                                keeper_options);
+  });
+  const bool tty = isatty(STDERR_FILENO) != 0;
   bool shown = false;
-  while (pending.wait_for(std::chrono::seconds(1)) !=
-         std::future_status::ready) {
+  auto next_progress =
+      std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (pending.wait_for(milliseconds(50)) != std::future_status::ready) {
+    if (int sig = latch.signal(); sig != 0 && *signal_exit == 0) {
+      *signal_exit = 128 + sig;
+      stop.request_stop();  // the acquire withdraws and returns
+    }
+    if (!tty || *signal_exit != 0 ||
+        std::chrono::steady_clock::now() < next_progress) {
+      continue;
+    }
+    next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     auto info = client.describe(lock);
     if (!info) continue;
     std::cerr << "\r\033[K" << progress_line(*info, lock, label) << std::flush;
@@ -135,8 +152,20 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     lost.notify(e.to_string());
   };
 
-  auto keeper = acquire_with_progress(*client, flags.lock, parsed->wait,
-                                      acquire_options, keeper_options, label);
+  int signal_exit = 0;
+  auto keeper =
+      acquire_with_progress(*client, flags.lock, parsed->wait, acquire_options,
+                            keeper_options, label, &signal_exit);
+  if (signal_exit != 0) {
+    std::cerr << "baton: stopped while waiting for " << flags.lock
+              << "; the request was withdrawn\n";
+    if (keeper) {  // granted just before the signal was seen
+      StoreDeadline release_bound(globals, milliseconds::zero(), "",
+                                  signal_exit);
+      (void)keeper->release();
+    }
+    return signal_exit;
+  }
   if (!keeper) {
     return report(with_holders_of(*client, flags.lock, keeper.error()));
   }

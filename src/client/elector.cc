@@ -153,7 +153,7 @@ Elector::~Elector() {
   if (state_->thread.joinable()) state_->thread.join();
 }
 
-Status Elector::campaign(milliseconds wait) {
+Status Elector::campaign(milliseconds wait, std::stop_token stop) {
   State& s = *state_;
   if (Status st = core::validate_name(s.group, "election group"); !st.ok()) {
     return st;
@@ -164,6 +164,7 @@ Status Elector::campaign(milliseconds wait) {
   ao.ttl = s.options.ttl;
   ao.capacity = 1;
   ao.label = s.options.label;
+  ao.stop = std::move(stop);
   {
     std::lock_guard<std::mutex> lk(s.mu);
     if (s.mode == Mode::leading) return {};

@@ -19,6 +19,7 @@ constexpr Name kNames[] = {
     {Errc::unavailable, "unavailable"},
     {Errc::permission_denied, "permission_denied"},
     {Errc::internal, "internal"},
+    {Errc::cancelled, "cancelled"},
 };
 }  // namespace
 

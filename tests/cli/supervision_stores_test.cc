@@ -453,6 +453,54 @@ TEST_P(StoreFault, CommandIsGoneBeforeTheLockCanBeGrantedAgain) {
                  std::to_string((first.front() - last.back()) / kMs));
 }
 
+// Issue 17: SIGINT or SIGTERM to `baton run` while it waits for the lock
+// withdraws its request before baton exits (128 + signal): the queue is
+// empty at once, not only when a waiter's own deadline or heartbeat ends
+// it, and the lock is not granted to the gone waiter later.
+class SignalWhileWaiting : public ::testing::TestWithParam<Store> {};
+
+TEST_P(SignalWhileWaiting, WithdrawsTheRequestBeforeExiting) {
+  StoreServer* srv = &server(GetParam());
+  ASSERT_TRUE(srv->up());
+  const std::string url = srv->url(srv->port());
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string lock = std::string("sigwait-") + name_of(GetParam()) +
+                             "-" + std::to_string(sig) + "-" +
+                             std::to_string(realtime_ns());
+    Process holder({cli(), "--store", url, "run", lock, "--ttl", "20s", "--",
+                    "sleep", "30"});
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto st = run({cli(), "--store", url, "status", lock, "--json"});
+          return st.out.find("\"holders\":[{") != std::string::npos;
+        },
+        10s))
+        << "the holder never got the lock";
+    Process waiter({cli(), "--store", url, "run", lock, "--ttl", "20s",
+                    "--wait", "60s", "--", "true"});
+    auto waiters = [&] {
+      auto st = run({cli(), "--store", url, "status", lock, "--json"});
+      return st.out.find("\"waiters\":[]") == std::string::npos &&
+             st.out.find("\"waiters\":[{") != std::string::npos;
+    };
+    ASSERT_TRUE(eventually(waiters, 10s)) << "the waiter never queued";
+    waiter.signal(sig);
+    auto done = waiter.wait(10s);
+    EXPECT_EQ(done.exit_code, 128 + sig) << done.err;
+    // Withdrawn before baton exited: nobody waits now.
+    EXPECT_FALSE(waiters()) << "the request outlived baton";
+    holder.signal(SIGTERM);
+    (void)holder.wait(10s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, SignalWhileWaiting,
+                         ::testing::Values(Store::batond, Store::postgres,
+                                           Store::redis),
+                         [](const ::testing::TestParamInfo<Store>& p) {
+                           return std::string(name_of(p.param));
+                         });
+
 // batond's cut and freeze are in supervision_test.cc. PostgreSQL's freeze
 // stops its whole process group (postmaster and backends).
 INSTANTIATE_TEST_SUITE_P(

@@ -129,5 +129,25 @@ TEST(ClientFaultsTest, CounterChangesAreNeverRetried) {
   EXPECT_EQ(*n.get(), 10);
 }
 
+// Rule 14: a grant whose reply arrives after its lease's safe deadline is
+// never handed out, by acquire or by acquire_all (torture checker 3 saw
+// acquire_all return such leases on a loaded machine): it is given back
+// and the call answers timeout.
+TEST(ClientFaultsTest, AGrantThatArrivesAfterItsLeaseIsGivenBack) {
+  Faulty f;
+  f.store->delay_reply(Op::acquire, 150ms);
+  auto one = f.client.try_acquire("late-one", ttl(60ms));
+  ASSERT_FALSE(one.ok()) << "a lease already over was handed out";
+  EXPECT_EQ(one.error().code(), Errc::timeout) << one.error().to_string();
+  EXPECT_EQ(f.holders("late-one"), 0u);
+
+  f.store->delay_reply(Op::multi, 150ms);
+  auto both = f.client.acquire_all({"late-a", "late-b"}, 0ms, ttl(60ms));
+  ASSERT_FALSE(both.ok()) << "leases already over were handed out";
+  EXPECT_EQ(both.error().code(), Errc::timeout) << both.error().to_string();
+  EXPECT_EQ(f.holders("late-a"), 0u);
+  EXPECT_EQ(f.holders("late-b"), 0u);
+}
+
 }  // namespace
 }  // namespace baton

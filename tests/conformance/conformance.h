@@ -13,7 +13,7 @@
 // with the reason; the test then reports GTEST_SKIP() << reason.
 //
 // Keys for StoreTraits::unsupported: "rule1" .. "rule17", "counters",
-// "election".
+// "election", "cancel" (AcquireOptions::stop).
 #ifndef BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 #define BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 

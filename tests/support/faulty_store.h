@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stores/call_deadline.h"
@@ -54,6 +55,12 @@ class FaultyStore final : public store::Store {
   void lose_reply(Op op, int times = 1) {
     std::lock_guard<std::mutex> g(mu_);
     lose_[op] = times;
+  }
+  // The next `times` calls of `op` reach the store, and their reply comes
+  // `d` later (a slow network on the way back).
+  void delay_reply(Op op, std::chrono::milliseconds d, int times = 1) {
+    std::lock_guard<std::mutex> g(mu_);
+    delay_[op] = {d, times};
   }
   // Calls of `op` started so far (hung ones included).
   int calls(Op op) const {
@@ -134,9 +141,16 @@ class FaultyStore final : public store::Store {
       --it->second;
       lose = true;
     }
+    std::chrono::milliseconds delay{0};
+    if (auto it = delay_.find(op);
+        it != delay_.end() && it->second.second > 0) {
+      --it->second.second;
+      delay = it->second.first;
+    }
     g.unlock();
     auto r = call();
     if (lose) return Error(Errc::unavailable, "faulty store: reply lost");
+    std::this_thread::sleep_for(delay);
     return r;
   }
 
@@ -146,6 +160,7 @@ class FaultyStore final : public store::Store {
   std::map<Op, bool> hung_;
   std::map<Op, std::pair<Error, int>> fail_;
   std::map<Op, int> lose_;
+  std::map<Op, std::pair<std::chrono::milliseconds, int>> delay_;
   std::map<Op, int> calls_;
   std::map<Op, int> hanging_;
 };

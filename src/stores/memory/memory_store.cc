@@ -47,6 +47,7 @@ struct Pending {
 struct MultiPending {
   int waiters = 0;
   bool timed_out = false;
+  bool withdrawn = false;  // released by its reservation token while parked
   std::vector<core::CoreGrant> granted;
 };
 
@@ -139,6 +140,10 @@ class MemoryStore final : public Store {
         it->second.withdrawn = true;
         cv_.notify_all();
       }
+      if (auto m = multi_.find(token); m != multi_.end()) {
+        m->second.withdrawn = true;
+        cv_.notify_all();
+      }
     }
     drain_locked();
     if (!r.ok()) return std::move(r).error();
@@ -197,6 +202,7 @@ class MemoryStore final : public Store {
     ++m.waiters;
     drain_locked();
     for (;;) {
+      if (m.withdrawn) break;
       if (spec.all_or_nothing) {
         if (m.granted.size() >= spec.names.size() || m.timed_out) break;
         if (clock_.now() >= wait_deadline + kGrace) {
@@ -214,6 +220,10 @@ class MemoryStore final : public Store {
     }
     const MultiPending out = m;
     if (--m.waiters == 0) multi_.erase(spec.reservation);
+    if (out.withdrawn) {
+      return Error(Errc::not_acquired,
+                   "the reservation was withdrawn while it waited");
+    }
     if (spec.all_or_nothing) {
       if (out.granted.size() < spec.names.size()) {
         return Error(Errc::timeout, "not all of the " +
