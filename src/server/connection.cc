@@ -315,6 +315,28 @@ void Connection::close(bool give_back_unsent_grants) {
 #endif
 }
 
+void Connection::shut_down() {
+  if (closed_) return;
+  close_after_flush_ = true;
+  if (!pending_.empty()) {
+    spdlog::info("session {}: {} request(s) not executed: batond is stopping",
+                 session_, pending_.size());
+  }
+  pending_.clear();
+  pending_bytes_ = 0;
+  if (parked_) {
+    parked_ = false;
+    // Its waiter leaves the queue first: nothing may be granted to it now.
+    server_.table().end_session(session_);
+    std::string err;
+    proto::RespWriter(err).error(
+        "unavailable batond is shutting down; the waiting request was "
+        "withdrawn");
+    reply(std::move(err), {}, /*durable=*/false);
+  }
+  flush();
+}
+
 void Connection::reply_error(Errc code, std::string_view message) {
   ++server_.stats().errors;
   std::string out;

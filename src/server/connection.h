@@ -46,6 +46,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // close but the server's shutdown), grants created for this connection
   // whose replies were never written are given back (undo_grant).
   void close(bool give_back_unsent = true);
+  // The server is stopping: a parked request is answered `unavailable`
+  // (its waiter leaves the queue), requests buffered behind it are dropped
+  // unexecuted, and the connection closes once its output (staged replies
+  // included, as the journal makes them durable) is written.
+  void shut_down();
   bool closed() const { return closed_; }
   core::SessionId session() const { return session_; }
   // True if the peer has closed or reset the connection, even with data

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+
 #include "core/validate.h"
 #include "proto/commands.h"
 #include "server/connection.h"
@@ -9,6 +11,9 @@
 namespace baton::server {
 
 namespace {
+
+// How long a stopping batond lets its connections write their last replies.
+constexpr auto kStopDrain = std::chrono::seconds(2);
 
 Result<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
   auto colon = text.rfind(':');
@@ -130,19 +135,46 @@ void Server::run() { io_.run(); }
 
 void Server::stop() {
   asio::post(io_, [this] {
+    if (stopping_) return;
+    stopping_ = true;
     std::error_code ec;
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
-    // Shutting down gives nothing back: an acknowledged-or-not grant stays
-    // in the journal and ends at its TTL after a restart, as before.
+    // Graceful: parked requests answered `unavailable`, nothing new runs,
+    // staged replies go out as the journal makes them durable; then each
+    // connection closes. Bounded: after kStopDrain whatever is left closes.
     for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
-      c->close(/*give_back_unsent=*/false);
+      c->shut_down();
     }
-    // Waits for a sync in flight; its posted result is never run.
-    if (journal_) (void)journal_->sync();
-    signals_.cancel();
-    io_.stop();
+    after_table_call();  // the withdrawn waiters' events; a sync if due
+    auto timer = std::make_shared<asio::steady_timer>(io_);
+    const auto until = std::chrono::steady_clock::now() + kStopDrain;
+    auto poll = std::make_shared<std::function<void()>>();
+    *poll = [this, timer, until, poll] {
+      if (connections_.empty() || std::chrono::steady_clock::now() >= until) {
+        finish_stop();
+        *poll = nullptr;  // breaks the cycle
+        return;
+      }
+      timer->expires_after(std::chrono::milliseconds(10));
+      timer->async_wait([poll](std::error_code) {
+        if (*poll) (*poll)();
+      });
+    };
+    (*poll)();
   });
+}
+
+void Server::finish_stop() {
+  // Shutting down gives nothing back: an acknowledged-or-not grant stays in
+  // the journal and ends at its TTL after a restart, as before.
+  for (auto c : std::set<std::shared_ptr<Connection>>(connections_)) {
+    c->close(/*give_back_unsent=*/false);
+  }
+  // Waits for a sync in flight; its posted result is never run.
+  if (journal_) (void)journal_->sync();
+  signals_.cancel();
+  io_.stop();
 }
 
 asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor) {

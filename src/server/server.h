@@ -144,6 +144,9 @@ class Server {
   std::chrono::steady_clock::time_point last_sync_start_{};
   bool draining_ = false;
   bool release_posted_ = false;
+  bool stopping_ = false;  // stop(): connections drain, then io_ stops
+  // Ends the stop: closes what is left, waits for a sync in flight.
+  void finish_stop();
   core::SessionId next_session_ = 1;
   std::set<std::shared_ptr<Connection>> connections_;
   std::set<std::shared_ptr<Connection>> staged_;
