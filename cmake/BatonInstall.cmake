@@ -20,3 +20,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/batonConfigVersion.
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/batonConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/batonConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/baton)
+
+# The sample configuration and systemd unit (packaging/, docs/server.md).
+install(FILES packaging/batond.yaml packaging/batond.service
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/baton)
