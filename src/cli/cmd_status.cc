@@ -1,15 +1,23 @@
-// cli/cmd_status.cc — `baton status [lock|prefix] [--json]`: who holds what,
-// who waits, as a table for people or JSON for machines.
+// cli/cmd_status.cc — `baton status [lock|prefix] [--json] [--watch]`: who
+// holds what, who waits, as a table for people or JSON for machines, once or
+// again every --interval.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "baton/duration.h"
 #include "baton/validate.h"
+#include "cli/child.h"
 #include "cli/cli.h"
 
 namespace baton::cli {
@@ -20,6 +28,10 @@ struct StatusFlags {
   std::string target;  // exact lock name or prefix; empty = all
   bool json = false;
   std::size_t limit = 1000;
+  bool watch = false;
+  std::chrono::milliseconds interval{1000};
+  std::size_t count = 0;  // --watch: stop after this many views (0 = never)
+  std::string interval_text = "1s";
 };
 
 using Row = std::array<std::string, 5>;
@@ -113,6 +125,72 @@ void print_json(const std::vector<LockInfo>& locks) {
   std::cout << out.str();
 }
 
+// The locks to show (exact name, prefix or all), or an error.
+Result<std::vector<LockInfo>> fetch(const Client& client,
+                                    const StatusFlags& flags) {
+  std::vector<LockInfo> locks;
+  if (flags.target.empty()) return client.list({}, flags.limit);
+  auto exact = client.describe(flags.target);
+  if (!exact) return exact.error();
+  if (!exact->holders.empty()) {
+    locks.push_back(std::move(*exact));
+    return locks;
+  }
+  // No holder under the exact name: show it, and whatever the name
+  // matches as a prefix.
+  auto matches = client.list(flags.target, flags.limit);
+  if (!matches) return matches.error();
+  bool listed =
+      std::any_of(matches->begin(), matches->end(),
+                  [&](const LockInfo& i) { return i.name == flags.target; });
+  if (!listed) locks.push_back(std::move(*exact));
+  for (LockInfo& info : *matches) locks.push_back(std::move(info));
+  return locks;
+}
+
+void show(const std::vector<LockInfo>& locks, const StatusFlags& flags) {
+  if (flags.json) {
+    print_json(locks);
+  } else {
+    print_table(locks);
+  }
+}
+
+// --watch: the view again every --interval, in place on a terminal (the
+// screen is cleared), else one view after the other (with --json, one
+// document per line). Ends on SIGINT/SIGTERM (exit 0), after --count
+// views, or when the store stops answering (exit 69).
+int watch(const Globals& globals, const StatusFlags& flags,
+          const Client& client) {
+  SignalLatch latch;
+  const bool tty = isatty(STDOUT_FILENO) != 0 && !flags.json;
+  for (std::size_t n = 0; flags.count == 0 || n < flags.count; ++n) {
+    if (n > 0) {
+      const auto next = std::chrono::steady_clock::now() + flags.interval;
+      while (std::chrono::steady_clock::now() < next) {
+        if (latch.signal() != 0) return kExitOk;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    Result<std::vector<LockInfo>> locks = Error(Errc::internal, "unset");
+    {
+      StoreDeadline bound(globals, std::chrono::milliseconds::zero());
+      locks = fetch(client, flags);
+    }
+    if (!locks) return report(locks.error());
+    if (tty) {
+      std::cout << "\033[H\033[2J"
+                << "every " << format_duration(flags.interval)
+                << " (Ctrl-C to stop)\n\n";
+    } else if (n > 0 && !flags.json) {
+      std::cout << "\n";
+    }
+    show(*locks, flags);
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
 int do_status(const Globals& globals, const StatusFlags& flags) {
   if (!flags.target.empty()) {
     // A prefix need not be a whole name, but the same limits apply.
@@ -121,37 +199,21 @@ int do_status(const Globals& globals, const StatusFlags& flags) {
       return report(s.error());
     }
   }
-  StoreDeadline bound(globals, std::chrono::milliseconds::zero());
+  if (flags.watch && flags.interval < std::chrono::milliseconds(100)) {
+    return report(Errc::invalid_argument, "--interval " +
+                                              format_duration(flags.interval) +
+                                              " is too short; at least 100ms");
+  }
+  std::optional<StoreDeadline> bound;
+  bound.emplace(globals, std::chrono::milliseconds::zero());
   auto client = open_client(globals);
   if (!client) return report(client.error());
-
-  std::vector<LockInfo> locks;
-  if (flags.target.empty()) {
-    auto all = client->list({}, flags.limit);
-    if (!all) return report(all.error());
-    locks = std::move(*all);
-  } else {
-    auto exact = client->describe(flags.target);
-    if (!exact) return report(exact.error());
-    if (!exact->holders.empty()) {
-      locks.push_back(std::move(*exact));
-    } else {
-      // No holder under the exact name: show it, and whatever the name
-      // matches as a prefix.
-      auto matches = client->list(flags.target, flags.limit);
-      if (!matches) return report(matches.error());
-      bool listed = std::any_of(
-          matches->begin(), matches->end(),
-          [&](const LockInfo& i) { return i.name == flags.target; });
-      if (!listed) locks.push_back(std::move(*exact));
-      for (LockInfo& info : *matches) locks.push_back(std::move(info));
-    }
-  }
-  if (flags.json) {
-    print_json(locks);
-  } else {
-    print_table(locks);
-  }
+  bound.reset();
+  if (flags.watch) return watch(globals, flags, *client);
+  bound.emplace(globals, std::chrono::milliseconds::zero());
+  auto locks = fetch(*client, flags);
+  if (!locks) return report(locks.error());
+  show(*locks, flags);
   return kExitOk;
 }
 
@@ -167,7 +229,22 @@ Command add_status_command(CLI::App& app, const Globals& globals) {
   sub->add_option("--limit", flags->limit, "At most this many locks")
       ->capture_default_str();
   sub->add_flag("--json", flags->json, "Print JSON");
-  return {sub, [flags, &globals] { return do_status(globals, *flags); }};
+  sub->add_flag("--watch", flags->watch,
+                "Show the view again every --interval until Ctrl-C (in place "
+                "on a terminal)");
+  sub->add_option("--interval", flags->interval_text,
+                  "--watch: time between views (at least 100ms)")
+      ->capture_default_str();
+  sub->add_option("--count", flags->count,
+                  "--watch: stop after this many views (0 = never)")
+      ->capture_default_str();
+  return {sub, [flags, &globals] {
+            auto interval =
+                parse_duration_flag("--interval", flags->interval_text, false);
+            if (!interval) return report(interval.error());
+            flags->interval = *interval;
+            return do_status(globals, *flags);
+          }};
 }
 
 }  // namespace baton::cli

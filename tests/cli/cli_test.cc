@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -249,6 +250,27 @@ TEST_F(CliServerTest, RunWaitsForTheLock) {
   auto r = baton({"run", "queue", "--wait", "20s", "--", "sh", "-c",
                   "echo $BATON_FENCING_TOKEN"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(holder.wait(10s).exit_code, 0);
+}
+
+// status --watch: one view per --interval (with --json one document per
+// line, so scripts can follow it); a change shows up in the next view.
+TEST_F(CliServerTest, StatusWatchShowsEachViewAndStopsAfterCount) {
+  Process watcher(args({"status", "watched", "--watch", "--json", "--interval",
+                        "300ms", "--count", "6"}));
+  std::this_thread::sleep_for(400ms);
+  Process holder(args({"run", "watched", "--", "sleep", "2"}));
+  auto done = watcher.wait(20s);
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  std::vector<std::string> views;
+  std::istringstream lines(done.out);
+  for (std::string l; std::getline(lines, l);) views.push_back(l);
+  ASSERT_EQ(views.size(), 6u) << done.out;
+  EXPECT_THAT(views.front(), HasSubstr("\"holders\":[]"));
+  EXPECT_THAT(views.back(), HasSubstr("\"holders\":[{"));
+  auto bad = baton({"status", "--watch", "--interval", "10ms"});
+  EXPECT_EQ(bad.exit_code, 64);
+  EXPECT_THAT(bad.err, HasSubstr("--interval 10ms is too short"));
   EXPECT_EQ(holder.wait(10s).exit_code, 0);
 }
 
