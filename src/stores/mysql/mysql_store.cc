@@ -4,6 +4,8 @@
 #include "stores/mysql/mysql_store.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -77,6 +79,7 @@ class MysqlStore final : public Store {
     }
     const TimePoint end = end_of(wait);
     std::int64_t arrival = 0;
+    std::uint64_t seen = generation();
     auto r = pass(spec, token, Mode::wait, ms_left(end), &arrival);
     int round = 0;
     for (;;) {
@@ -85,10 +88,11 @@ class MysqlStore final : public Store {
         return std::move(r).error();
       }
       if (Clock::now() >= end || call_deadline_passed()) break;
-      std::this_thread::sleep_until(
-          cap_to_call_deadline(std::min(end, Clock::now() + recheck(round++))));
+      nap(cap_to_call_deadline(std::min(end, Clock::now() + recheck(round++))),
+          seen);
       if (Clock::now() >= end) break;
       // A non-locking look first: granted meanwhile, or nothing to do.
+      seen = generation();
       auto light = peek(spec.name, token, arrival);
       if (light.ok() && light->grant) return *light->grant;
       if (light.ok() && light->position > 0) continue;
@@ -100,6 +104,7 @@ class MysqlStore final : public Store {
       last = pass(spec, token, Mode::withdraw, 0, &arrival);
       if (last.ok() || last.error().code() != Errc::unavailable) break;
     }
+    ring();
     if (last.ok() && last->grant) return *last->grant;
     if (!last.ok() && last.error().code() != Errc::timeout) {
       return std::move(last).error();
@@ -133,7 +138,7 @@ class MysqlStore final : public Store {
                                 const OwnerToken& token) override {
     if (Status st = core::validate_name(name_v); !st.ok()) return st.error();
     const std::string name(name_v), t = token.to_string();
-    return transact<ReleaseResult>(
+    auto res = transact<ReleaseResult>(
         {name}, [&](Tx& tx) -> Result<ReleaseResult> {
           tx.expire(name);
           ReleaseResult out;
@@ -148,6 +153,8 @@ class MysqlStore final : public Store {
           tx.pump(name);
           return out;
         });
+    ring();
+    return res;
   }
 
   Result<LockInfo> describe(std::string_view name) override {
@@ -216,6 +223,34 @@ class MysqlStore final : public Store {
 
  private:
   enum class Mode { try_, wait, withdraw };
+
+  // In-process wake-ups: a release (or a withdrawal) through this store
+  // rings, and its waiters re-check at once; waiters of other processes
+  // re-check on their timer. Timed waits on the system clock, in slices
+  // (libfaketime fakes CLOCK_MONOTONIC but not pthread_cond_clockwait).
+  std::uint64_t generation() {
+    std::lock_guard<std::mutex> lk(wake_mu_);
+    return wake_gen_;
+  }
+  void ring() {
+    {
+      std::lock_guard<std::mutex> lk(wake_mu_);
+      ++wake_gen_;
+    }
+    wake_cv_.notify_all();
+  }
+  void nap(TimePoint until, std::uint64_t seen) {
+    std::unique_lock<std::mutex> lk(wake_mu_);
+    while (wake_gen_ == seen) {
+      const TimePoint now = Clock::now();
+      if (now >= until) return;
+      const auto slice = std::min<Clock::duration>(until - now, milliseconds{100});
+      wake_cv_.wait_until(
+          lk, std::chrono::system_clock::now() +
+                  std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                      slice));
+    }
+  }
 
   TimePoint request_deadline() const {
     return cap_to_call_deadline(Clock::now() + o_.request_timeout);
@@ -546,6 +581,9 @@ class MysqlStore final : public Store {
   const my::ConnParams params_;
   const std::string safe_url_;
   my::Pool pool_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  std::uint64_t wake_gen_ = 0;  // guarded by wake_mu_
 
   friend class MultiPass;
 };
@@ -573,6 +611,7 @@ Result<std::vector<Grant>> MysqlStore::acquire_multi(const MultiSpec& spec,
     return all ? m.grants.size() == spec.names.size()
                : (!m.grants.empty() || m.pending == 0);
   };
+  std::uint64_t seen = generation();
   auto r = step(all && !waits ? my::MultiMode::try_ : my::MultiMode::wait,
                 ms_left(end));
   int round = 0;
@@ -582,9 +621,10 @@ Result<std::vector<Grant>> MysqlStore::acquire_multi(const MultiSpec& spec,
       return std::move(r).error();
     }
     if (Clock::now() >= end || call_deadline_passed()) break;
-    std::this_thread::sleep_until(
-        cap_to_call_deadline(std::min(end, Clock::now() + recheck(round++))));
+    nap(cap_to_call_deadline(std::min(end, Clock::now() + recheck(round++))),
+        seen);
     if (Clock::now() >= end && !all) break;
+    seen = generation();
     r = step(my::MultiMode::wait, std::max<long long>(ms_left(end), 1));
   }
   if (!all) {
@@ -598,6 +638,7 @@ Result<std::vector<Grant>> MysqlStore::acquire_multi(const MultiSpec& spec,
     last = step(my::MultiMode::withdraw, 0);
     if (last.ok() || last.error().code() != Errc::unavailable) break;
   }
+  ring();
   if (last.ok() && last->grants.size() == spec.names.size()) {
     return last->grants;
   }
