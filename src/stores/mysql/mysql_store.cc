@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -138,8 +138,8 @@ class MysqlStore final : public Store {
                                 const OwnerToken& token) override {
     if (Status st = core::validate_name(name_v); !st.ok()) return st.error();
     const std::string name(name_v), t = token.to_string();
-    auto res = transact<ReleaseResult>(
-        {name}, [&](Tx& tx) -> Result<ReleaseResult> {
+    auto res =
+        transact<ReleaseResult>({name}, [&](Tx& tx) -> Result<ReleaseResult> {
           tx.expire(name);
           ReleaseResult out;
           const int left = tx.release_hold(name, t);
@@ -244,11 +244,13 @@ class MysqlStore final : public Store {
     while (wake_gen_ == seen) {
       const TimePoint now = Clock::now();
       if (now >= until) return;
-      const auto slice = std::min<Clock::duration>(until - now, milliseconds{100});
+      const auto slice =
+          std::min<Clock::duration>(until - now, milliseconds{100});
       wake_cv_.wait_until(
-          lk, std::chrono::system_clock::now() +
-                  std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                      slice));
+          lk,
+          std::chrono::system_clock::now() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  slice));
     }
   }
 
