@@ -18,6 +18,7 @@
 #include "baton/client.h"
 #include "baton/counter.h"
 #include "my_process.h"
+#include "tcp_proxy.h"
 
 namespace baton {
 namespace {
@@ -282,6 +283,37 @@ TEST(MyFaults, RestartKeepsFencingIncreasing) {
   ASSERT_TRUE(l.ok()) << l.error().to_string();
   EXPECT_GT(l->fencing_token, before);
   EXPECT_TRUE(*c.release(*l));
+}
+
+// Rule 7 over a slow network (279 ms each way, as the torture run's
+// proxy_delay): a blocking acquire answers within its wait plus the
+// client's 50 ms reply grace plus scheduling slack, whatever the store
+// was doing.
+TEST(MyFaults, SlowNetworkDoesNotDelayTheAnswerPastTheWait) {
+  auto proxy = testing::TcpProxy::start("127.0.0.1", server().port());
+  ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
+  const std::string url = std::string("mysql://baton:") + MyProcess::kPassword +
+                          "@127.0.0.1:" + std::to_string((*proxy)->port()) +
+                          "/baton_test";
+  Client holder = open();
+  const std::string name = unique("slow");
+  auto held = holder.try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  auto c = Client::open(url);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  (*proxy)->set_delay(279ms);
+  for (auto wait : {969ms, 359ms, 600ms}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = c->acquire(name, wait, opts(5s));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(r.ok());
+    EXPECT_LT(took, wait + 100ms)
+        << "wait " << wait.count() << "ms took "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+        << "ms: " << r.error().to_string();
+  }
+  (*proxy)->set_delay(0ms);
+  EXPECT_TRUE(*holder.release(*held));
 }
 
 #ifdef BATON_CLI_PATH
