@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -43,6 +45,28 @@ void jitter_sleep(int attempt) {
       cap_to_call_deadline(Clock::now() + milliseconds{d(rng)}));
 }
 
+// In-process wake-ups, shared by every store of this process on the same
+// tables (a process often opens several clients): a release or withdrawal
+// rings, and the waiters look again at once.
+struct Bell {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t gen = 0;  // guarded by mu
+};
+
+std::shared_ptr<Bell> bell_for(const std::string& key) {
+  static std::mutex mu;
+  static auto* bells = new std::map<std::string, std::weak_ptr<Bell>>();
+  std::lock_guard<std::mutex> lk(mu);
+  auto& w = (*bells)[key];
+  auto b = w.lock();
+  if (!b) {
+    b = std::make_shared<Bell>();
+    w = b;
+  }
+  return b;
+}
+
 // What one acquire pass answered.
 struct Pass {
   std::optional<Grant> grant;
@@ -56,7 +80,8 @@ class MysqlStore final : public Store {
       : o_(std::move(o)),
         params_(params),
         safe_url_(std::move(safe_url)),
-        pool_(std::move(params), std::move(where), o_.max_idle) {}
+        pool_(std::move(params), where, o_.max_idle),
+        bell_(bell_for(where + "/" + o_.prefix)) {}
 
   Status open() {
     const TimePoint deadline = cap_to_call_deadline(
@@ -82,21 +107,28 @@ class MysqlStore final : public Store {
     std::uint64_t seen = generation();
     auto r = pass(spec, token, Mode::wait, ms_left(end), &arrival);
     int round = 0;
+    int place = r.ok() ? r->position : 0;
     for (;;) {
       if (r.ok() && r->grant) return *r->grant;
       if (!r.ok() && r.error().code() != Errc::unavailable) {
         return std::move(r).error();
       }
       if (Clock::now() >= end || call_deadline_passed()) break;
-      nap(cap_to_call_deadline(std::min(end, Clock::now() + recheck(round++))),
-          seen);
+      // The head of the queue is granted by the releaser's transaction: it
+      // looks again every 1-3 ms; the others back off to recheck_max.
+      const milliseconds delay = place == 1 ? head_recheck() : recheck(round++);
+      nap(cap_to_call_deadline(std::min(end, Clock::now() + delay)), seen);
       if (Clock::now() >= end) break;
       // A non-locking look first: granted meanwhile, or nothing to do.
       seen = generation();
       auto light = peek(spec.name, token, arrival);
       if (light.ok() && light->grant) return *light->grant;
-      if (light.ok() && light->position > 0) continue;
+      if (light.ok() && light->position > 0) {
+        place = light->position;
+        continue;
+      }
       r = pass(spec, token, Mode::wait, ms_left(end), &arrival);
+      place = r.ok() ? r->position : 0;
     }
     Result<Pass> last = Error(Errc::internal, "not run");
     for (int attempt = 0; attempt < 4; ++attempt) {
@@ -229,24 +261,24 @@ class MysqlStore final : public Store {
   // re-check on their timer. Timed waits on the system clock, in slices
   // (libfaketime fakes CLOCK_MONOTONIC but not pthread_cond_clockwait).
   std::uint64_t generation() {
-    std::lock_guard<std::mutex> lk(wake_mu_);
-    return wake_gen_;
+    std::lock_guard<std::mutex> lk(bell_->mu);
+    return bell_->gen;
   }
   void ring() {
     {
-      std::lock_guard<std::mutex> lk(wake_mu_);
-      ++wake_gen_;
+      std::lock_guard<std::mutex> lk(bell_->mu);
+      ++bell_->gen;
     }
-    wake_cv_.notify_all();
+    bell_->cv.notify_all();
   }
   void nap(TimePoint until, std::uint64_t seen) {
-    std::unique_lock<std::mutex> lk(wake_mu_);
-    while (wake_gen_ == seen) {
+    std::unique_lock<std::mutex> lk(bell_->mu);
+    while (bell_->gen == seen) {
       const TimePoint now = Clock::now();
       if (now >= until) return;
       const auto slice =
           std::min<Clock::duration>(until - now, milliseconds{100});
-      wake_cv_.wait_until(
+      bell_->cv.wait_until(
           lk,
           std::chrono::system_clock::now() +
               std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -256,6 +288,12 @@ class MysqlStore final : public Store {
 
   TimePoint request_deadline() const {
     return cap_to_call_deadline(Clock::now() + o_.request_timeout);
+  }
+
+  static milliseconds head_recheck() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_int_distribution<int> d(1, 3);
+    return milliseconds{d(rng)};
   }
 
   milliseconds recheck(int round) const {
@@ -483,7 +521,10 @@ class MysqlStore final : public Store {
       if (!q.live(now)) return p;
     }
     if (static_cast<int>(s.holders.size()) < s.capacity) return p;
-    p.position = 1;
+    for (const auto& q : s.queue) {
+      if (!q.withdrawn) ++p.position;
+      if (&q == mine) break;
+    }
     return p;
   }
 
@@ -583,9 +624,7 @@ class MysqlStore final : public Store {
   const my::ConnParams params_;
   const std::string safe_url_;
   my::Pool pool_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_cv_;
-  std::uint64_t wake_gen_ = 0;  // guarded by wake_mu_
+  const std::shared_ptr<Bell> bell_;
 
   friend class MultiPass;
 };
