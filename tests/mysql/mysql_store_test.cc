@@ -186,6 +186,26 @@ TEST_P(MyModes, Seed003GuardedModificationsLoseNothing) {
 INSTANTIATE_TEST_SUITE_P(Serialize, MyModes,
                          ::testing::Values("center", "segments", "name"));
 
+// The fenced-write helper (seed 004): a write carrying a token lower than
+// one already seen is refused; equal or higher is accepted and recorded.
+TEST(MyFence, FencedWriteRefusesOlderTokens) {
+  Client c = open();  // installs the schema and the helper
+  const std::string res = "'" + unique("resource") + "'";
+  auto fw = [&](int token) {
+    return server().sql("SELECT baton_test.baton_fenced_write(" + res + ", " +
+                        std::to_string(token) + ")");
+  };
+  EXPECT_EQ(fw(5), "1");
+  EXPECT_EQ(fw(3), "0");
+  EXPECT_EQ(fw(5), "1");
+  EXPECT_EQ(fw(7), "1");
+  EXPECT_EQ(fw(6), "0");
+  EXPECT_EQ(server().sql("SELECT highest FROM baton_test.baton_fences WHERE "
+                         "resource = " +
+                         res),
+            "7");
+}
+
 // Seed 003's prize test across four independent stores: exactly 10 given.
 TEST(MyCounters, TenPrizesManyTakersFourClients) {
   std::vector<Client> clients;

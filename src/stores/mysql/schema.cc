@@ -64,8 +64,23 @@ CREATE TABLE IF NOT EXISTS @P@fences (
 ) ENGINE=InnoDB
 )SQL";
 
-std::string with_prefix(const std::string& prefix) {
-  std::string in = kTables, out;
+// The protected resource's check (seed 004), like postgres://'s
+// baton.fenced_write: true iff p_token is at least the highest token seen
+// for p_resource, which it records. Call it in the transaction of the
+// write it guards (the upsert holds the resource's row lock to COMMIT).
+const char* const kFencedWrite = R"SQL(
+CREATE FUNCTION IF NOT EXISTS @P@fenced_write(p_resource VARBINARY(512),
+                                              p_token BIGINT)
+RETURNS BOOLEAN NOT DETERMINISTIC MODIFIES SQL DATA
+BEGIN
+  INSERT INTO @P@fences (resource, highest) VALUES (p_resource, p_token)
+  ON DUPLICATE KEY UPDATE highest = GREATEST(highest, VALUES(highest));
+  RETURN (SELECT highest FROM @P@fences WHERE resource = p_resource) = p_token;
+END
+)SQL";
+
+std::string with_prefix(const std::string& prefix, const char* text = kTables) {
+  std::string in = text, out;
   std::size_t pos = 0;
   for (;;) {
     const std::size_t at = in.find("@P@", pos);
@@ -146,6 +161,13 @@ Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
   if (version < kSchemaVersion) {
     auto created = conn.query(with_prefix(o.prefix), deadline);
     if (!created.ok()) return finish(std::move(created).error());
+    // Needs CREATE ROUTINE (and, with binary logging, SUPER or
+    // log_bin_trust_function_creators); without them the store works and
+    // only the helper is missing (docs/stores/mysql.md).
+    DbError db;
+    auto helper =
+        conn.query(with_prefix(o.prefix, kFencedWrite), deadline, &db);
+    if (!helper.ok() && conn.broken()) return finish(std::move(helper).error());
     auto mark =
         conn.query("INSERT IGNORE INTO " + o.prefix +
                        "schema_version (version, applied_at) VALUES (" +
