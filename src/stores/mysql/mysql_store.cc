@@ -114,9 +114,11 @@ class MysqlStore final : public Store {
         return std::move(r).error();
       }
       if (Clock::now() >= end || call_deadline_passed()) break;
-      // The head of the queue is granted by the releaser's transaction: it
-      // looks again every 1-3 ms; the others back off to recheck_max.
-      const milliseconds delay = place == 1 ? head_recheck() : recheck(round++);
+      // The releaser's transaction grants the head of the queue, so a
+      // waiter looks again after about 1-2 ms per place in line (it moves
+      // up one place per handoff), at most recheck_max.
+      const milliseconds delay =
+          place > 0 ? place_recheck(place) : recheck(round++);
       nap(cap_to_call_deadline(std::min(end, Clock::now() + delay)), seen);
       if (Clock::now() >= end) break;
       // A non-locking look first: granted meanwhile, or nothing to do.
@@ -290,9 +292,12 @@ class MysqlStore final : public Store {
     return cap_to_call_deadline(Clock::now() + o_.request_timeout);
   }
 
-  static milliseconds head_recheck() {
+  milliseconds place_recheck(int place) const {
     thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::uniform_int_distribution<int> d(1, 3);
+    const long long hi =
+        std::min<long long>(o_.recheck_max.count(), 2LL * place);
+    std::uniform_int_distribution<long long> d(std::max(1LL, hi / 2),
+                                               std::max(1LL, hi));
     return milliseconds{d(rng)};
   }
 
