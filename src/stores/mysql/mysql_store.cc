@@ -119,7 +119,15 @@ class MysqlStore final : public Store {
       // up one place per handoff), at most recheck_max.
       const milliseconds delay =
           place > 0 ? place_recheck(place) : recheck(round++);
-      nap(cap_to_call_deadline(std::min(end, Clock::now() + delay)), seen);
+      // Only the first two in line answer the bell (no herd of re-checks
+      // after every release); the rest keep their timers.
+      const TimePoint until =
+          cap_to_call_deadline(std::min(end, Clock::now() + delay));
+      if (place == 0 || place <= 2) {
+        nap(until, seen);
+      } else {
+        std::this_thread::sleep_until(until);
+      }
       if (Clock::now() >= end) break;
       // A non-locking look first: granted meanwhile, or nothing to do.
       seen = generation();
