@@ -14,8 +14,9 @@
 // database time (UTC_TIMESTAMP(6)) and locking reads of the name's rows;
 // then the writes the scheduling step decided (in C++) and COMMIT. All
 // times are database times; the client's clock is never read for expiry.
-// Waiters re-check with a short growing, jittered interval (2 ms .. 50 ms)
-// with a non-locking read first. See docs/stores/mysql.md.
+// Waiters re-check after ~1-2 ms per place in line (at most recheck_max)
+// with a non-locking read first; a release in this process rings the first
+// two in line at once. See docs/stores/mysql.md.
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_MYSQL_MYSQL_STORE_H_
