@@ -1,7 +1,7 @@
 // tests/torture/main.cc — baton_torture: the torture test's one command
 // (docs/reliability.md).
 //
-//   baton_torture --store-kind batond|postgres|redis|redlock|zookeeper
+//   baton_torture --store-kind batond|postgres|redis|redlock|zookeeper|mysql
 //                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
         "would not share it. Use batond for a quick local run.");
   }
   if (o.store_url.empty()) {
-    static const char* const kKinds[] = {"batond", "postgres", "redis",
-                                         "redlock", "zookeeper"};
+    static const char* const kKinds[] = {"batond",  "postgres",  "redis",
+                                         "redlock", "zookeeper", "mysql"};
     if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
         std::end(kKinds)) {
       return usage("unknown --store-kind '" + o.store_kind + "'");

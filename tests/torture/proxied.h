@@ -111,6 +111,10 @@ class Proxied : public StoreCluster {
 std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
                                               const std::string& dir,
                                               std::string* error);
+// --store-kind mysql: one private MariaDB server (my_cluster.cc).
+std::unique_ptr<StoreCluster> start_mysql(const Options& options,
+                                          const std::string& dir,
+                                          std::string* error);
 
 }  // namespace baton::torture
 

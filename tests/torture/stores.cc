@@ -472,6 +472,7 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
   if (options.store_kind == "zookeeper") {
     return start_zookeeper(options, dir, error);
   }
+  if (options.store_kind == "mysql") return start_mysql(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;

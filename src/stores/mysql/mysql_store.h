@@ -1,0 +1,69 @@
+// stores/mysql/mysql_store.h — the mysql:// (and mariadb://) store.
+//
+//   mysql://user[:password]@host:port/db?prefix=baton_&serialize=segments
+//       &segments=100&request_timeout=5s&connect_timeout=5s
+//       &waiter_timeout=5s&recheck_max=50ms&max_idle=16
+//       &password_file=/path&allow_non_durable=false
+//
+// Without a password in the URL it reads MYSQL_PWD or ?password_file=.
+// Passwords are never logged: messages name the server as host:port/db.
+//
+// Every lock operation is one InnoDB transaction of two round trips:
+// START TRANSACTION, the serialization row(s) taken FOR UPDATE (seed 003:
+// one center row, crc32(name) % N segment rows, or one row per name), the
+// database time (UTC_TIMESTAMP(6)) and locking reads of the name's rows;
+// then the writes the scheduling step decided (in C++) and COMMIT. All
+// times are database times; the client's clock is never read for expiry.
+// Waiters re-check after ~1-2 ms per place in line (at most recheck_max)
+// with a non-locking read first; a release in this process rings the first
+// two in line at once. See docs/stores/mysql.md.
+//
+// Thread safety: safe for concurrent use (Store contract).
+#ifndef BATON_STORES_MYSQL_MYSQL_STORE_H_
+#define BATON_STORES_MYSQL_MYSQL_STORE_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "baton/error.h"
+#include "core/url.h"
+#include "stores/mysql/my_conn.h"
+#include "stores/store.h"
+
+namespace baton::store {
+
+namespace my {
+enum class Serialize { center, segments, name };
+
+struct StoreOptions {
+  std::string prefix = "baton_";
+  Serialize serialize = Serialize::segments;
+  int segments = 100;
+  int max_idle = 16;
+  milliseconds connect_timeout{5000};
+  milliseconds request_timeout{5000};
+  milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
+  milliseconds recheck_max{50};       // longest waiter re-check interval
+  bool allow_non_durable = false;     // tests only
+};
+
+// The options and connection parameters a URL asks for (invalid_argument
+// naming an unknown or malformed setting).
+Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
+                                   std::string* where);
+
+// Creates or migrates the tables (idempotent, under GET_LOCK) and checks
+// that the server acknowledges only durable commits.
+Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
+                      TimePoint deadline);
+inline constexpr int kSchemaVersion = 1;
+}  // namespace my
+
+// The factory behind mysql:// and mariadb://. Connects and installs the
+// schema; unavailable if the server cannot be reached.
+Result<std::unique_ptr<Store>> open_mysql_store(const core::Url& url);
+
+}  // namespace baton::store
+
+#endif  // BATON_STORES_MYSQL_MYSQL_STORE_H_

@@ -1,0 +1,308 @@
+// stores/mysql/store_impl.h — the mysql:// Store class, shared by
+// mysql_store.cc (single-name operations, waiting) and store_more.cc
+// (acquire_multi, counters, the factory). Internal to the store.
+//
+// Thread safety: MysqlStore is safe for concurrent use (Store contract).
+#ifndef BATON_STORES_MYSQL_STORE_IMPL_H_
+#define BATON_STORES_MYSQL_STORE_IMPL_H_
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/request.h"
+#include "core/validate.h"
+#include "stores/call_deadline.h"
+#include "stores/mysql/mysql_store.h"
+#include "stores/mysql/state.h"
+
+namespace baton::store::my_impl {
+
+using my::Clock;
+using my::NameState;
+using my::TimePoint;
+using my::Tx;
+
+constexpr long long kMaxDbWaitMs = 24LL * 3600 * 1000;
+
+inline TimePoint end_of(milliseconds wait) {
+  if (core::is_forever(wait)) return TimePoint::max();
+  return Clock::now() + wait;
+}
+
+inline long long ms_left(TimePoint end) {
+  if (end == TimePoint::max()) return kMaxDbWaitMs;
+  const auto left = std::chrono::ceil<milliseconds>(end - Clock::now()).count();
+  return std::clamp<long long>(left, 0, kMaxDbWaitMs);
+}
+
+inline void jitter_sleep(int attempt) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<int> d(1, 2 + std::min(attempt, 8) * 3);
+  std::this_thread::sleep_until(
+      cap_to_call_deadline(Clock::now() + milliseconds{d(rng)}));
+}
+
+// In-process wake-ups, shared by every store of this process on the same
+// tables (a process often opens several clients): a release or withdrawal
+// rings, and the waiters look again at once.
+struct Bell {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t gen = 0;  // guarded by mu
+};
+
+std::shared_ptr<Bell> bell_for(const std::string& key);
+
+// What one acquire pass answered.
+struct Pass {
+  std::optional<Grant> grant;
+  int position = 0;  // queued: place in line
+};
+
+class MysqlStore final : public Store {
+ public:
+  MysqlStore(my::StoreOptions o, my::ConnParams params, std::string where,
+             std::string safe_url)
+      : o_(std::move(o)),
+        params_(params),
+        safe_url_(std::move(safe_url)),
+        pool_(std::move(params), where, o_.max_idle),
+        bell_(bell_for(where + "/" + o_.prefix)) {}
+
+  Status open() {
+    const TimePoint deadline = cap_to_call_deadline(
+        Clock::now() + o_.connect_timeout + o_.request_timeout);
+    auto c = pool_.get(deadline);
+    if (!c.ok()) return std::move(c).error();
+    Status st = my::install_schema(**c, o_, params_, deadline);
+    if (st.ok()) pool_.put(std::move(*c));
+    return st;
+  }
+
+  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
+
+  Result<Grant> extend(std::string_view name_v, const OwnerToken& token,
+                       milliseconds ttl) override;
+
+  Result<ReleaseResult> release(std::string_view name_v,
+                                const OwnerToken& token) override;
+
+  Result<LockInfo> describe(std::string_view name) override {
+    if (Status st = core::validate_name(name); !st.ok()) return st.error();
+    auto r = infos({std::string(name)});
+    if (!r.ok()) return std::move(r).error();
+    return r->front();
+  }
+
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override;
+
+  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
+                                           milliseconds wait) override;
+
+  Result<std::int64_t> counter_get(std::string_view name) override {
+    return counter("get", name, 0);
+  }
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override {
+    return counter("add", name, delta);
+  }
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override {
+    if (n < 1) {
+      return Error(Errc::invalid_argument,
+                   "counter take of " + std::to_string(n) +
+                       " is invalid; it must be at least 1");
+    }
+    return counter("take", name, n);
+  }
+
+  std::string safe_url() const override { return safe_url_; }
+
+ private:
+  enum class Mode { try_, wait, withdraw };
+
+  // In-process wake-ups (Bell): a release or a withdrawal rings; waiters of
+  // other processes re-check on their timer. Timed waits on the system clock,
+  // in slices (libfaketime fakes CLOCK_MONOTONIC but not
+  // pthread_cond_clockwait).
+  std::uint64_t generation() {
+    std::lock_guard<std::mutex> lk(bell_->mu);
+    return bell_->gen;
+  }
+  void ring() {
+    {
+      std::lock_guard<std::mutex> lk(bell_->mu);
+      ++bell_->gen;
+    }
+    bell_->cv.notify_all();
+  }
+  void nap(TimePoint until, std::uint64_t seen) {
+    std::unique_lock<std::mutex> lk(bell_->mu);
+    while (bell_->gen == seen) {
+      const TimePoint now = Clock::now();
+      if (now >= until) return;
+      const auto slice =
+          std::min<Clock::duration>(until - now, milliseconds{100});
+      bell_->cv.wait_until(
+          lk,
+          std::chrono::system_clock::now() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  slice));
+    }
+  }
+
+  TimePoint request_deadline() const {
+    return cap_to_call_deadline(Clock::now() + o_.request_timeout);
+  }
+
+  milliseconds place_recheck(int place) const {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const long long hi =
+        std::min<long long>(o_.recheck_max.count(), 2LL * place);
+    std::uniform_int_distribution<long long> d(std::max(1LL, hi / 2),
+                                               std::max(1LL, hi));
+    return milliseconds{d(rng)};
+  }
+
+  milliseconds recheck(int round) const {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const long long hi =
+        std::min<long long>(o_.recheck_max.count(), 2LL << std::min(round, 10));
+    std::uniform_int_distribution<long long> d(std::max(1LL, hi / 2),
+                                               std::max(2LL, hi));
+    return milliseconds{d(rng)};
+  }
+
+  std::string serial_key(const std::string& name) const {
+    switch (o_.serialize) {
+      case my::Serialize::center:
+        return "center_lock";
+      case my::Serialize::segments: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "center_lock_%02u",
+                      my::crc32(name) % static_cast<unsigned>(o_.segments));
+        return buf;
+      }
+      case my::Serialize::name:
+        return "name:" + name;
+    }
+    return "center_lock";
+  }
+
+  // One query outside any transaction (autocommit), with its own
+  // connection from the pool.
+  Result<std::vector<my::ResultSet>> simple_query(const std::string& sql) {
+    const TimePoint deadline = request_deadline();
+    auto c = pool_.get(deadline);
+    if (!c.ok()) return std::move(c).error();
+    auto r = (*c)->query(sql, deadline);
+    if (r.ok()) pool_.put(std::move(*c));
+    return r;
+  }
+
+  // Runs `fn` in one transaction holding the serialization rows of `names`
+  // (in key order), with the names' rows read FOR UPDATE; commits what it
+  // wrote (also when it returns an error). Deadlocks and lock-wait
+  // timeouts are retried here, until the request deadline.
+  template <typename T, typename F>
+  Result<T> transact(const std::vector<std::string>& names, F&& fn) {
+    const TimePoint deadline = request_deadline();
+    std::vector<std::string> keys;
+    for (const auto& n : names) keys.push_back(serial_key(n));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::string key_list = "(";
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      key_list += (i ? "," : "") + my::hex_literal(keys[i]);
+    }
+    key_list += ")";
+    const std::string head = "START TRANSACTION;SELECT id FROM " + o_.prefix +
+                             "serial WHERE id IN " + key_list +
+                             " ORDER BY id FOR UPDATE;" +
+                             my::load_sql(o_.prefix, names, true);
+    for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) {
+        if (Clock::now() >= deadline) {
+          return Error(Errc::unavailable,
+                       "mysql " + pool_.where() +
+                           ": gave up after repeated deadlocks or lock "
+                           "wait timeouts");
+        }
+        jitter_sleep(attempt);
+      }
+      auto c = pool_.get(deadline);
+      if (!c.ok()) return std::move(c).error();
+      my::Conn& conn = **c;
+      my::DbError db;
+      auto r = conn.query(head, deadline, &db);
+      if (!r.ok()) {
+        if (conn.broken()) return std::move(r).error();
+        (void)conn.query("ROLLBACK", deadline);
+        pool_.put(std::move(*c));
+        if (my::retryable(db.code)) continue;
+        return std::move(r).error();
+      }
+      if ((*r)[1].rows.size() < keys.size()) {
+        // Serialization rows are created on first use, in their own
+        // transaction (no lock is held across it).
+        std::string ins =
+            "ROLLBACK;INSERT IGNORE INTO " + o_.prefix + "serial (id) VALUES ";
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+          ins += (i ? ",(" : "(") + my::hex_literal(keys[i]) + ")";
+        }
+        auto ir = conn.query(ins, deadline, &db);
+        if (!ir.ok() && conn.broken()) return std::move(ir).error();
+        pool_.put(std::move(*c));
+        continue;
+      }
+      std::int64_t now = 0;
+      auto state = my::parse_state(*r, 2, names, &now);
+      Tx tx(o_.prefix, std::move(state), now);
+      Result<T> out = fn(tx);
+      auto done = conn.query(tx.writes() + "COMMIT", deadline, &db);
+      if (!done.ok()) {
+        if (conn.broken()) return std::move(done).error();
+        (void)conn.query("ROLLBACK", deadline);
+        pool_.put(std::move(*c));
+        if (my::retryable(db.code)) continue;
+        return std::move(done).error();
+      }
+      pool_.put(std::move(*c));
+      return out;
+    }
+  }
+
+  // One acquire pass in `mode`; *arrival is set on the first pass.
+  Result<Pass> pass(const AcquireSpec& spec, const std::string& token,
+                    Mode mode, long long wait_ms, std::int64_t* arrival);
+
+  // A waiter's non-locking look: its grant, or position > 0 when a locking
+  // pass could change nothing now (it is queued, its heartbeat is fresh,
+  // the lock is full of live leases and nothing is due), else position 0.
+  Result<Pass> peek(const std::string& name, const std::string& token,
+                    std::int64_t arrival);
+
+  Result<std::vector<LockInfo>> infos(const std::vector<std::string>& names);
+
+  Result<std::int64_t> counter(const char* op, std::string_view name,
+                               std::int64_t n);
+
+  const my::StoreOptions o_;
+  const my::ConnParams params_;
+  const std::string safe_url_;
+  my::Pool pool_;
+  const std::shared_ptr<Bell> bell_;
+
+  friend class MultiPass;
+};
+
+}  // namespace baton::store::my_impl
+
+#endif  // BATON_STORES_MYSQL_STORE_IMPL_H_

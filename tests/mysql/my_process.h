@@ -1,0 +1,259 @@
+// tests/mysql/my_process.h — a private MariaDB server (Debian's mariadbd
+// 10.11) for tests: on a free loopback port, in its own temp dir (data,
+// socket, pid file, err.log), stopped by pid (never by name).
+//
+//   MyProcess db;                 // installed and started; throws if not
+//   Client::open(db.url());       // "mysql://baton:...@127.0.0.1:P/baton_test"
+//   db.sql("KILL 42");            // one statement as root, over the socket
+//   db.restart();                 // same port, same data dir
+//
+// The store's user `baton` has a password and rights on `baton_test` only
+// (the grant tables are on: authentication is real). Commits are durable
+// (innodb_flush_log_at_trx_commit=1, the default) unless Options::durable
+// is false. mariadbd gets PR_SET_PDEATHSIG SIGKILL: it dies with the
+// *thread* that started it, so start it from a thread that outlives it.
+//
+// Thread safety: none; one thread drives a MyProcess. sql() may be called
+// from any thread.
+#ifndef BATON_TESTS_MYSQL_MY_PROCESS_H_
+#define BATON_TESTS_MYSQL_MY_PROCESS_H_
+
+#include <fcntl.h>
+#include <mysql.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace baton::testing {
+
+class MyProcess {
+ public:
+  struct Options {
+    bool durable = true;  // innodb_flush_log_at_trx_commit=1
+  };
+  static constexpr const char* kPassword = "b4t0n-secret";
+
+  MyProcess() : MyProcess(Options{}) {}
+  explicit MyProcess(Options options) : options_(options) {
+    char tmpl[] = "/tmp/baton-my-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    dir_ = tmpl;
+    port_ = free_port();
+    run({"/usr/bin/mariadb-install-db", "--no-defaults", "--user=root",
+         "--datadir=" + dir_ + "/data",
+         "--auth-root-authentication-method=normal", "--skip-test-db"},
+        dir_ + "/install.log");
+    start();
+    sql("CREATE DATABASE IF NOT EXISTS baton_test");
+    sql(std::string("CREATE USER IF NOT EXISTS 'baton'@'127.0.0.1' "
+                    "IDENTIFIED BY '") +
+        kPassword + "'");
+    sql("GRANT ALL ON baton_test.* TO 'baton'@'127.0.0.1'");
+  }
+  ~MyProcess() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  MyProcess(const MyProcess&) = delete;
+  MyProcess& operator=(const MyProcess&) = delete;
+
+  void start() {
+    if (pid_ > 0) return;
+    std::vector<std::string> args = {
+        "/usr/sbin/mariadbd",
+        "--no-defaults",
+        "--user=root",
+        "--datadir=" + dir_ + "/data",
+        "--bind-address=127.0.0.1",
+        "--port=" + std::to_string(port_),
+        "--socket=" + socket_path(),
+        "--pid-file=" + dir_ + "/mysqld.pid",
+        "--skip-log-bin",
+        "--log-error=" + dir_ + "/err.log",
+        "--skip-name-resolve",
+        "--innodb-buffer-pool-size=64M",
+        "--max-connections=1000",
+        std::string("--innodb-flush-log-at-trx-commit=") +
+            (options_.durable ? "1" : "2")};
+    const pid_t parent = ::getpid();
+    const auto t0 = std::chrono::steady_clock::now();
+    pid_ = spawn(args, dir_ + "/stdout.log", parent);
+    const auto limit = t0 + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < limit) {
+      if (ping()) {
+        std::fprintf(stderr, "[my_process] MariaDB on port %u up in %lld ms\n",
+                     static_cast<unsigned>(port_),
+                     static_cast<long long>(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count()));
+        return;
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("mariadbd exited during start: " + log_tail());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill9();
+    throw std::runtime_error("mariadbd did not answer within 60 s: " +
+                             log_tail());
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGTERM);
+    const auto limit =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < limit) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill9();
+  }
+  void kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void restart() {
+    stop();
+    start();
+  }
+
+  // Runs statements as root over the socket; returns the first column of
+  // the first row of the last result (or ""). Throws on an error.
+  std::string sql(const std::string& q) const {
+    MYSQL* m = mysql_init(nullptr);
+    const unsigned secs = 10;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
+    if (mysql_real_connect(m, nullptr, "root", "", nullptr, 0,
+                           socket_path().c_str(),
+                           CLIENT_MULTI_STATEMENTS) == nullptr) {
+      std::string e = mysql_error(m);
+      mysql_close(m);
+      throw std::runtime_error("connect as root: " + e);
+    }
+    std::string out;
+    if (mysql_real_query(m, q.data(), q.size()) != 0) {
+      std::string e = mysql_error(m);
+      mysql_close(m);
+      throw std::runtime_error(q + ": " + e);
+    }
+    do {
+      if (MYSQL_RES* r = mysql_store_result(m)) {
+        MYSQL_ROW row = mysql_fetch_row(r);
+        out = (row != nullptr && row[0] != nullptr) ? row[0] : "";
+        mysql_free_result(r);
+      }
+    } while (mysql_next_result(m) == 0);
+    mysql_close(m);
+    return out;
+  }
+  bool ping() const {
+    try {
+      return sql("SELECT 1") == "1";
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  std::uint16_t port() const { return port_; }
+  std::string url(const std::string& query = "") const {
+    return std::string("mysql://baton:") + kPassword +
+           "@127.0.0.1:" + std::to_string(port_) + "/baton_test" +
+           (query.empty() ? "" : "?" + query);
+  }
+  const std::string& dir() const { return dir_; }
+  std::string socket_path() const { return dir_ + "/mysqld.sock"; }
+  pid_t pid() const { return pid_; }
+
+  std::string log_tail() const {
+    std::ifstream in(dir_ + "/err.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string all = ss.str();
+    return all.size() > 2048 ? all.substr(all.size() - 2048) : all;
+  }
+
+  static std::uint16_t free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+ private:
+  static pid_t spawn(std::vector<std::string> args, const std::string& log,
+                     pid_t parent) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::close_range(3, ~0U, 0);
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (in >= 0) ::dup2(in, 0);
+      if (out >= 0) {
+        ::dup2(out, 1);
+        ::dup2(out, 2);
+      }
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+  static void run(const std::vector<std::string>& args,
+                  const std::string& log) {
+    const pid_t pid = spawn(args, log, ::getpid());
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      throw std::runtime_error(args[0] + " failed: " + ss.str());
+    }
+  }
+
+  Options options_;
+  std::string dir_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace baton::testing
+
+#endif  // BATON_TESTS_MYSQL_MY_PROCESS_H_

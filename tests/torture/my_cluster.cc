@@ -1,0 +1,250 @@
+// tests/torture/my_cluster.cc — --store-kind mysql: one private MariaDB
+// 10.11 (Debian's mariadb-server) in the run directory, on a free loopback
+// port, behind per-slot TcpProxies like the other kinds (proxied.h).
+//
+// Installed with mariadb-install-db, started as mariadbd (fork/exec,
+// PR_SET_PDEATHSIG, durable commits: innodb_flush_log_at_trx_commit=1),
+// ready when `mariadb-admin ping` answers over its socket; killed -9 by pid
+// and restarted on the same port and data dir; frozen with SIGSTOP /
+// SIGCONT. The store (mysql://, src/stores/mysql) is reached by URL through
+// the registry: nothing of it is compiled in here.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/client.h"
+#include "proxied.h"
+
+namespace baton::torture {
+namespace {
+
+using std::chrono::steady_clock;
+
+constexpr const char* kPassword = "torture-pw";
+
+std::uint16_t free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  std::uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+pid_t spawn(std::vector<std::string> args, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::signal(SIGINT, SIG_IGN);
+  const int in = ::open("/dev/null", O_RDONLY);
+  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (in >= 0) ::dup2(in, 0);
+  if (out >= 0) {
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+  }
+  ::close_range(3, ~0U, 0);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
+int run_wait(std::vector<std::string> args, const std::string& log) {
+  const pid_t pid = spawn(std::move(args), log);
+  if (pid < 0) return -1;
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class MyServer {
+ public:
+  explicit MyServer(std::string dir) : dir_(std::move(dir)) {}
+  ~MyServer() { kill9(); }
+
+  bool configure(std::string* error) {
+    ::mkdir(dir_.c_str(), 0700);
+    port_ = free_loopback_port();
+    if (port_ == 0) {
+      *error = "mysql: no free loopback port";
+      return false;
+    }
+    if (run_wait({"/usr/bin/mariadb-install-db", "--no-defaults", "--user=root",
+                  "--datadir=" + dir_ + "/data",
+                  "--auth-root-authentication-method=normal", "--skip-test-db"},
+                 dir_ + "/install.log") != 0) {
+      *error = "mysql: mariadb-install-db failed; see " + dir_ + "/install.log";
+      return false;
+    }
+    return true;
+  }
+
+  bool start(std::string* error) {
+    if (pid_ > 0) return true;
+    pid_ = spawn({"/usr/sbin/mariadbd", "--no-defaults", "--user=root",
+                  "--datadir=" + dir_ + "/data", "--bind-address=127.0.0.1",
+                  "--port=" + std::to_string(port_), "--socket=" + sock(),
+                  "--pid-file=" + dir_ + "/mysqld.pid", "--skip-log-bin",
+                  "--log-error=" + dir_ + "/err.log", "--skip-name-resolve",
+                  "--innodb-buffer-pool-size=64M", "--max-connections=1000",
+                  "--innodb-flush-log-at-trx-commit=1"},
+                 dir_ + "/stdout.log");
+    if (pid_ < 0) {
+      *error = std::string("mysql: fork: ") + std::strerror(errno);
+      return false;
+    }
+    const auto until = steady_clock::now() + std::chrono::seconds(30);
+    while (steady_clock::now() < until) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        *error = "mysql: mariadbd exited at start; see " + dir_ + "/err.log";
+        return false;
+      }
+      if (sql("SELECT 1")) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill9();
+    *error =
+        "mysql: mariadbd did not answer within 30 s; see " + dir_ + "/err.log";
+    return false;
+  }
+
+  bool sql(const std::string& q) const {
+    return run_wait({"/usr/bin/mariadb", "--no-defaults", "-S", sock(),
+                     "-uroot", "-e", q},
+                    dir_ + "/client.log") == 0;
+  }
+
+  void kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  pid_t pid() const { return pid_; }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::string sock() const { return dir_ + "/mysqld.sock"; }
+  std::string dir_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+class MyCluster : public Proxied {
+ public:
+  MyCluster(const Options& o, const std::string& dir)
+      : o_(o), server_(dir + "/mysql") {}
+  ~MyCluster() override {
+    if (frozen_) ::kill(server_.pid(), SIGCONT);
+    drop_proxies();
+  }
+
+  bool init(std::string* error) {
+    if (!server_.configure(error) || !server_.start(error)) return false;
+    if (!server_.sql(std::string("CREATE DATABASE baton_torture;"
+                                 "CREATE USER 'baton'@'127.0.0.1' "
+                                 "IDENTIFIED BY '") +
+                     kPassword +
+                     "'; GRANT ALL ON baton_torture.* TO "
+                     "'baton'@'127.0.0.1'")) {
+      *error = "mysql: could not create the torture database and user";
+      return false;
+    }
+    if (o_.proxy_faults) {
+      auto url_of = [this](const std::vector<std::string>& via) {
+        return make_url(via.at(0));
+      };
+      if (!add_proxies(o_.workers, {{"127.0.0.1", server_.port()}}, url_of,
+                       error)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string direct_url() const override {
+    return make_url("127.0.0.1:" + std::to_string(server_.port()));
+  }
+  std::string pg_conninfo() const override { return ""; }
+  int servers() const override { return 1; }
+  void kill9(int) override { server_.kill9(); }
+  bool restart(int, std::string* error) override {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (server_.start(error)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return false;
+  }
+  bool freeze(bool on, std::string* why) override {
+    if (server_.pid() <= 0) {
+      if (why != nullptr) *why = "mariadbd is not running";
+      return false;
+    }
+    ::kill(server_.pid(), on ? SIGSTOP : SIGCONT);
+    frozen_ = on;
+    return true;
+  }
+  bool fiu_enable(const std::string&, std::string* why) override {
+    *why = "fiu faults are batond's only (it runs under fiu-run)";
+    return false;
+  }
+  void fiu_disable(const std::string&) override {}
+  bool disk_fill(std::string* why) override {
+    *why = "disk_full is batond's only (its data dir on a tmpfs)";
+    return false;
+  }
+  void disk_free() override {}
+
+ private:
+  std::string make_url(const std::string& hostport) const {
+    return std::string("mysql://baton:") + kPassword + "@" + hostport +
+           "/baton_torture";
+  }
+
+  Options o_;
+  MyServer server_;
+  bool frozen_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StoreCluster> start_mysql(const Options& options,
+                                          const std::string& dir,
+                                          std::string* error) {
+  auto c = std::make_unique<MyCluster>(options, dir);
+  if (!c->init(error)) return nullptr;
+  auto client = Client::open(c->direct_url());
+  if (!client) {
+    *error = c->direct_url() + ": " + client.error().to_string();
+    return nullptr;
+  }
+  return c;
+}
+
+}  // namespace baton::torture
