@@ -12,6 +12,7 @@ BATON_BUILD_PACKAGES=(
   libasio-dev libhiredis-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libpq-dev                           # postgres:// store
   libzookeeper-mt-dev                 # zookeeper:// store
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # etcd:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
   faketime                            # client clocks hours off (postgres, torture)
@@ -20,6 +21,7 @@ BATON_BUILD_PACKAGES=(
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib
   zookeeper                           # zookeeper:// tests (Java 17 comes with it)
+  etcd-server                         # etcd:// tests
 )
 # bench/compare only (not scripts/test): the peers' servers and libraries,
 # the raw-engine tools and the chart.

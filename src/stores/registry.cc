@@ -20,6 +20,9 @@
 #if BATON_WITH_ZOOKEEPER
 #include "stores/zookeeper/zookeeper_store.h"
 #endif
+#if BATON_WITH_ETCD
+#include "stores/etcd/etcd_store.h"
+#endif
 
 namespace baton::store {
 namespace {
@@ -50,11 +53,12 @@ constexpr KnownStore kKnown[] = {
     {"redlock", "redlock://", "BATON_WITH_REDIS"},
     {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER"},
     {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
+    {"etcd", "etcd://", "BATON_WITH_ETCD"},
 };
 
 // Stores that are planned but not written yet: a clear answer instead of
 // "unknown scheme", and no build option to turn on.
-constexpr const char* kPlanned[] = {"mysql", "mariadb", "sqlite", "etcd"};
+constexpr const char* kPlanned[] = {"mysql", "mariadb", "sqlite"};
 
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
@@ -76,6 +80,9 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   if (url.scheme == "zookeeper" || url.scheme == "zk") {
     return open_zookeeper_store(url);
   }
+#endif
+#if BATON_WITH_ETCD
+  if (url.scheme == "etcd") return open_etcd_store(url);
 #endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
@@ -126,14 +133,14 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
                    "store \"" + u.scheme +
                        "\" is planned but not available in this version of "
                        "baton (available: memory:, baton://, postgres://, "
-                       "redis://, redlock://, zookeeper://)");
+                       "redis://, redlock://, zookeeper://, etcd://)");
     }
   }
   return Error(Errc::invalid_argument,
                "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
                    u.scheme +
                    "\" (available: memory:, baton://, postgres://, "
-                   "redis://, redlock://, zookeeper://)");
+                   "redis://, redlock://, zookeeper://, etcd://)");
 }
 
 }  // namespace baton::store
