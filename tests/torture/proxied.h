@@ -111,6 +111,9 @@ class Proxied : public StoreCluster {
 std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
                                               const std::string& dir,
                                               std::string* error);
+std::unique_ptr<StoreCluster> start_etcd(const Options& options,
+                                         const std::string& dir,
+                                         std::string* error);
 
 }  // namespace baton::torture
 

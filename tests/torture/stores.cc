@@ -149,7 +149,7 @@ class Cluster : public Proxied {
         }
       } else {
         *error = "unknown --store-kind '" + k +
-                 "' (batond, postgres, redis, redlock, zookeeper)";
+                 "' (batond, postgres, redis, redlock, zookeeper, etcd)";
         return false;
       }
       direct_ports_ = ports;
@@ -472,6 +472,7 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
   if (options.store_kind == "zookeeper") {
     return start_zookeeper(options, dir, error);
   }
+  if (options.store_kind == "etcd") return start_etcd(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;
