@@ -45,9 +45,13 @@ Conn::Conn(Options options) : options_(std::move(options)) {
 }
 
 void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
-  const auto left = end - steady_clock::now();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::max<steady_clock::duration>(left, {}));
+  // On gRPC's monotonic clock: a step of the wall clock (NTP, the torture
+  // harness's clock_step) must not move the deadline.
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::max<steady_clock::duration>(end - steady_clock::now(), {}));
+  ctx->set_deadline(
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                   gpr_time_from_micros(left.count(), GPR_TIMESPAN)));
 }
 
 template <class Resp, class Fn>

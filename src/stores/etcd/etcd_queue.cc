@@ -213,6 +213,10 @@ Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
       refreshed - call_start, steady_clock::duration::zero());
   g.valid_for =
       std::chrono::duration_cast<std::chrono::microseconds>(since + ttl);
+  // etcd has no wall clock a client can read (leases run on the leader's
+  // monotonic clock): the expiry is told on this process's wall clock, an
+  // estimate that is off by as much as this machine's clock is
+  // (docs/stores/etcd.md).
   g.store_expires_at_ms =
       wall_ms() + ttl.count() -
       std::chrono::duration_cast<milliseconds>(steady_clock::now() - refreshed)
