@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "baton/error.h"
-#include "etcd_v3.grpc.pb.h"
 #include "stores/call_deadline.h"
+#include "stores/etcd/etcd_v3.grpc.pb.h"
 
 namespace baton::store::etcd {
 
