@@ -366,6 +366,19 @@ Result<std::unique_ptr<Store>> open_etcd_store(const core::Url& url) {
   auto o = etcd::parse_options(url);
   if (!o.ok()) return std::move(o).error();
   auto conn = std::make_unique<etcd::Conn>(o->conn);
+  {
+    // Connect now, not in the first call: gRPC sets up a channel (and, in
+    // a fresh process, itself) lazily, and that first time was seen to
+    // outlast a short acquire's deadline. Best effort: a store whose
+    // members are down still opens; its calls then say `unavailable`.
+    CallDeadlineScope scope(
+        std::chrono::steady_clock::now() +
+        std::min(o->conn.request_timeout, milliseconds(2000)));
+    etcd::pb::RangeRequest probe;
+    probe.set_key(o->prefix + "/");
+    probe.set_count_only(true);
+    (void)conn->range(probe);
+  }
   return std::unique_ptr<Store>(
       new etcd::EtcdStore(std::move(*o), std::move(conn)));
 }
