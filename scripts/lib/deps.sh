@@ -13,6 +13,7 @@ BATON_BUILD_PACKAGES=(
   libpq-dev                           # postgres:// store
   libzookeeper-mt-dev                 # zookeeper:// store
   libmariadb-dev                      # mysql:// store (Connector/C)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # etcd:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
   faketime                            # client clocks hours off (postgres, torture)
@@ -22,6 +23,7 @@ BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib
   zookeeper                           # zookeeper:// tests (Java 17 comes with it)
   mariadb-server                      # mysql:// tests (a private mariadbd per test binary)
+  etcd-server                         # etcd:// tests
 )
 # bench/compare only (not scripts/test): the peers' servers and libraries,
 # the raw-engine tools and the chart.

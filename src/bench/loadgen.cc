@@ -175,6 +175,12 @@ Result<LoadResult> run_load(const LoadOptions& options) {
                      workload_name(o.workload) +
                      " (only uncontended and hold)");
   }
+  if (o.store.starts_with("raw-etcd://") &&
+      o.workload != Workload::uncontended) {
+    return Error(Errc::invalid_argument,
+                 std::string("raw-etcd:// does not support workload ") +
+                     workload_name(o.workload) + " (only uncontended)");
+  }
   if (is_raw_zk(o.store) && o.workload != Workload::uncontended &&
       o.workload != Workload::contended && o.workload != Workload::handoff &&
       o.workload != Workload::fair) {

@@ -8,6 +8,9 @@
 #include "baton/client.h"
 #include "bench/raw.h"
 #include "bench/raw_zk.h"
+#if BATON_BENCH_RAW_ETCD
+#include "bench/raw_etcd.h"
+#endif
 
 namespace baton::bench {
 
@@ -209,6 +212,15 @@ Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
     return Error(Errc::invalid_argument,
                  "raw-zk:// is not built into this binary (configure with "
                  "-DBATON_WITH_ZOOKEEPER=ON; needs libzookeeper-mt-dev)");
+#endif
+  }
+  if (o.store.starts_with("raw-etcd://")) {
+#if BATON_BENCH_RAW_ETCD
+    return open_raw_etcd_session(o);
+#else
+    return Error(Errc::invalid_argument,
+                 "raw-etcd:// is not built into this binary (configure with "
+                 "-DBATON_WITH_ETCD=ON)");
 #endif
   }
   ClientOptions copts;

@@ -22,6 +22,8 @@
 #endif
 #if BATON_WITH_MYSQL
 #include "stores/mysql/mysql_store.h"
+#if BATON_WITH_ETCD
+#include "stores/etcd/etcd_store.h"
 #endif
 
 namespace baton::store {
@@ -55,11 +57,12 @@ constexpr KnownStore kKnown[] = {
     {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
     {"mysql", "mysql://", "BATON_WITH_MYSQL"},
     {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
+    {"etcd", "etcd://", "BATON_WITH_ETCD"},
 };
 
 // Stores that are planned but not written yet: a clear answer instead of
 // "unknown scheme", and no build option to turn on.
-constexpr const char* kPlanned[] = {"sqlite", "etcd"};
+constexpr const char* kPlanned[] = {"sqlite"};
 
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
@@ -86,6 +89,8 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   if (url.scheme == "mysql" || url.scheme == "mariadb") {
     return open_mysql_store(url);
   }
+#if BATON_WITH_ETCD
+  if (url.scheme == "etcd") return open_etcd_store(url);
 #endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
@@ -132,18 +137,19 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
   }
   for (const char* planned : kPlanned) {
     if (u.scheme == planned) {
-      return Error(Errc::invalid_argument,
-                   "store \"" + u.scheme +
-                       "\" is planned but not available in this version of "
-                       "baton (available: memory:, baton://, postgres://, "
-                       "redis://, redlock://, zookeeper://, mysql://)");
+      return Error(
+          Errc::invalid_argument,
+          "store \"" + u.scheme +
+              "\" is planned but not available in this version of "
+              "baton (available: memory:, baton://, postgres://, "
+              "redis://, redlock://, zookeeper://, mysql://, etcd://)");
     }
   }
   return Error(Errc::invalid_argument,
                "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
                    u.scheme +
                    "\" (available: memory:, baton://, postgres://, "
-                   "redis://, redlock://, zookeeper://, mysql://)");
+                   "redis://, redlock://, zookeeper://, mysql://, etcd://)");
 }
 
 }  // namespace baton::store

@@ -1,7 +1,8 @@
 // tests/torture/main.cc — baton_torture: the torture test's one command
 // (docs/reliability.md).
 //
-//   baton_torture --store-kind batond|postgres|redis|redlock|zookeeper|mysql
+//   baton_torture --store-kind
+//   batond|postgres|redis|redlock|zookeeper|mysql|etcd
 //                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
@@ -37,8 +38,8 @@ void on_stop_signal(int) { g_stop = 1; }
 int usage(const std::string& why) {
   std::cerr << "baton_torture: " << why
             << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
-               "redlock|zookeeper | --store URL) [--seed S] [--duration 15s] "
-               "[--workers 8] [--ttl 1s]"
+               "redlock|zookeeper|mysql|etcd | --store URL) [--seed S] "
+               "[--duration 15s] [--workers 8] [--ttl 1s]"
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
                "[--no-fencing] [--pause-longer-than-ttl] "
@@ -204,8 +205,8 @@ int main(int argc, char** argv) {
         "would not share it. Use batond for a quick local run.");
   }
   if (o.store_url.empty()) {
-    static const char* const kKinds[] = {"batond",  "postgres",  "redis",
-                                         "redlock", "zookeeper", "mysql"};
+    static const char* const kKinds[] = {
+        "batond", "postgres", "redis", "redlock", "zookeeper", "mysql", "etcd"};
     if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
         std::end(kKinds)) {
       return usage("unknown --store-kind '" + o.store_kind + "'");

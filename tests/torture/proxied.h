@@ -115,6 +115,9 @@ std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
 std::unique_ptr<StoreCluster> start_mysql(const Options& options,
                                           const std::string& dir,
                                           std::string* error);
+std::unique_ptr<StoreCluster> start_etcd(const Options& options,
+                                         const std::string& dir,
+                                         std::string* error);
 
 }  // namespace baton::torture
 

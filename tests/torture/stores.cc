@@ -149,7 +149,7 @@ class Cluster : public Proxied {
         }
       } else {
         *error = "unknown --store-kind '" + k +
-                 "' (batond, postgres, redis, redlock, zookeeper)";
+                 "' (batond, postgres, redis, redlock, zookeeper, mysql, etcd)";
         return false;
       }
       direct_ports_ = ports;
@@ -473,6 +473,7 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
     return start_zookeeper(options, dir, error);
   }
   if (options.store_kind == "mysql") return start_mysql(options, dir, error);
+  if (options.store_kind == "etcd") return start_etcd(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;

@@ -1,0 +1,289 @@
+// stores/etcd/etcd_acquire.cc — acquire on etcd://: the fast path (one
+// transaction creates the key already granted when the lock has no key at
+// all), the queue (one key per request, FIFO by create revision), the wait
+// (a watch on the key just ahead), reentrancy and retries by owner token.
+#include <algorithm>
+
+#include "core/validate.h"
+#include "stores/etcd/etcd_impl.h"
+
+namespace baton::store::etcd {
+namespace {
+
+using std::chrono::steady_clock;
+
+Error busy(std::string_view name, std::vector<HolderInfo> holders) {
+  return Error(Errc::not_acquired,
+               "lock " + core::quote_name(name) + " is held")
+      .with_holders(std::move(holders));
+}
+
+Error wrong_capacity(std::string_view name, std::uint32_t has,
+                     std::uint32_t asked) {
+  return Error(Errc::invalid_argument,
+               "lock " + core::quote_name(name) + " has capacity " +
+                   std::to_string(has) + "; the request asked for " +
+                   std::to_string(asked));
+}
+
+}  // namespace
+
+Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
+  if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
+  const SteadyTime start = steady_clock::now();
+  const SteadyTime until = core::is_forever(wait)
+                               ? SteadyTime::max()
+                               : start + std::min(wait, core::kForeverWait);
+  const std::string dir = lock_dir(spec.name);
+  const std::string key = dir + spec.token.to_string();
+  const std::int64_t secs = lease_seconds(spec.ttl);
+  Value mine;
+  mine.held = true;
+  mine.capacity = spec.capacity;
+  mine.lease_s = secs;
+  mine.queued_at_ms = wall_ms();
+  mine.label = spec.label;
+  mine.reentrancy_key = spec.reentrancy_key;
+
+  // 1. A lease, then one transaction: if the lock has no key at all, the
+  // request's key is created granted (fencing: this write's revision);
+  // otherwise the transaction reads the queue.
+  SteadyTime refreshed = steady_clock::now();
+  auto lease = conn_->lease_grant(secs);
+  if (!lease.ok()) return std::move(lease).error();
+  std::int64_t lease_id = lease->id();
+  auto drop_lease = [&] {
+    if (lease_id != 0) revoke_later(lease_id);
+    lease_id = 0;
+  };
+  pb::TxnRequest fast;
+  {
+    auto* c = fast.add_compare();
+    c->set_key(dir);
+    c->set_range_end(prefix_end(dir));
+    c->set_target(pb::Compare::CREATE);
+    c->set_create_revision(0);  // no key in the lock's range
+    auto* put = fast.add_success()->mutable_request_put();
+    put->set_key(key);
+    put->set_value(encode(mine));
+    put->set_lease(lease_id);
+    *fast.add_failure()->mutable_request_range() = dir_range(dir);
+  }
+  auto r = conn_->txn(fast);
+  if (!r.ok()) {
+    drop_lease();
+    return std::move(r).error();
+  }
+  if (r->succeeded()) {
+    Entry e;
+    e.key = key;
+    e.token = spec.token;
+    e.create_rev = e.mod_rev = r->header().revision();
+    e.lease = lease_id;
+    e.v = mine;
+    return grant_of(spec.name, e, spec.ttl, start, refreshed);
+  }
+  Queue q = queue_of(dir, r->responses(0).response_range());
+  q.revision = r->header().revision();
+
+  std::unique_ptr<WatchStream> watch;
+  bool queued = false;        // this call created the key (or found it queued)
+  std::int64_t my_lease = 0;  // the lease of the key found queued
+  SteadyTime last_keepalive = refreshed;
+  const auto keepalive_every =
+      std::max(milliseconds(100), milliseconds(lease->ttl() * 1000 / 3));
+  for (int rounds = 0;; ++rounds) {
+    int pos = q.index_of(spec.token);
+    if (pos < 0 && !queued) {
+      // Rule 12: join a live lease with the same reentrancy key.
+      if (!spec.reentrancy_key.empty()) {
+        bool joined = false, changed = false;
+        Entry grant_entry;
+        for (const auto& h : q.entries) {
+          if (!h.v.held || h.v.reentrancy_key != spec.reentrancy_key) continue;
+          Value v = h.v;
+          v.holds += 1;
+          v.fencing = static_cast<std::int64_t>(h.fencing());
+          pb::TxnRequest t;
+          auto* c = t.add_compare();
+          c->set_key(h.key);
+          c->set_target(pb::Compare::MOD);
+          c->set_mod_revision(h.mod_rev);
+          auto* put = t.add_success()->mutable_request_put();
+          put->set_key(h.key);
+          put->set_value(encode(v));
+          put->set_ignore_lease(true);
+          auto w = conn_->txn(t);
+          if (!w.ok()) {
+            drop_lease();
+            return std::move(w).error();
+          }
+          if (!w->succeeded()) {
+            changed = true;
+            break;
+          }
+          grant_entry = h;
+          grant_entry.v = v;
+          grant_entry.mod_rev = w->header().revision();
+          joined = true;
+          break;
+        }
+        if (joined) {
+          drop_lease();
+          SteadyTime ref{};
+          auto renewed = renew(grant_entry, spec.ttl, &ref);
+          if (!renewed.ok()) return std::move(renewed).error();
+          return grant_of(spec.name, *renewed, spec.ttl, start, ref);
+        }
+        if (changed) {
+          auto again = read_queue(spec.name);
+          if (!again.ok()) {
+            drop_lease();
+            return std::move(again).error();
+          }
+          q = std::move(*again);
+          continue;
+        }
+      }
+      if (!q.entries.empty() && q.capacity() != spec.capacity) {
+        drop_lease();
+        return wrong_capacity(spec.name, q.capacity(), spec.capacity);
+      }
+      // A try that could not be granted leaves no key behind.
+      if (wait.count() == 0 &&
+          q.taken_before(q.entries.size()) >= spec.capacity) {
+        drop_lease();
+        return busy(spec.name, holders_of(q));
+      }
+      // 2. Queue: create the key (waiting) unless a retry of this request
+      // made it already, and read the queue in the same transaction.
+      Value waiting = mine;
+      waiting.held = false;
+      pb::TxnRequest t;
+      auto* c = t.add_compare();
+      c->set_key(key);
+      c->set_target(pb::Compare::CREATE);
+      c->set_create_revision(0);
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(key);
+      put->set_value(encode(waiting));
+      put->set_lease(lease_id);
+      *t.add_success()->mutable_request_range() = dir_range(dir);
+      *t.add_failure()->mutable_request_range() = dir_range(dir);
+      auto w = conn_->txn(t);
+      if (!w.ok()) {
+        drop_lease();
+        return std::move(w).error();
+      }
+      if (w->succeeded()) {
+        queued = true;
+      } else {
+        drop_lease();  // a retry of this request has its own key and lease
+      }
+      q = queue_of(dir, w->responses(w->succeeded() ? 1 : 0).response_range());
+      q.revision = w->header().revision();
+      continue;
+    }
+    if (pos < 0) {
+      // Our key is gone while we waited. With its lease alive, someone
+      // released the request by its token (rule 5: withdrawn); with the
+      // lease gone, this process stalled past the lease's TTL and etcd
+      // dropped the key (the caller may retry with the same token).
+      auto left = conn_->time_to_live(my_lease);
+      drop_lease();
+      if (left.ok() && *left >= 0) revoke_later(my_lease);
+      if (left.ok() && *left < 0) {
+        return Error(Errc::unavailable,
+                     "the request for lock " + core::quote_name(spec.name) +
+                         " vanished while it waited (its etcd lease ran "
+                         "out); retry with the same token");
+      }
+      return Error(Errc::not_acquired, "the request for lock " +
+                                           core::quote_name(spec.name) +
+                                           " was withdrawn while it waited");
+    }
+    const Entry& me = q.entries[static_cast<std::size_t>(pos)];
+    if (lease_id != 0 && me.lease != lease_id) drop_lease();
+    queued = true;
+    my_lease = me.lease;
+    if (me.v.held) {
+      // A retry (rule 17): the lease this token already holds.
+      SteadyTime ref{};
+      auto renewed = renew(me, spec.ttl, &ref);
+      if (!renewed.ok()) return std::move(renewed).error();
+      return grant_of(spec.name, *renewed, spec.ttl, start, ref);
+    }
+    if (q.entries[0].v.capacity != spec.capacity) {
+      (void)remove(me);
+      return wrong_capacity(spec.name, q.entries[0].v.capacity, spec.capacity);
+    }
+    if (q.taken_before(static_cast<std::size_t>(pos)) < spec.capacity) {
+      auto claimed = claim(q, static_cast<std::size_t>(pos));
+      if (!claimed.ok()) return std::move(claimed).error();
+      if (*claimed) {
+        Entry e = std::move(**claimed);
+        if (rounds > 1 &&
+            steady_clock::now() - last_keepalive > milliseconds(50)) {
+          // Waited a while: renew the lease so the grant has its TTL.
+          last_keepalive = steady_clock::now();
+          auto ka = conn_->keep_alive(e.lease);
+          if (!ka.ok()) return std::move(ka).error();
+          if (*ka == 0) {
+            return Error(Errc::lock_lost, "lease of lock " +
+                                              core::quote_name(spec.name) +
+                                              " ran out as it was granted");
+          }
+        }
+        return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
+      }
+    } else if (wait.count() == 0) {
+      (void)remove(me);
+      return busy(spec.name, holders_of(q));
+    } else if (steady_clock::now() >= until || call_deadline_passed()) {
+      (void)remove(me);
+      return Error(Errc::timeout,
+                   "timed out waiting for lock " + core::quote_name(spec.name));
+    } else {
+      // 3. Wait for the key just ahead to go (a mutex with only single
+      // requests; or our own key, withdrawn by a release), else for any key
+      // of the lock to go. The watch covers the lock's keys and is opened
+      // before the read it guards; it stays open until the next keep-alive.
+      const SteadyTime next_keepalive = last_keepalive + keepalive_every;
+      if (!watch) {
+        watch = std::make_unique<WatchStream>(
+            *conn_, std::vector<WatchSpec>{{dir, prefix_end(dir)}},
+            std::min(until, next_keepalive));
+      } else {
+        const std::string ahead =
+            spec.capacity == 1 && !q.has_all() && pos > 0
+                ? q.entries[static_cast<std::size_t>(pos) - 1].key
+                : std::string();
+        const std::string own = me.key;
+        const std::int64_t own_lease = me.lease;
+        const bool woke = watch->wait([&](const std::string& k) {
+          return ahead.empty() || k == ahead || k == own;
+        });
+        if (call_deadline_passed()) {
+          return Error(Errc::timeout, "waiting for lock " +
+                                          core::quote_name(spec.name) +
+                                          ": the call deadline passed");
+        }
+        if (woke) {
+          wakeups_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          watch.reset();
+          if (steady_clock::now() >= next_keepalive) {
+            last_keepalive = steady_clock::now();
+            auto ka = conn_->keep_alive(own_lease);
+            if (!ka.ok()) return std::move(ka).error();
+          }
+        }
+      }
+    }
+    auto again = read_queue(spec.name);
+    if (!again.ok()) return std::move(again).error();
+    q = std::move(*again);
+  }
+}
+
+}  // namespace baton::store::etcd

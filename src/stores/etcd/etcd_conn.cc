@@ -1,0 +1,259 @@
+// stores/etcd/etcd_conn.cc — gRPC calls, deadlines and endpoint failover of
+// the etcd:// store.
+#include "stores/etcd/etcd_conn.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace baton::store::etcd {
+
+using std::chrono::steady_clock;
+
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& c = prefix.back();
+    if (static_cast<unsigned char>(c) < 0xff) {
+      c = static_cast<char>(static_cast<unsigned char>(c) + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Conn::Conn(Options options) : options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  // A member that went away must be noticed within the request timeout.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  for (const auto& address : options_.endpoints) {
+    if (!where_.empty()) where_ += ",";
+    where_ += address;
+    Endpoint ep;
+    ep.address = address;
+    ep.channel = grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args);
+    ep.kv = pb::KV::NewStub(ep.channel);
+    ep.watch = pb::Watch::NewStub(ep.channel);
+    ep.lease = pb::Lease::NewStub(ep.channel);
+    endpoints_.push_back(std::move(ep));
+  }
+}
+
+void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
+  // On gRPC's monotonic clock: a step of the wall clock (NTP, the torture
+  // harness's clock_step) must not move the deadline.
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::max<steady_clock::duration>(end - steady_clock::now(), {}));
+  ctx->set_deadline(
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                   gpr_time_from_micros(left.count(), GPR_TIMESPAN)));
+}
+
+template <class Resp, class Fn>
+Result<Resp> Conn::call(const char* what, Fn rpc) {
+  const SteadyTime end =
+      cap_to_call_deadline(steady_clock::now() + options_.request_timeout);
+  std::string last;
+  for (std::size_t attempt = 0;; ++attempt) {
+    if (call_deadline_passed()) {
+      return Error(Errc::timeout,
+                   std::string("etcd ") + what + ": the call deadline passed" +
+                       (last.empty() ? "" : " (last error: " + last + ")"));
+    }
+    std::size_t i = current();
+    Endpoint& ep = endpoints_[i];
+    grpc::ClientContext ctx;
+    deadline_of(&ctx, end);
+    Resp resp;
+    const grpc::Status st = rpc(ep, &ctx, &resp);
+    if (st.ok()) return resp;
+    const auto code = st.error_code();
+    last = "etcd at " + ep.address + ": " + st.error_message();
+    if (code == grpc::StatusCode::NOT_FOUND) {
+      return Error(Errc::lock_lost, std::string("etcd ") + what + ": " + last);
+    }
+    if (code != grpc::StatusCode::UNAVAILABLE &&
+        code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+        code != grpc::StatusCode::CANCELLED &&
+        code != grpc::StatusCode::UNKNOWN) {
+      return Error(code == grpc::StatusCode::INVALID_ARGUMENT ||
+                           code == grpc::StatusCode::OUT_OF_RANGE
+                       ? Errc::invalid_argument
+                       : Errc::internal,
+                   std::string("etcd ") + what + " refused by " + last);
+    }
+    if (steady_clock::now() >= end) {
+      if (call_deadline_passed()) {
+        return Error(Errc::timeout, std::string("etcd ") + what +
+                                        ": the call deadline passed (" + last +
+                                        ")");
+      }
+      return Error(Errc::unavailable,
+                   std::string("etcd ") + what + " failed: " + last);
+    }
+    current_.compare_exchange_strong(i, i + 1);
+    if ((attempt + 1) % endpoints_.size() == 0) {
+      // Every member failed once (e.g. during a leader election): pause.
+      std::this_thread::sleep_until(
+          std::min(end, steady_clock::now() + milliseconds(50)));
+    }
+  }
+}
+
+Result<pb::RangeResponse> Conn::range(const pb::RangeRequest& req) {
+  return call<pb::RangeResponse>(
+      "range",
+      [&](Endpoint& ep, grpc::ClientContext* ctx, pb::RangeResponse* resp) {
+        return ep.kv->Range(ctx, req, resp);
+      });
+}
+
+Result<pb::TxnResponse> Conn::txn(const pb::TxnRequest& req) {
+  return call<pb::TxnResponse>(
+      "txn", [&](Endpoint& ep, grpc::ClientContext* ctx,
+                 pb::TxnResponse* resp) { return ep.kv->Txn(ctx, req, resp); });
+}
+
+Result<pb::LeaseGrantResponse> Conn::lease_grant(std::int64_t ttl_s) {
+  pb::LeaseGrantRequest req;
+  req.set_ttl(ttl_s);
+  auto r = call<pb::LeaseGrantResponse>(
+      "lease grant", [&](Endpoint& ep, grpc::ClientContext* ctx,
+                         pb::LeaseGrantResponse* resp) {
+        return ep.lease->LeaseGrant(ctx, req, resp);
+      });
+  if (r.ok() && !r->error().empty()) {
+    return Error(Errc::internal, "etcd lease grant: " + r->error());
+  }
+  return r;
+}
+
+Status Conn::lease_revoke(std::int64_t id) {
+  pb::LeaseRevokeRequest req;
+  req.set_id(id);
+  auto r = call<pb::LeaseRevokeResponse>(
+      "lease revoke", [&](Endpoint& ep, grpc::ClientContext* ctx,
+                          pb::LeaseRevokeResponse* resp) {
+        return ep.lease->LeaseRevoke(ctx, req, resp);
+      });
+  if (!r.ok() && r.error().code() != Errc::lock_lost) return r.error();
+  return {};
+}
+
+Result<std::int64_t> Conn::keep_alive(std::int64_t id) {
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(id);
+  auto r = call<pb::LeaseKeepAliveResponse>(
+      "lease keep-alive", [&](Endpoint& ep, grpc::ClientContext* ctx,
+                              pb::LeaseKeepAliveResponse* resp) {
+        auto stream = ep.lease->LeaseKeepAlive(ctx);
+        if (stream->Write(req)) {
+          stream->WritesDone();
+          if (stream->Read(resp)) {
+            ctx->TryCancel();
+            (void)stream->Finish();
+            return grpc::Status::OK;
+          }
+        }
+        return stream->Finish();
+      });
+  if (!r.ok()) {
+    if (r.error().code() == Errc::lock_lost) return std::int64_t{0};
+    return r.error();
+  }
+  return std::max<std::int64_t>(r->ttl(), 0);
+}
+
+Result<std::int64_t> Conn::time_to_live(std::int64_t id) {
+  pb::LeaseTimeToLiveRequest req;
+  req.set_id(id);
+  auto r = call<pb::LeaseTimeToLiveResponse>(
+      "lease time-to-live", [&](Endpoint& ep, grpc::ClientContext* ctx,
+                                pb::LeaseTimeToLiveResponse* resp) {
+        return ep.lease->LeaseTimeToLive(ctx, req, resp);
+      });
+  if (!r.ok()) {
+    if (r.error().code() == Errc::lock_lost) return std::int64_t{-1};
+    return r.error();
+  }
+  return r->ttl();
+}
+
+WatchStream::WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
+                         SteadyTime until)
+    : conn_(conn),
+      endpoint_(conn.current()),
+      end_(cap_to_call_deadline(until)) {
+  if (steady_clock::now() >= end_) return;
+  conn_.deadline_of(&ctx_, end_);
+  stream_ = conn_.endpoints_[endpoint_].watch->Watch(&ctx_);
+  for (const auto& w : watches) {
+    pb::WatchRequest req;
+    auto* c = req.mutable_create_request();
+    c->set_key(w.key);
+    if (!w.range_end.empty()) c->set_range_end(w.range_end);
+    c->add_filters(pb::WatchCreateRequest::NOPUT);
+    if (!stream_->Write(req)) {
+      broken_ = true;
+      return;
+    }
+  }
+  std::size_t created = 0;
+  pb::WatchResponse resp;
+  while (created < watches.size()) {
+    if (!stream_->Read(&resp)) {
+      broken_ = true;
+      return;
+    }
+    if (resp.created()) ++created;
+    if (resp.canceled()) {
+      broken_ = true;
+      return;
+    }
+    for (const auto& ev : resp.events()) {
+      if (ev.type() == pb::Event::DELETE) early_.push_back(ev.kv().key());
+    }
+  }
+  ok_ = true;
+}
+
+WatchStream::~WatchStream() {
+  if (!stream_) return;
+  ctx_.TryCancel();
+  (void)stream_->Finish();
+}
+
+bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
+  for (const auto& k : early_) {
+    if (!wanted || wanted(k)) return true;
+  }
+  early_.clear();
+  if (ok_ && !broken_) {
+    pb::WatchResponse resp;
+    while (stream_->Read(&resp)) {
+      if (resp.canceled()) return true;
+      for (const auto& ev : resp.events()) {
+        if (ev.type() == pb::Event::DELETE &&
+            (!wanted || wanted(ev.kv().key()))) {
+          return true;
+        }
+      }
+    }
+    broken_ = true;
+  }
+  if (steady_clock::now() >= end_) return false;
+  // The stream broke before its time: this member may be gone. Move on to
+  // the next one and have the caller read again.
+  std::size_t i = endpoint_;
+  conn_.current_.compare_exchange_strong(i, i + 1);
+  std::this_thread::sleep_until(
+      std::min(end_, steady_clock::now() + milliseconds(20)));
+  return true;
+}
+
+}  // namespace baton::store::etcd

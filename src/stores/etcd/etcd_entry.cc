@@ -1,0 +1,140 @@
+// stores/etcd/etcd_entry.cc — keys and values of the etcd:// store.
+#include "stores/etcd/etcd_entry.h"
+
+#include <charconv>
+
+namespace baton::store::etcd {
+namespace {
+
+// Reads one space-terminated decimal number from `s` at `*pos`.
+template <class T>
+bool number(std::string_view s, std::size_t* pos, T* out) {
+  const std::size_t end = s.find(' ', *pos);
+  if (end == std::string_view::npos) return false;
+  auto [p, ec] = std::from_chars(s.data() + *pos, s.data() + end, *out);
+  if (ec != std::errc() || p != s.data() + end) return false;
+  *pos = end + 1;
+  return true;
+}
+
+}  // namespace
+
+// "b1 <held> <all> <cap> <holds> <lease_s> <fencing> <queued_at> <label
+// length> <key length> " then the label and the reentrancy key.
+std::string encode(const Value& v) {
+  std::string s = "b1 ";
+  auto add = [&](std::int64_t n) { s += std::to_string(n) + " "; };
+  add(v.held ? 1 : 0);
+  add(v.all ? 1 : 0);
+  add(v.capacity);
+  add(v.holds);
+  add(v.lease_s);
+  add(v.fencing);
+  add(v.queued_at_ms);
+  add(static_cast<std::int64_t>(v.label.size()));
+  add(static_cast<std::int64_t>(v.reentrancy_key.size()));
+  s += v.label;
+  s += v.reentrancy_key;
+  return s;
+}
+
+std::optional<Value> decode(std::string_view data) {
+  if (data.substr(0, 3) != "b1 ") return std::nullopt;
+  std::size_t pos = 3;
+  Value v;
+  int held = 0, all = 0;
+  std::size_t llen = 0, klen = 0;
+  if (!number(data, &pos, &held) || !number(data, &pos, &all) ||
+      !number(data, &pos, &v.capacity) || !number(data, &pos, &v.holds) ||
+      !number(data, &pos, &v.lease_s) || !number(data, &pos, &v.fencing) ||
+      !number(data, &pos, &v.queued_at_ms) || !number(data, &pos, &llen) ||
+      !number(data, &pos, &klen) || data.size() - pos != llen + klen) {
+    return std::nullopt;
+  }
+  v.held = held != 0;
+  v.all = all != 0;
+  v.label = std::string(data.substr(pos, llen));
+  v.reentrancy_key = std::string(data.substr(pos + llen, klen));
+  return v;
+}
+
+int Queue::index_of(const OwnerToken& token) const {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].token == token) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::size_t Queue::held() const {
+  std::size_t n = 0;
+  for (const auto& e : entries) n += e.v.held ? 1 : 0;
+  return n;
+}
+
+bool Queue::has_all() const {
+  for (const auto& e : entries) {
+    if (e.v.all) return true;
+  }
+  return false;
+}
+
+std::size_t Queue::taken_before(std::size_t pos) const {
+  std::size_t n = held();
+  for (std::size_t i = 0; i < pos && i < entries.size(); ++i) {
+    if (!entries[i].v.held && !entries[i].v.all) ++n;
+  }
+  return n;
+}
+
+std::string escape_name(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '/') {
+      out += "%2F";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string unescape_name(std::string_view escaped) {
+  std::string out;
+  out.reserve(escaped.size());
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] == '%' && i + 2 < escaped.size() + 0 &&
+        escaped.substr(i, 3) == "%25") {
+      out += '%';
+      i += 2;
+    } else if (escaped[i] == '%' && escaped.substr(i, 3) == "%2F") {
+      out += '/';
+      i += 2;
+    } else {
+      out += escaped[i];
+    }
+  }
+  return out;
+}
+
+bool parse_entry(std::string_view dir, std::string key, std::int64_t create,
+                 std::int64_t mod, std::int64_t lease, std::string_view value,
+                 Entry* e) {
+  if (key.size() != dir.size() + 32 || key.compare(0, dir.size(), dir) != 0) {
+    return false;
+  }
+  auto token = OwnerToken::parse(std::string_view(key).substr(dir.size()));
+  auto v = decode(value);
+  if (!token.ok() || !v) return false;
+  e->key = std::move(key);
+  e->token = *token;
+  e->create_rev = create;
+  e->mod_rev = mod;
+  e->lease = lease;
+  e->v = std::move(*v);
+  return true;
+}
+
+}  // namespace baton::store::etcd

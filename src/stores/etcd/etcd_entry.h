@@ -1,0 +1,81 @@
+// stores/etcd/etcd_entry.h — the etcd:// store's keys and values: how a
+// lock name becomes a key prefix, what a request key holds, and a lock's
+// queue as read from etcd (pure functions; no I/O).
+//
+// Layout (docs/stores/etcd.md):
+//   <prefix>/l/<escaped name>/<owner token>   one key per request, own lease
+//   <prefix>/c/<escaped name>                 a counter
+// The name is escaped so that no lock's key range holds another lock's
+// keys ('%' -> %25, '/' -> %2F).
+//
+// Thread safety: plain values and pure functions.
+#ifndef BATON_STORES_ETCD_ETCD_ENTRY_H_
+#define BATON_STORES_ETCD_ETCD_ENTRY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/lease.h"
+
+namespace baton::store::etcd {
+
+// What a request key holds.
+struct Value {
+  bool held = false;  // a transaction granted it (the claim)
+  bool all = false;   // part of an acquire_all
+  std::uint32_t capacity = 1;
+  std::uint32_t holds = 1;
+  std::int64_t lease_s = 0;  // seconds its etcd lease was asked for
+  // The fencing token once the key was written again after its claim;
+  // 0: the key's mod revision (the claim itself).
+  std::int64_t fencing = 0;
+  std::int64_t queued_at_ms = 0;  // client wall clock (for describe only)
+  std::string label;
+  std::string reentrancy_key;
+};
+std::string encode(const Value& v);
+std::optional<Value> decode(std::string_view data);
+
+// One request key as read.
+struct Entry {
+  std::string key;
+  OwnerToken token;
+  std::int64_t create_rev = 0;
+  std::int64_t mod_rev = 0;
+  std::int64_t lease = 0;
+  Value v;
+  std::uint64_t fencing() const {
+    return static_cast<std::uint64_t>(v.fencing != 0 ? v.fencing : mod_rev);
+  }
+};
+
+// A lock's requests in create-revision order, read at `revision`.
+struct Queue {
+  std::int64_t revision = 0;
+  std::vector<Entry> entries;
+  int index_of(const OwnerToken& token) const;
+  std::uint32_t capacity() const {
+    return entries.empty() ? 0 : entries[0].v.capacity;
+  }
+  std::size_t held() const;
+  bool has_all() const;
+  // Granted requests (held) plus single requests ahead of `pos` that wait:
+  // the slots taken from the view of position `pos` (entries.size() for a
+  // request not queued yet). A request may claim if this is < capacity.
+  std::size_t taken_before(std::size_t pos) const;
+};
+
+std::string escape_name(std::string_view name);
+std::string unescape_name(std::string_view escaped);
+
+// Parses a request key "<dir><32 hex>" into e (false: not a request key).
+bool parse_entry(std::string_view dir, std::string key, std::int64_t create,
+                 std::int64_t mod, std::int64_t lease, std::string_view value,
+                 Entry* e);
+
+}  // namespace baton::store::etcd
+
+#endif  // BATON_STORES_ETCD_ETCD_ENTRY_H_

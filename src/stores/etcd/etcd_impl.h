@@ -1,0 +1,135 @@
+// stores/etcd/etcd_impl.h — the etcd:// store's internals, shared by its
+// source files (etcd_store.cc: options, extend, release, describe, list,
+// counters; etcd_queue.cc: the queue and acquire; etcd_multi.cc:
+// acquire_some / acquire_all). docs/stores/etcd.md explains the design.
+//
+// Thread safety: EtcdStore is safe for concurrent use (Store contract).
+#ifndef BATON_STORES_ETCD_ETCD_IMPL_H_
+#define BATON_STORES_ETCD_ETCD_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/url.h"
+#include "stores/etcd/etcd_conn.h"
+#include "stores/etcd/etcd_entry.h"
+#include "stores/store.h"
+
+namespace baton::store::etcd {
+
+struct EtcdOptions {
+  Conn::Options conn;
+  std::string prefix = "baton";  // every key starts with "<prefix>/"
+  std::string url;               // safe URL for errors
+};
+Result<EtcdOptions> parse_options(const core::Url& url);
+
+// Seconds of the etcd lease behind a TTL: rounded up to whole seconds
+// (etcd raises it further to its minimum).
+std::int64_t lease_seconds(milliseconds ttl);
+
+class EtcdStore final : public Store {
+ public:
+  EtcdStore(EtcdOptions options, std::unique_ptr<Conn> conn);
+  ~EtcdStore() override;
+
+  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl) override;
+  Result<ReleaseResult> release(std::string_view name,
+                                const OwnerToken& token) override;
+  Result<LockInfo> describe(std::string_view name) override;
+  Result<std::vector<LockInfo>> list(std::string_view prefix,
+                                     std::size_t limit) override;
+  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
+                                           milliseconds wait) override;
+  Result<std::int64_t> counter_get(std::string_view name) override;
+  Result<std::int64_t> counter_add(std::string_view name,
+                                   std::int64_t delta) override;
+  Result<std::int64_t> counter_take(std::string_view name,
+                                    std::int64_t n) override;
+  std::string safe_url() const override { return options_.url; }
+
+  // ---- shared by the source files (and the store's tests) ----
+  // "<prefix>/l/<escaped name>/": the lock's request keys.
+  std::string lock_dir(std::string_view name) const;
+  std::string key_of(std::string_view name, const OwnerToken& token) const {
+    return lock_dir(name) + token.to_string();
+  }
+  // The lock's requests in create-revision order.
+  Result<Queue> read_queue(std::string_view name);
+  // Several locks' queues read at one revision (one transaction).
+  Result<std::vector<Queue>> read_queues(const std::vector<std::string>& names);
+  // One key (nullopt: missing or not a request key).
+  Result<std::optional<Entry>> read_entry(std::string_view name,
+                                          const OwnerToken& token);
+  // Grants q.entries[pos] (a single request): one transaction marking it
+  // held, only if its key is the same (create revision) and no waiting
+  // acquire_all request of q was granted meanwhile. Its revision is the
+  // fencing token. nullopt: something changed (read again).
+  Result<std::optional<Entry>> claim(const Queue& q, std::size_t pos);
+  // Deletes e's key only if it is still the same key (create revision).
+  // True if this call deleted it. `revoke`: then revoke its lease in the
+  // background (a withdrawn waiter's lease is left to its waiter, which
+  // tells a withdrawal from an expiry by it).
+  Result<bool> remove(const Entry& e, bool revoke = true);
+  // Revokes lease `id` in the background (it has no key left to keep).
+  void revoke_later(std::int64_t id);
+  // Sets e's lease to `ttl` from now (rule 4): a keep-alive when the
+  // lease's length does not change, else a new lease the key moves to in
+  // one transaction guarded by the key's create revision. *refreshed: the
+  // steady time when the renewing request was sent.
+  Result<Entry> renew(const Entry& e, milliseconds ttl, SteadyTime* refreshed);
+  // The holders of q, with the time left on each lease.
+  std::vector<HolderInfo> holders_of(const Queue& q);
+  LockInfo info_of(std::string_view name, const Queue& q);
+  // The Grant of held entry e. valid_for runs from `call_start` (no
+  // earlier than the client's send) to `refreshed` + the TTL: etcd's lease
+  // ends no earlier than that (its length is >= the TTL).
+  // Remembers e (release skips its read while e is unchanged).
+  Grant grant_of(std::string_view name, const Entry& e, milliseconds ttl,
+                 SteadyTime call_start, SteadyTime refreshed);
+  Conn& conn() { return *conn_; }
+  // Times a waiter of this store woke up for a delete (tests: one wake per
+  // release with the watch on the key just ahead).
+  std::uint64_t wakeups() const { return wakeups_.load(); }
+
+ private:
+  Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
+                                          milliseconds wait);
+  Result<std::vector<Grant>> acquire_all(const MultiSpec& spec,
+                                         milliseconds wait);
+  std::string counter_key(std::string_view name) const;
+  Result<std::int64_t> counter_update(std::string_view name, bool take,
+                                      std::int64_t delta);
+
+  EtcdOptions options_;
+  std::unique_ptr<Conn> conn_;
+  std::atomic<std::uint64_t> wakeups_{0};
+  void revoker();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::int64_t> to_revoke_;   // guarded by mu_
+  std::map<std::string, Entry> granted_;  // by key; guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
+  std::thread revoker_;                   // last: uses everything above
+};
+
+// Range request of every key of `dir`, in create-revision order.
+pb::RangeRequest dir_range(const std::string& dir);
+Queue queue_of(const std::string& dir, const pb::RangeResponse& r);
+std::int64_t wall_ms();
+
+}  // namespace baton::store::etcd
+
+#endif  // BATON_STORES_ETCD_ETCD_IMPL_H_

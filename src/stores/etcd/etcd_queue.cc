@@ -1,0 +1,227 @@
+// stores/etcd/etcd_queue.cc — the etcd:// store's queue: reading it,
+// granting (the claim), withdrawing, renewing leases, and acquire.
+#include <algorithm>
+
+#include "core/validate.h"
+#include "stores/etcd/etcd_impl.h"
+
+namespace baton::store::etcd {
+
+using std::chrono::steady_clock;
+
+pb::RangeRequest dir_range(const std::string& dir) {
+  pb::RangeRequest req;
+  req.set_key(dir);
+  req.set_range_end(prefix_end(dir));
+  req.set_sort_target(pb::RangeRequest::CREATE);
+  req.set_sort_order(pb::RangeRequest::ASCEND);
+  return req;
+}
+
+Queue queue_of(const std::string& dir, const pb::RangeResponse& r) {
+  Queue q;
+  q.revision = r.header().revision();
+  for (const auto& kv : r.kvs()) {
+    Entry e;
+    if (parse_entry(dir, kv.key(), kv.create_revision(), kv.mod_revision(),
+                    kv.lease(), kv.value(), &e)) {
+      q.entries.push_back(std::move(e));
+    }
+  }
+  return q;
+}
+
+Result<Queue> EtcdStore::read_queue(std::string_view name) {
+  const std::string dir = lock_dir(name);
+  auto r = conn_->range(dir_range(dir));
+  if (!r.ok()) return std::move(r).error();
+  return queue_of(dir, *r);
+}
+
+Result<std::vector<Queue>> EtcdStore::read_queues(
+    const std::vector<std::string>& names) {
+  pb::TxnRequest t;
+  for (const auto& n : names) {
+    *t.add_success()->mutable_request_range() = dir_range(lock_dir(n));
+  }
+  auto r = conn_->txn(t);
+  if (!r.ok()) return std::move(r).error();
+  std::vector<Queue> out;
+  for (int i = 0; i < r->responses_size(); ++i) {
+    Queue q = queue_of(lock_dir(names[static_cast<std::size_t>(i)]),
+                       r->responses(i).response_range());
+    q.revision = r->header().revision();
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
+                                                   const OwnerToken& token) {
+  pb::RangeRequest req;
+  req.set_key(key_of(name, token));
+  auto r = conn_->range(req);
+  if (!r.ok()) return std::move(r).error();
+  if (r->kvs_size() == 0) return std::optional<Entry>{};
+  const auto& kv = r->kvs(0);
+  Entry e;
+  if (!parse_entry(lock_dir(name), kv.key(), kv.create_revision(),
+                   kv.mod_revision(), kv.lease(), kv.value(), &e)) {
+    return std::optional<Entry>{};
+  }
+  return std::optional<Entry>{std::move(e)};
+}
+
+Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
+  const Entry& me = q.entries[pos];
+  pb::TxnRequest t;
+  auto* c = t.add_compare();
+  c->set_key(me.key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(me.create_rev);
+  // A waiting acquire_all may be granted out of queue order: the slots
+  // counted here assume none was.
+  for (const auto& e : q.entries) {
+    if (!e.v.all || e.v.held) continue;
+    auto* a = t.add_compare();
+    a->set_key(e.key);
+    a->set_target(pb::Compare::MOD);
+    a->set_mod_revision(e.mod_rev);
+  }
+  Value v = me.v;
+  v.held = true;
+  v.fencing = 0;  // the claim's revision
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(me.key);
+  put->set_value(encode(v));
+  put->set_ignore_lease(true);
+  auto r = conn_->txn(t);
+  if (!r.ok()) return std::move(r).error();
+  if (!r->succeeded()) return std::optional<Entry>{};
+  Entry out = me;
+  out.v = v;
+  out.mod_rev = r->header().revision();
+  return std::optional<Entry>{std::move(out)};
+}
+
+Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
+  pb::TxnRequest t;
+  auto* c = t.add_compare();
+  c->set_key(e.key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(e.create_rev);
+  t.add_success()->mutable_request_delete_range()->set_key(e.key);
+  auto r = conn_->txn(t);
+  if (!r.ok()) return std::move(r).error();
+  if (r->succeeded() && e.lease != 0 && revoke) revoke_later(e.lease);
+  return r->succeeded();
+}
+
+Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
+                               SteadyTime* refreshed) {
+  const std::string name_q = core::quote_name(e.key);
+  auto gone = [&] {
+    return Error(Errc::lock_lost,
+                 "lease of etcd key " + name_q + " expired or was released");
+  };
+  const std::int64_t secs = lease_seconds(ttl);
+  if (secs == e.v.lease_s && e.lease != 0) {
+    *refreshed = steady_clock::now();
+    auto ka = conn_->keep_alive(e.lease);
+    if (!ka.ok()) return std::move(ka).error();
+    if (*ka == 0) return gone();
+    // The lease lives on; make sure the key is still on it (not released).
+    pb::RangeRequest req;
+    req.set_key(e.key);
+    auto r = conn_->range(req);
+    if (!r.ok()) return std::move(r).error();
+    if (r->kvs_size() == 0 || r->kvs(0).create_revision() != e.create_rev) {
+      return gone();
+    }
+    return e;
+  }
+  // A new length: a new lease, and the key moves to it in one transaction
+  // that checks it is still the same key.
+  *refreshed = steady_clock::now();
+  auto lease = conn_->lease_grant(secs);
+  if (!lease.ok()) return std::move(lease).error();
+  Value v = e.v;
+  v.lease_s = secs;
+  if (v.held) v.fencing = static_cast<std::int64_t>(e.fencing());
+  pb::TxnRequest t;
+  auto* c = t.add_compare();
+  c->set_key(e.key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(e.create_rev);
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(e.key);
+  put->set_value(encode(v));
+  put->set_lease(lease->id());
+  auto r = conn_->txn(t);
+  if (!r.ok()) {
+    (void)conn_->lease_revoke(lease->id());
+    return std::move(r).error();
+  }
+  if (!r->succeeded()) {
+    (void)conn_->lease_revoke(lease->id());
+    return gone();
+  }
+  if (e.lease != 0) (void)conn_->lease_revoke(e.lease);
+  Entry out = e;
+  out.v = v;
+  out.lease = lease->id();
+  out.mod_rev = r->header().revision();
+  return out;
+}
+
+std::vector<HolderInfo> EtcdStore::holders_of(const Queue& q) {
+  std::vector<HolderInfo> out;
+  for (const auto& e : q.entries) {
+    if (!e.v.held) continue;
+    HolderInfo h;
+    h.label = e.v.label;
+    h.fencing_token = e.fencing();
+    h.holds = e.v.holds;
+    // etcd reports whole seconds left, rounded down: the lease ends within
+    // the next second after that.
+    auto left = e.lease == 0 ? Result<std::int64_t>(std::int64_t{0})
+                             : conn_->time_to_live(e.lease);
+    const std::int64_t s = left.ok() ? *left : e.v.lease_s;
+    h.time_left = s < 0 ? milliseconds(0)
+                        : milliseconds(std::min(s + 1, e.v.lease_s) * 1000);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
+                          milliseconds ttl, SteadyTime call_start,
+                          SteadyTime refreshed) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (granted_.size() >= 100000) granted_.clear();  // never released
+    granted_[e.key] = e;
+  }
+  Grant g;
+  g.name = std::string(name);
+  g.token = e.token;
+  g.fencing_token = e.fencing();
+  g.ttl = ttl;
+  g.holds = e.v.holds;
+  g.capacity = e.v.capacity;
+  const auto since = std::max<steady_clock::duration>(
+      refreshed - call_start, steady_clock::duration::zero());
+  g.valid_for =
+      std::chrono::duration_cast<std::chrono::microseconds>(since + ttl);
+  // etcd has no wall clock a client can read (leases run on the leader's
+  // monotonic clock): the expiry is told on this process's wall clock, an
+  // estimate that is off by as much as this machine's clock is
+  // (docs/stores/etcd.md).
+  g.store_expires_at_ms =
+      wall_ms() + ttl.count() -
+      std::chrono::duration_cast<milliseconds>(steady_clock::now() - refreshed)
+          .count();
+  return g;
+}
+
+}  // namespace baton::store::etcd

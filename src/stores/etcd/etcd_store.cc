@@ -1,0 +1,386 @@
+// stores/etcd/etcd_store.cc — options, extend, release, describe/list and
+// counters of the etcd:// store.
+#include "stores/etcd/etcd_store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "core/duration.h"
+#include "core/validate.h"
+#include "stores/etcd/etcd_impl.h"
+
+namespace baton::store {
+namespace etcd {
+namespace {
+
+Error bad(const core::Url& url, const std::string& what) {
+  return Error(Errc::invalid_argument,
+               "store URL \"" + url.safe() + "\": " + what);
+}
+
+Error lost(std::string_view name, std::string_view why) {
+  return Error(Errc::lock_lost, "lease on lock " + core::quote_name(name) +
+                                    " is not held: " + std::string(why));
+}
+
+bool valid_prefix(std::string_view p) {
+  if (p.empty()) return false;
+  return std::all_of(p.begin(), p.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
+           ch == '/';
+  });
+}
+
+}  // namespace
+
+Result<EtcdOptions> parse_options(const core::Url& url) {
+  EtcdOptions o;
+  o.url = url.safe();
+  if (url.scheme != "etcd") return bad(url, "not an etcd:// URL");
+  if (url.hosts.empty()) return bad(url, "no etcd endpoint given");
+  if (!url.user.empty() || !url.password.empty()) {
+    return bad(url, "credentials in the URL are not supported by etcd:// yet");
+  }
+  for (const auto& hp : url.hosts) {
+    if (hp.host.empty()) return bad(url, "an endpoint of the list is empty");
+    const bool v6 = hp.host.find(':') != std::string::npos;
+    o.conn.endpoints.push_back((v6 ? "[" + hp.host + "]" : hp.host) + ":" +
+                               std::to_string(hp.port == 0 ? 2379 : hp.port));
+  }
+  if (!url.path.empty()) {
+    std::string p = url.path;
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    if (!valid_prefix(p) || p.find("//") != std::string::npos ||
+        p.front() == '/') {
+      return bad(url, "key prefix \"" + url.path +
+                          "\" must be /-separated names of [A-Za-z0-9_.-]");
+    }
+    o.prefix = p;
+  }
+  for (const auto& [key, value] : url.query) {
+    if (key == "timeout" || key == "request_timeout") {
+      auto d = core::parse_duration(value);
+      if (!d.ok()) return bad(url, key + ": " + d.error().message());
+      if (*d < milliseconds(10) || *d > milliseconds(600000)) {
+        return bad(url, key + " " + value + " is out of range (10ms .. 600s)");
+      }
+      o.conn.request_timeout = *d;
+    } else {
+      return bad(url, "unknown setting \"" + key + "\" (known: timeout)");
+    }
+  }
+  return o;
+}
+
+std::int64_t lease_seconds(milliseconds ttl) {
+  return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+}
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+EtcdStore::EtcdStore(EtcdOptions options, std::unique_ptr<Conn> conn)
+    : options_(std::move(options)),
+      conn_(std::move(conn)),
+      revoker_([this] { revoker(); }) {}
+
+EtcdStore::~EtcdStore() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  revoker_.join();
+}
+
+void EtcdStore::revoke_later(std::int64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (to_revoke_.size() >= 100000) return;  // they expire on their own
+    to_revoke_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+// Revokes the leases of released keys off the caller's path: a release is
+// one transaction; the lease would only expire at its TTL otherwise. Left
+// over at shutdown: revoked within a second, or left to expire.
+void EtcdStore::revoker() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stopping_ || !to_revoke_.empty(); });
+    if (to_revoke_.empty() && stopping_) return;
+    std::vector<std::int64_t> batch;
+    batch.swap(to_revoke_);
+    const bool last = stopping_;
+    lk.unlock();
+    CallDeadlineScope scope(std::chrono::steady_clock::now() +
+                            (last ? milliseconds(1000) : milliseconds(10000)));
+    for (auto id : batch) (void)conn_->lease_revoke(id);
+    lk.lock();
+  }
+}
+
+std::string EtcdStore::lock_dir(std::string_view name) const {
+  return options_.prefix + "/l/" + escape_name(name) + "/";
+}
+
+std::string EtcdStore::counter_key(std::string_view name) const {
+  return options_.prefix + "/c/" + escape_name(name);
+}
+
+Result<Grant> EtcdStore::extend(std::string_view name, const OwnerToken& token,
+                                milliseconds ttl) {
+  if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
+    return s.error();
+  }
+  const SteadyTime start = std::chrono::steady_clock::now();
+  auto e = read_entry(name, token);
+  if (!e.ok()) return std::move(e).error();
+  if (!*e || !(*e)->v.held) return lost(name, "it expired or was released");
+  SteadyTime refreshed{};
+  auto r = renew(**e, ttl, &refreshed);
+  if (!r.ok()) return std::move(r).error();
+  return grant_of(name, *r, ttl, start, refreshed);
+}
+
+Result<ReleaseResult> EtcdStore::release(std::string_view name,
+                                         const OwnerToken& token) {
+  if (Status s = core::validate_lease_call(name, token); !s.ok()) {
+    return s.error();
+  }
+  const std::string key = key_of(name, token);
+  std::optional<Entry> known;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = granted_.find(key);
+    if (it != granted_.end()) {
+      known = it->second;
+      granted_.erase(it);
+    }
+  }
+  if (known && known->v.holds == 1) {
+    // The lease this store granted, unchanged since (mod revision): one
+    // transaction deletes it; anything else reads the key first.
+    pb::TxnRequest t;
+    auto* c = t.add_compare();
+    c->set_key(key);
+    c->set_target(pb::Compare::MOD);
+    c->set_mod_revision(known->mod_rev);
+    t.add_success()->mutable_request_delete_range()->set_key(key);
+    auto r = conn_->txn(t);
+    if (!r.ok()) return std::move(r).error();
+    if (r->succeeded()) {
+      revoke_later(known->lease);
+      return ReleaseResult{true, 0};
+    }
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto e = read_entry(name, token);
+    if (!e.ok()) return std::move(e).error();
+    if (!*e) return ReleaseResult{};
+    const Entry& en = **e;
+    if (!en.v.held) {  // a queued request: withdrawn (its waiter, if any,
+                       // sees the key go with its lease alive)
+      auto r = remove(en, false);
+      if (!r.ok()) return std::move(r).error();
+      return ReleaseResult{};
+    }
+    if (en.v.holds > 1) {
+      Value v = en.v;
+      v.holds -= 1;
+      v.fencing = static_cast<std::int64_t>(en.fencing());
+      pb::TxnRequest t;
+      auto* c = t.add_compare();
+      c->set_key(en.key);
+      c->set_target(pb::Compare::MOD);
+      c->set_mod_revision(en.mod_rev);
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(en.key);
+      put->set_value(encode(v));
+      put->set_ignore_lease(true);
+      auto r = conn_->txn(t);
+      if (!r.ok()) return std::move(r).error();
+      if (r->succeeded()) return ReleaseResult{true, v.holds};
+      continue;  // changed meanwhile: read again
+    }
+    auto r = remove(en);
+    if (!r.ok()) return std::move(r).error();
+    if (*r) return ReleaseResult{true, 0};
+  }
+  return Error(Errc::unavailable, "etcd at " + conn_->where() + ": lock " +
+                                      core::quote_name(name) +
+                                      " kept changing while released");
+}
+
+Result<LockInfo> EtcdStore::describe(std::string_view name) {
+  if (Status s = core::validate_name(name); !s.ok()) return s.error();
+  auto q = read_queue(name);
+  if (!q.ok()) return std::move(q).error();
+  return info_of(name, *q);
+}
+
+LockInfo EtcdStore::info_of(std::string_view name, const Queue& q) {
+  LockInfo info;
+  info.name = std::string(name);
+  info.capacity = q.entries.empty() ? 1 : q.capacity();
+  info.holders = holders_of(q);
+  const std::int64_t now = wall_ms();
+  for (const auto& e : q.entries) {
+    if (e.v.held) continue;
+    WaiterInfo w;
+    w.label = e.v.label;
+    w.waited = milliseconds(std::max<std::int64_t>(0, now - e.v.queued_at_ms));
+    w.all_or_nothing = e.v.all;
+    info.waiters.push_back(std::move(w));
+  }
+  // The newest grant of a mutex is its holder; otherwise the read's
+  // revision is >= every revision, so every fencing token, given so far.
+  if (info.capacity == 1 && info.holders.size() == 1) {
+    info.last_fencing_token = info.holders[0].fencing_token;
+  } else {
+    info.last_fencing_token = static_cast<std::uint64_t>(q.revision);
+  }
+  return info;
+}
+
+Result<std::vector<LockInfo>> EtcdStore::list(std::string_view prefix,
+                                              std::size_t limit) {
+  const std::string base = options_.prefix + "/l/";
+  const std::string from = base + escape_name(prefix);
+  pb::RangeRequest req;
+  req.set_key(from);
+  req.set_range_end(prefix_end(from));
+  auto r = conn_->range(req);
+  if (!r.ok()) return std::move(r).error();
+  std::map<std::string, Queue> by_dir;  // escaped name -> queue
+  for (const auto& kv : r->kvs()) {
+    const std::string& key = kv.key();
+    const auto slash = key.find('/', base.size());
+    if (slash == std::string::npos) continue;
+    const std::string esc = key.substr(base.size(), slash - base.size());
+    Entry e;
+    if (!parse_entry(base + esc + "/", key, kv.create_revision(),
+                     kv.mod_revision(), kv.lease(), kv.value(), &e)) {
+      continue;
+    }
+    Queue& q = by_dir[esc];
+    q.revision = r->header().revision();
+    q.entries.push_back(std::move(e));
+  }
+  std::vector<std::pair<std::string, Queue*>> named;
+  for (auto& [esc, q] : by_dir) {
+    std::sort(q.entries.begin(), q.entries.end(),
+              [](const Entry& a, const Entry& b) {
+                return a.create_rev < b.create_rev;
+              });
+    named.emplace_back(unescape_name(esc), &q);
+  }
+  std::sort(named.begin(), named.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LockInfo> out;
+  for (auto& [name, q] : named) {
+    if (out.size() >= limit) break;
+    out.push_back(info_of(name, *q));
+  }
+  return out;
+}
+
+Result<std::int64_t> EtcdStore::counter_get(std::string_view name) {
+  if (Status s = core::validate_name(name); !s.ok()) return s.error();
+  return counter_update(name, false, 0);
+}
+
+Result<std::int64_t> EtcdStore::counter_add(std::string_view name,
+                                            std::int64_t delta) {
+  if (Status s = core::validate_name(name); !s.ok()) return s.error();
+  return counter_update(name, false, delta);
+}
+
+Result<std::int64_t> EtcdStore::counter_take(std::string_view name,
+                                             std::int64_t n) {
+  if (Status s = core::validate_name(name); !s.ok()) return s.error();
+  if (n < 1) {
+    return Error(Errc::invalid_argument,
+                 "counter take needs n >= 1 (got " + std::to_string(n) + ")");
+  }
+  return counter_update(name, true, n);
+}
+
+// Reads the counter (0 if missing) and writes the new value only over
+// exactly what was read (compare-and-swap on the key's mod revision).
+Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
+                                               std::int64_t delta) {
+  const std::string key = counter_key(name);
+  for (;;) {
+    pb::RangeRequest req;
+    req.set_key(key);
+    auto r = conn_->range(req);
+    if (!r.ok()) return std::move(r).error();
+    std::int64_t value = 0, mod = 0;
+    if (r->kvs_size() > 0) {
+      const std::string& d = r->kvs(0).value();
+      auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), value);
+      if (d.empty() || ec != std::errc() || p != d.data() + d.size()) {
+        return Error(Errc::internal, "etcd counter " + key + " holds \"" + d +
+                                         "\", not a number");
+      }
+      mod = r->kvs(0).mod_revision();
+    }
+    if (!take && delta == 0) return value;
+    std::int64_t next = 0;
+    if (take) {
+      if (value < delta) {
+        return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
+                                             " is " + std::to_string(value) +
+                                             ", less than " +
+                                             std::to_string(delta));
+      }
+      next = value - delta;
+    } else if (__builtin_add_overflow(value, delta, &next)) {
+      return Error(Errc::invalid_argument,
+                   "counter " + core::quote_name(name) + " would overflow");
+    }
+    pb::TxnRequest t;
+    auto* c = t.add_compare();
+    c->set_key(key);
+    c->set_target(pb::Compare::MOD);
+    c->set_mod_revision(mod);  // 0: still missing
+    auto* put = t.add_success()->mutable_request_put();
+    put->set_key(key);
+    put->set_value(std::to_string(next));
+    auto w = conn_->txn(t);
+    if (!w.ok()) return std::move(w).error();
+    if (w->succeeded()) return next;
+  }
+}
+
+}  // namespace etcd
+
+Result<std::unique_ptr<Store>> open_etcd_store(const core::Url& url) {
+  auto o = etcd::parse_options(url);
+  if (!o.ok()) return std::move(o).error();
+  auto conn = std::make_unique<etcd::Conn>(o->conn);
+  {
+    // Connect now, not in the first call: gRPC sets up a channel (and, in
+    // a fresh process, itself) lazily, and that first time was seen to
+    // outlast a short acquire's deadline. Best effort: a store whose
+    // members are down still opens; its calls then say `unavailable`.
+    CallDeadlineScope scope(
+        std::chrono::steady_clock::now() +
+        std::min(o->conn.request_timeout, milliseconds(2000)));
+    etcd::pb::RangeRequest probe;
+    probe.set_key(o->prefix + "/");
+    probe.set_count_only(true);
+    (void)conn->range(probe);
+  }
+  return std::unique_ptr<Store>(
+      new etcd::EtcdStore(std::move(*o), std::move(conn)));
+}
+
+}  // namespace baton::store

@@ -1,0 +1,143 @@
+// tests/etcd/etcd_fault_test.cc — etcd:// under faults: a holder process
+// stopped past its TTL, the leader member killed mid-run, an endpoint that
+// does not answer.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "baton/client.h"
+#include "etcd_test_util.h"
+
+namespace baton::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(EtcdFault, StoppedHolderProcessLosesTheLockToAWaiter) {
+  const std::string url = shared_cluster().url();
+  const std::string name = unique_name("stopped");
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::execl("/proc/self/exe", "etcd_store_test", "--hold-and-stop", url.c_str(),
+            name.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(out[0], buf, sizeof buf - 1);
+  ::close(out[0]);
+  ASSERT_GT(n, 0) << "the holder printed no fencing token";
+  const unsigned long long child_token = std::strtoull(buf, nullptr, 10);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status)) << "the holder did not stop itself";
+  // The stopped holder sends no keep-alive: etcd ends its 2 s lease and the
+  // waiter gets the lock with a larger token.
+  auto c = Client::open(url);
+  ASSERT_TRUE(c.ok());
+  const auto start = std::chrono::steady_clock::now();
+  AcquireOptions o;
+  o.ttl = 5s;
+  auto got = c->acquire(name, 20s, o);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, child_token);
+  EXPECT_LT(waited, 10s);
+  EXPECT_TRUE(*c->release(*got));
+}
+
+TEST(EtcdFault, LeaderKillGrantsContinueFencingIncreasesNoTwoHolders) {
+  EtcdCluster& cluster = shared_cluster();
+  const std::string name = unique_name("leader-kill");
+  constexpr int kThreads = 4;
+  std::atomic<bool> stop{false};
+  std::atomic<int> holders{0}, violations{0}, token_errors{0};
+  std::atomic<int> grants_before{0}, grants_after{0}, errors{0};
+  std::atomic<bool> killed{false};
+  std::mutex token_mu;
+  std::uint64_t last_token = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto c = Client::open(cluster.url());
+      if (!c.ok()) {
+        errors.fetch_add(1);
+        return;
+      }
+      AcquireOptions o;
+      o.ttl = 3s;
+      while (!stop.load()) {
+        auto l = c->acquire(name, 5s, o);
+        if (!l.ok()) {
+          errors.fetch_add(1);
+          continue;
+        }
+        if (holders.fetch_add(1) != 0) violations.fetch_add(1);
+        {
+          std::lock_guard<std::mutex> lk(token_mu);
+          if (l->fencing_token <= last_token) token_errors.fetch_add(1);
+          last_token = l->fencing_token;
+        }
+        (killed.load() ? grants_after : grants_before).fetch_add(1);
+        std::this_thread::sleep_for(2ms);
+        holders.fetch_sub(1);
+        (void)c->release(*l);
+      }
+    });
+  }
+  std::this_thread::sleep_for(1500ms);
+  int leader = -1;
+  for (int i = 0; i < 50 && leader < 0; ++i) {
+    leader = cluster.leader();
+    if (leader < 0) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_GE(leader, 0) << "no member reported itself leader";
+  cluster.kill(leader);
+  killed = true;
+  std::this_thread::sleep_for(3s);
+  stop = true;
+  for (auto& th : threads) th.join();
+  cluster.start(leader);
+  std::printf(
+      "[leader-kill] member %d killed; grants %d before, %d after; "
+      "%d errors\n",
+      leader, grants_before.load(), grants_after.load(), errors.load());
+  EXPECT_EQ(violations.load(), 0) << "two holders at once";
+  EXPECT_EQ(token_errors.load(), 0) << "fencing did not increase";
+  EXPECT_GT(grants_before.load(), 0);
+  EXPECT_GT(grants_after.load(), 0) << "no grant after the leader died";
+}
+
+TEST(EtcdFault, UnreachableEndpointIsUnavailableNamingIt) {
+  const std::uint16_t port = EtcdCluster::free_port();  // nobody listens
+  const std::string ep = "127.0.0.1:" + std::to_string(port);
+  auto t = open_test_store("etcd://" + ep + "/x?timeout=300ms");
+  store::AcquireSpec s;
+  s.name = "unreachable";
+  s.token = OwnerToken::random();
+  s.ttl = 5s;
+  const auto start = std::chrono::steady_clock::now();
+  auto g = t.etcd->acquire(s, 0ms);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code(), Errc::unavailable) << g.error().to_string();
+  EXPECT_NE(g.error().message().find(ep), std::string::npos)
+      << g.error().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+}  // namespace
+}  // namespace baton::testing
