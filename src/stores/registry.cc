@@ -22,6 +22,7 @@
 #endif
 #if BATON_WITH_MYSQL
 #include "stores/mysql/mysql_store.h"
+#endif
 #if BATON_WITH_ETCD
 #include "stores/etcd/etcd_store.h"
 #endif
@@ -89,6 +90,7 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   if (url.scheme == "mysql" || url.scheme == "mariadb") {
     return open_mysql_store(url);
   }
+#endif
 #if BATON_WITH_ETCD
   if (url.scheme == "etcd") return open_etcd_store(url);
 #endif

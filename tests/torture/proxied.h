@@ -115,6 +115,7 @@ std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
 std::unique_ptr<StoreCluster> start_mysql(const Options& options,
                                           const std::string& dir,
                                           std::string* error);
+// --store-kind etcd: a private 3-member etcd cluster (etcd_cluster.cc).
 std::unique_ptr<StoreCluster> start_etcd(const Options& options,
                                          const std::string& dir,
                                          std::string* error);

@@ -11,6 +11,20 @@
 namespace baton::store::etcd {
 namespace {
 
+// True if the reservation has a key in every queue.
+bool all_queued(const std::vector<Queue>& qs, const OwnerToken& reservation) {
+  for (const auto& q : qs) {
+    if (q.index_of(reservation) < 0) return false;
+  }
+  return true;
+}
+
+Error withdrawn() {
+  return Error(Errc::not_acquired,
+               "the reservation was withdrawn while it waited (released by "
+               "its token, or its lease ended)");
+}
+
 using std::chrono::steady_clock;
 
 }  // namespace
@@ -92,7 +106,11 @@ Result<std::vector<Grant>> EtcdStore::acquire_some(const MultiSpec& spec,
   SteadyTime last_keepalive = steady_clock::now();
   const auto keepalive_every =
       std::max(milliseconds(100), milliseconds(lease_seconds(spec.ttl) * 333));
-  for (;;) {
+  for (bool enqueued = false;; enqueued = true) {
+    // Rule 5: a release by the reservation's token withdraws its waiting
+    // requests, and the waiting call ends (AcquireOptions::stop relies on
+    // it); a key of ours gone since we queued it is never queued again.
+    if (enqueued && !all_queued(*qs, spec.reservation)) return withdrawn();
     auto added = enqueue_missing(*this, *conn_, spec, *qs, false);
     if (!added.ok()) return std::move(added).error();
     if (*added) {
@@ -187,7 +205,13 @@ Result<std::vector<Grant>> EtcdStore::acquire_all(const MultiSpec& spec,
   SteadyTime last_keepalive = steady_clock::now();
   const auto keepalive_every =
       std::max(milliseconds(100), milliseconds(lease_seconds(spec.ttl) * 333));
-  for (;;) {
+  for (bool enqueued = false;; enqueued = true) {
+    // Rule 5, as in acquire_some: our keys withdrawn by a release (or gone
+    // with their lease) end the wait; the rest are removed too.
+    if (enqueued && !all_queued(*qs, spec.reservation)) {
+      withdraw(*qs);
+      return withdrawn();
+    }
     auto added = enqueue_missing(*this, *conn_, spec, *qs, true);
     if (!added.ok()) return std::move(added).error();
     if (*added) {
