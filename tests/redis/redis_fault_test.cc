@@ -337,9 +337,9 @@ TEST(RedisFault, RedlockDelayedRepliesReturnByTheCallDeadline) {
     }
   }
   // 50 ms grace (measured: 49-56 ms past the wait on an idle machine; 320
-  // ms once at load average 29) and a margin for a loaded one. Without the call deadline a call waits for
-  // the delayed replies; with SO_RCVTIMEO instead of poll() (before session
-  // 6) a reply wait overshot its limit by 30-220 ms.
+  // ms once at load average 29) and a margin for a loaded one. Without the call
+  // deadline a call waits for the delayed replies; with SO_RCVTIMEO instead of
+  // poll() (before session 6) a reply wait overshot its limit by 30-220 ms.
   EXPECT_LT(worst, 300ms);
   for (auto& p : proxies) p->set_delay(0ms);
 }

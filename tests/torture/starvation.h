@@ -6,8 +6,8 @@
 // restarted), which is not the library's doing. A probe thread sleeps
 // kPeriod in a loop and records how much later than asked each sleep ended;
 // an operation's *stall* is the sum of those oversleeps (of at least
-// kStallUs) among the sleeps that overlapped it. A blocking call that hangs in the library
-// leaves the probe on time, so the checker still catches it.
+// kStallUs) among the sleeps that overlapped it. A blocking call that hangs in
+// the library leaves the probe on time, so the checker still catches it.
 //
 // Thread safety: every member function may be called from any thread.
 #ifndef BATON_TESTS_TORTURE_STARVATION_H_
