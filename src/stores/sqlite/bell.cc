@@ -1,0 +1,104 @@
+// stores/sqlite/bell.cc — the inotify bell (see bell.h).
+#include "stores/sqlite/bell.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <map>
+
+namespace baton::store::sq {
+
+Bell::Bell(const std::string& db_path) {
+  const std::string file = db_path + "-baton-bell";
+  file_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (file_fd_ < 0) return;
+  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (inotify_fd_ < 0 || stop_fd_ < 0 ||
+      inotify_add_watch(inotify_fd_, file.c_str(), IN_MODIFY) < 0) {
+    if (inotify_fd_ >= 0) ::close(inotify_fd_);
+    inotify_fd_ = -1;
+    return;
+  }
+  watcher_ = std::thread([this] { watch(); });
+}
+
+Bell::~Bell() {
+  if (watcher_.joinable()) {
+    const std::uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+    watcher_.join();
+  }
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (file_fd_ >= 0) ::close(file_fd_);
+}
+
+void Bell::watch() {
+  alignas(struct inotify_event) char buf[4096];
+  for (;;) {
+    struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents != 0) return;
+    bool any = false;
+    while (::read(inotify_fd_, buf, sizeof buf) > 0) any = true;
+    if (any) bump();
+  }
+}
+
+void Bell::bump() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++gen_;
+  }
+  cv_.notify_all();
+}
+
+std::uint64_t Bell::generation() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return gen_;
+}
+
+void Bell::ring() {
+  std::uint64_t g;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    g = ++gen_;
+  }
+  cv_.notify_all();
+  if (file_fd_ >= 0) (void)!::pwrite(file_fd_, &g, sizeof g, 0);
+}
+
+void Bell::nap(TimePoint until, std::uint64_t seen) {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (gen_ == seen) {
+    const TimePoint now = Clock::now();
+    if (now >= until) return;
+    // Timed waits on the system clock in slices (libfaketime fakes the
+    // steady clock but not pthread_cond_clockwait).
+    const auto slice =
+        std::min<Clock::duration>(until - now, std::chrono::milliseconds{100});
+    cv_.wait_until(
+        lk, std::chrono::system_clock::now() +
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    slice));
+  }
+}
+
+std::shared_ptr<Bell> bell_for(const std::string& db_path) {
+  static std::mutex mu;
+  static auto* bells = new std::map<std::string, std::weak_ptr<Bell>>();
+  std::lock_guard<std::mutex> lk(mu);
+  auto& w = (*bells)[db_path + "\n" + std::to_string(::getpid())];
+  auto b = w.lock();
+  if (!b) {
+    b = std::make_shared<Bell>(db_path);
+    w = b;
+  }
+  return b;
+}
+
+}  // namespace baton::store::sq

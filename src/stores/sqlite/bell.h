@@ -1,0 +1,64 @@
+// stores/sqlite/bell.h — waking waiters of every process on the host
+// without a busy loop.
+//
+// Next to the database lives "<path>-baton-bell", an 8-byte file. A call
+// that frees capacity or withdraws a request (release, withdrawal, a
+// timed-out waiter leaving) writes a new generation into it after its
+// COMMIT; each process has one inotify watch on it (one thread per database
+// per process) and wakes its waiters, which then look at the tables with a
+// read-only transaction (WAL readers never wait for the writer). If the
+// bell file cannot be created (a read-only directory), waiters fall back to
+// their jittered re-check timer alone.
+//
+// Thread safety: safe for concurrent use.
+#ifndef BATON_STORES_SQLITE_BELL_H_
+#define BATON_STORES_SQLITE_BELL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "stores/sqlite/db.h"
+
+namespace baton::store::sq {
+
+class Bell {
+ public:
+  explicit Bell(const std::string& db_path);
+  ~Bell();
+  Bell(const Bell&) = delete;
+  Bell& operator=(const Bell&) = delete;
+
+  std::uint64_t generation();
+  // Wakes this process's waiters and, through the file, every other
+  // process's.
+  void ring();
+  // Sleeps until `until` or until the generation differs from `seen`.
+  void nap(TimePoint until, std::uint64_t seen);
+  // True when other processes can wake us (the inotify watch works).
+  bool watching() const { return inotify_fd_ >= 0; }
+
+ private:
+  void bump();
+  void watch();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t gen_ = 0;  // guarded by mu_
+  int file_fd_ = -1;
+  int inotify_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd that ends the watcher
+  std::thread watcher_;
+};
+
+// The process's bell for `db_path` (shared by every store of this process
+// on that file; a forked child gets its own).
+std::shared_ptr<Bell> bell_for(const std::string& db_path);
+
+}  // namespace baton::store::sq
+
+#endif  // BATON_STORES_SQLITE_BELL_H_

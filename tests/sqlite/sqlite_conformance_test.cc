@@ -1,0 +1,21 @@
+// tests/sqlite/sqlite_conformance_test.cc — the conformance suite on
+// sqlite://, on one database file in a temp dir made for this binary (no
+// server: the "fixture" is the directory). Every client opens its own store
+// (own connections), as separate processes would. No rule is marked
+// unsupported.
+#include <cstdlib>
+
+#include "conformance.h"
+#include "sqlite_dir.h"
+
+namespace {
+
+baton::Result<baton::Client> open_under_test(
+    const baton::ClientOptions& options) {
+  static auto* dir = new baton::testing::SqliteDir();
+  return baton::Client::open(dir->url("conformance.db"), options);
+}
+
+}  // namespace
+
+INSTANTIATE_CONFORMANCE(SQLite, open_under_test);
