@@ -24,6 +24,12 @@ std::int64_t boot_now_us() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
+std::int64_t wall_now_us() {
+  struct timespec ts {};
+  syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
 const std::string& boot_id() {
   static const std::string id = [] {
     std::ifstream in("/proc/sys/kernel/random/boot_id");

@@ -34,6 +34,9 @@ using std::chrono::milliseconds;
 
 // Store time: CLOCK_BOOTTIME, microseconds.
 std::int64_t boot_now_us();
+// The host's wall clock (CLOCK_REALTIME by raw syscall), microseconds since
+// the Unix epoch: only to report expiries as epoch times, never to decide.
+std::int64_t wall_now_us();
 // This boot's id (36 characters), or "" when /proc does not say.
 const std::string& boot_id();
 

@@ -326,7 +326,9 @@ Grant Tx::to_grant(const Holder& h, int capacity,
   g.holds = static_cast<std::uint32_t>(h.holds);
   g.capacity = static_cast<std::uint32_t>(capacity);
   g.valid_for = std::chrono::microseconds{h.expires_us - arrival_us};
-  g.store_expires_at_ms = h.expires_us / 1000;
+  // Reported as a Unix epoch time (core/request.h): the host's wall clock
+  // now plus the lease's time left in store (boot) time.
+  g.store_expires_at_ms = (wall_now_us() + (h.expires_us - now_)) / 1000;
   return g;
 }
 
