@@ -446,7 +446,7 @@ std::int64_t json_int(const std::string& out, const std::string& key) {
 
 // A wall clock stepped far off (libfaketime, monotonic clocks faked too)
 // changes nothing: `baton` a year ahead and a day behind sees this process's
-// lease end when the host's boot clock says so.
+// lease end when the host's monotonic clock says so.
 TEST(SqliteClock, WallClockStepChangesNothing) {
 #ifndef BATON_CLI_PATH
   GTEST_SKIP() << "needs the baton CLI (configure with BATON_WITH_SERVER=ON)";

@@ -4,7 +4,7 @@
 //
 // Faults that apply: pause_holder and kill_holder (SIGSTOP / SIGKILL of a
 // worker process, also in the middle of a transaction), clock_step
-// (libfaketime in the worker: the store's clock is CLOCK_BOOTTIME, which it
+// (libfaketime in the worker: the store's clock is CLOCK_MONOTONIC, which it
 // must not move), and disk_full: the database lives on a small tmpfs
 // (root), which the nemesis fills until the heal. There is no server to
 // kill, pause or cut off: no proxies, servers() == 0.

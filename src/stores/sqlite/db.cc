@@ -16,11 +16,11 @@
 
 namespace baton::store::sq {
 
-std::int64_t boot_now_us() {
+std::int64_t store_now_us() {
   struct timespec ts {};
   // The raw syscall: an LD_PRELOAD clock faker (libfaketime) interposes
-  // clock_gettime(), and a wall-clock step never moves CLOCK_BOOTTIME.
-  syscall(SYS_clock_gettime, CLOCK_BOOTTIME, &ts);
+  // clock_gettime(), and a wall-clock step never moves CLOCK_MONOTONIC.
+  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 

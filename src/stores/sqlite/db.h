@@ -2,11 +2,15 @@
 // at a time) with a busy handler bounded by the deadline of the running
 // operation (rule 7), a small pool of them, and the store clock.
 //
-// Store clock: CLOCK_BOOTTIME in microseconds, read by a raw syscall (no
+// Store clock: CLOCK_MONOTONIC in microseconds, read by a raw syscall (no
 // vDSO, no LD_PRELOAD interposer such as libfaketime can move it). It never
-// steps with the wall clock and counts suspend; it restarts at each boot, so
-// the database records the boot id (/proc/sys/kernel/random/boot_id) and a
-// different one means every lease and queued request has expired.
+// steps with the wall clock, and it is the clock every client on the host
+// computes its safe local deadline with (std::chrono::steady_clock), so the
+// two agree exactly (rule 14), also across a suspend, which both skip
+// (CLOCK_BOOTTIME would count the suspend and end a lease its holder still
+// believes valid). It restarts at each boot, so the database records the
+// boot id (/proc/sys/kernel/random/boot_id) and a different one means every
+// lease and queued request has expired.
 //
 // Thread safety: a Conn is used by one thread at a time; Pool is safe for
 // concurrent use.
@@ -32,8 +36,8 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using std::chrono::milliseconds;
 
-// Store time: CLOCK_BOOTTIME, microseconds.
-std::int64_t boot_now_us();
+// Store time: CLOCK_MONOTONIC, microseconds.
+std::int64_t store_now_us();
 // The host's wall clock (CLOCK_REALTIME by raw syscall), microseconds since
 // the Unix epoch: only to report expiries as epoch times, never to decide.
 std::int64_t wall_now_us();

@@ -1,6 +1,6 @@
 // stores/sqlite/schema.cc — the sqlite:// store's tables: the same as the
 // other SQL stores' (seed 001's unique (name, slot) index included), with
-// times in CLOCK_BOOTTIME microseconds and names stored as BLOBs.
+// times in CLOCK_MONOTONIC microseconds and names stored as BLOBs.
 #include "stores/sqlite/schema.h"
 
 #include <string>
@@ -130,7 +130,7 @@ Status install_schema(Conn& conn, const StoreOptions& o) {
   if (!boot.ok()) return fail(std::move(boot).error());
   const std::string now_boot = boot_id();
   if (boot->rows.empty() || boot->at(0, 0) != now_boot) {
-    // A different boot: CLOCK_BOOTTIME restarted, every stored time is
+    // A different boot: CLOCK_MONOTONIC restarted, every stored time is
     // from another clock. Every lease and queued request has expired.
     if (Status st = conn.exec(
             "DELETE FROM " + o.prefix + "holders;DELETE FROM " + o.prefix +

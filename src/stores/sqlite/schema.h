@@ -13,7 +13,7 @@ namespace baton::store::sq {
 // In one BEGIN IMMEDIATE transaction (8 processes opening a fresh file at
 // once serialize on it): refuses a newer schema version naming the path,
 // creates or migrates the tables, and, when the recorded boot id is not
-// this boot's, drops every lease and queued request (CLOCK_BOOTTIME
+// this boot's, drops every lease and queued request (CLOCK_MONOTONIC
 // restarted: they all expired; fencing marks and counters stay).
 Status install_schema(Conn& conn, const StoreOptions& o);
 

@@ -18,7 +18,7 @@ Result<std::map<std::string, NameState>> SqliteStore::read_state(
     return st.error();
   }
   auto r = sq::load_state(conn, o_.prefix, names);
-  *now = sq::boot_now_us();
+  *now = sq::store_now_us();
   (void)conn.exec(r.ok() ? "COMMIT" : "ROLLBACK");
   pool_.put(std::move(*c));
   return r;
@@ -149,7 +149,7 @@ Result<std::vector<LockInfo>> SqliteStore::list(std::string_view prefix,
       prefix.empty() ? std::string("1")
                      : "substr(name, 1, " + std::to_string(prefix.size()) +
                            ") = " + sq::hex_literal(prefix);
-  const std::string now = std::to_string(sq::boot_now_us());
+  const std::string now = std::to_string(sq::store_now_us());
   const std::string sql =
       "SELECT name FROM " + o_.prefix + "holders WHERE " + match +
       " AND expires_us > " + now + " UNION SELECT name FROM " + o_.prefix +

@@ -11,7 +11,7 @@
 // other SQL stores, computed in C++ under the database's write lock), its
 // busy handler bounded by the request and call deadlines (rule 7).
 //
-// Store time is this host's CLOCK_BOOTTIME (a wall-clock step never moves
+// Store time is this host's CLOCK_MONOTONIC (a wall-clock step never moves
 // it); the database records the boot id, and a new boot id means every
 // lease and queued request has expired (fencing high-water marks and
 // counters survive). Waiters are woken through an inotify bell file next to

@@ -56,7 +56,7 @@ inline void jitter_sleep(int attempt) {
 inline TimePoint steady_at(std::int64_t due_us) {
   if (due_us == kNever) return TimePoint::max();
   const std::int64_t in_us =
-      std::max<std::int64_t>(0, due_us - sq::boot_now_us());
+      std::max<std::int64_t>(0, due_us - sq::store_now_us());
   return Clock::now() + std::chrono::microseconds{in_us};
 }
 
@@ -172,7 +172,7 @@ class SqliteStore final : public Store {
       if (!state.ok()) return std::move(state).error();
       // Read under the write lock: store time never goes back between
       // two transactions of any process on this host.
-      Tx tx(o_.prefix, std::move(*state), sq::boot_now_us());
+      Tx tx(o_.prefix, std::move(*state), sq::store_now_us());
       Result<T> out = fn(tx);
       *writes = tx.writes();
       return out;
