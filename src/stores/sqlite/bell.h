@@ -42,6 +42,12 @@ class Bell {
   // True when other processes can wake us (the inotify watch works).
   bool watching() const { return inotify_fd_ >= 0; }
 
+  // Writers of this process take turns here before BEGIN IMMEDIATE, so
+  // that its threads queue on a mutex instead of polling SQLite's write
+  // lock against each other (the busy handler is left for other
+  // processes).
+  std::timed_mutex writer;
+
  private:
   void bump();
   void watch();

@@ -145,6 +145,13 @@ class SqliteStore final : public Store {
   template <typename T, typename F>
   Result<T> write_tx(F&& fn) {
     const TimePoint deadline = request_deadline();
+    std::unique_lock<std::timed_mutex> turn(bell_->writer, std::defer_lock);
+    if (!turn.try_lock_until(deadline)) {
+      return Error(Errc::unavailable,
+                   "sqlite database \"" + o_.path +
+                       "\": this process's other writers held it until the "
+                       "request deadline");
+    }
     auto c = pool_.get(deadline);
     if (!c.ok()) return std::move(c).error();
     sq::Conn& conn = **c;
