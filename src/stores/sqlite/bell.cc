@@ -13,8 +13,11 @@ namespace baton::store::sq {
 
 Bell::Bell(const std::string& db_path) {
   const std::string file = db_path + "-baton-bell";
+  owner_ = ::getpid();
   file_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (file_fd_ < 0) return;
+  if (file_fd_ < 0 && ::access(file.c_str(), R_OK) != 0) return;
+  // A bell file this user may not write (another user's, mode 0644): still
+  // watched, only this process's own releases do not ring other processes.
   inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (inotify_fd_ < 0 || stop_fd_ < 0 ||
@@ -23,14 +26,20 @@ Bell::Bell(const std::string& db_path) {
     inotify_fd_ = -1;
     return;
   }
-  watcher_ = std::thread([this] { watch(); });
+  watcher_ = std::make_unique<std::thread>([this] { watch(); });
 }
 
 Bell::~Bell() {
-  if (watcher_.joinable()) {
+  // A copy inherited through fork(): the watcher thread and the eventfd
+  // are the parent's; leave them alone.
+  if (::getpid() != owner_) {
+    (void)watcher_.release();  // not ours to join: leaked on purpose
+    return;
+  }
+  if (watcher_ != nullptr) {
     const std::uint64_t one = 1;
     (void)!::write(stop_fd_, &one, sizeof one);
-    watcher_.join();
+    watcher_->join();
   }
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
   if (stop_fd_ >= 0) ::close(stop_fd_);

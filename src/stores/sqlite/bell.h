@@ -14,6 +14,8 @@
 #ifndef BATON_STORES_SQLITE_BELL_H_
 #define BATON_STORES_SQLITE_BELL_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -58,7 +60,8 @@ class Bell {
   int file_fd_ = -1;
   int inotify_fd_ = -1;
   int stop_fd_ = -1;  // eventfd that ends the watcher
-  std::thread watcher_;
+  pid_t owner_ = 0;   // the process that made it (and its watcher)
+  std::unique_ptr<std::thread> watcher_;
 };
 
 // The process's bell for `db_path` (shared by every store of this process
