@@ -66,9 +66,11 @@ std::string sql(const std::string& path, const std::string& stmt) {
   sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db, stmt.c_str(), -1, &st, nullptr) == SQLITE_OK) {
-    if (sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_column_type(st, 0) != SQLITE_NULL) {
+    const int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
       out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      out = std::string("error: ") + sqlite3_errmsg(db);
     }
     sqlite3_finalize(st);
   } else {
@@ -240,6 +242,27 @@ TEST(SqliteSchema, EightProcessesCreateItAtOnce) {
                 "SELECT last_fencing FROM baton_locks WHERE name = "
                 "CAST('race' AS BLOB)"),
             "8");
+}
+
+// Seed 001's unique-index lock is in the tables: a second holder row for a
+// taken (name, slot) is refused by SQLite itself, whatever a scheduler
+// decided.
+TEST(SqliteSchema, UniqueNameSlotRefusesASecondHolder) {
+  const std::string path = dir().file("unique.db");
+  auto c = Client::open("sqlite://" + path);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->try_acquire("seed001", opts(60s)).ok());
+  const std::string dup = sql(
+      path,
+      "INSERT INTO baton_holders (name, slot, token, fencing, ttl_ms, "
+      "granted_us, expires_us, holds, label, rkey, aliases) SELECT name, "
+      "slot, X'00', fencing + 1, ttl_ms, granted_us, expires_us, 1, label, "
+      "rkey, aliases FROM baton_holders WHERE name = CAST('seed001' AS BLOB)");
+  EXPECT_NE(dup.find("UNIQUE constraint failed"), std::string::npos) << dup;
+  EXPECT_EQ(sql(path,
+                "SELECT COUNT(*) FROM baton_holders WHERE name = "
+                "CAST('seed001' AS BLOB)"),
+            "1");
 }
 
 // 8 forked workers take one lock in turn: never two inside, fencing tokens
