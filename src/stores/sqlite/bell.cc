@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -14,6 +15,7 @@ namespace baton::store::sq {
 Bell::Bell(const std::string& db_path) {
   const std::string file = db_path + "-baton-bell";
   owner_ = ::getpid();
+  db_path_ = db_path;
   file_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (file_fd_ < 0 && ::access(file.c_str(), R_OK) != 0) return;
   // A bell file this user may not write (another user's, mode 0644): still
@@ -34,6 +36,7 @@ Bell::~Bell() {
   // are the parent's; leave them alone.
   if (::getpid() != owner_) {
     (void)watcher_.release();  // not ours to join: leaked on purpose
+    (void)ckpt_.release();     // the parent's SQLite connection, likewise
     return;
   }
   if (watcher_ != nullptr) {
@@ -50,12 +53,48 @@ void Bell::watch() {
   alignas(struct inotify_event) char buf[4096];
   for (;;) {
     struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents != 0) return;
+    const int n = ::poll(fds, 2, 1000);
+    if (n < 0) continue;
+    if (fds[1].revents != 0) {
+      ckpt_.reset();
+      return;
+    }
     bool any = false;
     while (::read(inotify_fd_, buf, sizeof buf) > 0) any = true;
     if (any) bump();
+    maybe_checkpoint();
   }
+}
+
+void Bell::maybe_checkpoint() {
+  const TimePoint now = Clock::now();
+  if (now - last_ckpt_ < std::chrono::milliseconds{200}) return;
+  last_ckpt_ = now;
+  struct stat st {};
+  if (::stat((db_path_ + "-wal").c_str(), &st) != 0 ||
+      st.st_size < 4 * 1024 * 1024) {
+    return;
+  }
+  if (ckpt_ == nullptr) {
+    auto c = std::make_unique<Conn>();
+    if (!c->open(db_path_, false, now + std::chrono::milliseconds{100}).ok()) {
+      return;
+    }
+    ckpt_ = std::move(c);
+  }
+  // PASSIVE first: copies what no reader still needs, never waits. Then
+  // TRUNCATE: the WAL starts over only when no reader uses it, which under
+  // steady load (waiters' looks) a writer never finds by itself; it takes
+  // the write lock for at most ~20 ms to wait for the readers to move on
+  // (little is left to copy) and gives up, to try again later, if they
+  // do not.
+  ckpt_->set_deadline(Clock::now() + std::chrono::milliseconds{50});
+  auto r = ckpt_->query("PRAGMA wal_checkpoint(PASSIVE)");
+  if (r.ok()) {
+    ckpt_->set_deadline(Clock::now() + std::chrono::milliseconds{20});
+    r = ckpt_->query("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  if (!r.ok() && ckpt_->broken()) ckpt_.reset();
 }
 
 void Bell::bump() {

@@ -10,6 +10,12 @@
 // bell file cannot be created (a read-only directory), waiters fall back to
 // their jittered re-check timer alone.
 //
+// The same thread checkpoints the WAL (PASSIVE, then TRUNCATE, on a
+// connection of its own) once it passes 4 MB, so that no store call pays
+// for a checkpoint inside its COMMIT and the WAL does not grow without
+// bound under steady readers (SQLite's own auto-checkpoint, raised to
+// 40 MB, is the net).
+//
 // Thread safety: safe for concurrent use.
 #ifndef BATON_STORES_SQLITE_BELL_H_
 #define BATON_STORES_SQLITE_BELL_H_
@@ -53,6 +59,7 @@ class Bell {
  private:
   void bump();
   void watch();
+  void maybe_checkpoint();
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -62,6 +69,9 @@ class Bell {
   int stop_fd_ = -1;  // eventfd that ends the watcher
   pid_t owner_ = 0;   // the process that made it (and its watcher)
   std::unique_ptr<std::thread> watcher_;
+  std::string db_path_;
+  std::unique_ptr<Conn> ckpt_;  // the watcher's own connection
+  TimePoint last_ckpt_{};
 };
 
 // The process's bell for `db_path` (shared by every store of this process
