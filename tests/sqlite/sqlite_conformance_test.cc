@@ -12,8 +12,8 @@ namespace {
 
 baton::Result<baton::Client> open_under_test(
     const baton::ClientOptions& options) {
-  static auto* dir = new baton::testing::SqliteDir();
-  return baton::Client::open(dir->url("conformance.db"), options);
+  static baton::testing::SqliteDir dir;  // removed at exit
+  return baton::Client::open(dir.url("conformance.db"), options);
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ using namespace std::chrono_literals;
 using testing::SqliteDir;
 
 SqliteDir& dir() {
-  static auto* d = new SqliteDir();
-  return *d;
+  static SqliteDir d;  // removed at exit
+  return d;
 }
 
 std::string unique(const std::string& what) {
