@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -145,18 +146,35 @@ class SqliteStore final : public Store {
   template <typename T, typename F>
   Result<T> write_tx(F&& fn) {
     const TimePoint deadline = request_deadline();
+    // Rule 7: once the caller's deadline has passed, the answer is
+    // timeout (the outcome is known: nothing was written).
+    auto late = [&]() -> std::optional<Error> {
+      if (!call_deadline_passed()) return std::nullopt;
+      return Error(Errc::timeout, "sqlite database \"" + o_.path +
+                                      "\": the call's deadline passed while "
+                                      "waiting for the write lock");
+    };
     std::unique_lock<std::timed_mutex> turn(bell_->writer, std::defer_lock);
     if (!turn.try_lock_until(deadline)) {
+      if (auto e = late()) return *e;
       return Error(Errc::unavailable,
                    "sqlite database \"" + o_.path +
                        "\": this process's other writers held it until the "
                        "request deadline");
     }
     auto c = pool_.get(deadline);
-    if (!c.ok()) return std::move(c).error();
+    if (!c.ok()) {
+      if (c.error().code() == Errc::unavailable) {
+        if (auto e = late()) return *e;
+      }
+      return std::move(c).error();
+    }
     sq::Conn& conn = **c;
     if (Status st = conn.exec("BEGIN IMMEDIATE"); !st.ok()) {
       pool_.put(std::move(*c));
+      if (st.error().code() == Errc::unavailable) {
+        if (auto e = late()) return *e;
+      }
       return st.error();
     }
     std::string writes;
