@@ -136,6 +136,44 @@ void Bell::nap(TimePoint until, std::uint64_t seen) {
   }
 }
 
+bool FifoTurn::lock_until(TimePoint deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!busy_ && line_.empty()) {
+    busy_ = true;
+    return true;
+  }
+  const std::uint64_t me = next_++;
+  line_.push_back(me);
+  for (;;) {
+    if (!busy_ && line_.front() == me) {
+      line_.pop_front();
+      busy_ = true;
+      return true;
+    }
+    const TimePoint now = Clock::now();
+    if (now >= deadline) {
+      std::erase(line_, me);
+      cv_.notify_all();  // the next in line may be first now
+      return false;
+    }
+    // System-clock slices, as in Bell::nap (libfaketime).
+    const auto slice = std::min<Clock::duration>(
+        deadline - now, std::chrono::milliseconds{100});
+    cv_.wait_until(
+        lk, std::chrono::system_clock::now() +
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    slice));
+  }
+}
+
+void FifoTurn::unlock() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
 std::shared_ptr<Bell> bell_for(const std::string& db_path) {
   static std::mutex mu;
   static auto* bells = new std::map<std::string, std::weak_ptr<Bell>>();

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,24 @@
 #include "stores/sqlite/db.h"
 
 namespace baton::store::sq {
+
+// A FIFO turn with a deadline: threads get it in the order they asked
+// (std::timed_mutex is not fair, and under load a thread could wait past
+// its request deadline while later ones go first).
+class FifoTurn {
+ public:
+  // True once it is this thread's turn; false (and out of the line) when
+  // `deadline` passes first.
+  bool lock_until(TimePoint deadline);
+  void unlock();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool busy_ = false;               // guarded by mu_
+  std::deque<std::uint64_t> line_;  // guarded by mu_
+  std::uint64_t next_ = 0;          // guarded by mu_
+};
 
 class Bell {
  public:
@@ -54,7 +73,7 @@ class Bell {
   // that its threads queue on a mutex instead of polling SQLite's write
   // lock against each other (the busy handler is left for other
   // processes).
-  std::timed_mutex writer;
+  FifoTurn writer;
 
  private:
   void bump();

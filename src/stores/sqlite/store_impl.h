@@ -154,14 +154,17 @@ class SqliteStore final : public Store {
                                       "\": the call's deadline passed while "
                                       "waiting for the write lock");
     };
-    std::unique_lock<std::timed_mutex> turn(bell_->writer, std::defer_lock);
-    if (!turn.try_lock_until(deadline)) {
+    if (!bell_->writer.lock_until(deadline)) {
       if (auto e = late()) return *e;
       return Error(Errc::unavailable,
                    "sqlite database \"" + o_.path +
                        "\": this process's other writers held it until the "
                        "request deadline");
     }
+    struct Unlock {
+      sq::FifoTurn& t;
+      ~Unlock() { t.unlock(); }
+    } turn{bell_->writer};
     auto c = pool_.get(deadline);
     if (!c.ok()) {
       if (c.error().code() == Errc::unavailable) {
