@@ -214,7 +214,8 @@ TEST(SqliteFiles, ReadOnlyFileIsNamedAndLeftUntouched) {
 
 // 8 processes open a fresh file at the same instant: one schema, no error.
 TEST(SqliteSchema, EightProcessesCreateItAtOnce) {
-  const std::string path = dir().file("race.db");
+  static int run = 0;  // a fresh file per run (--gtest_repeat)
+  const std::string path = dir().file("race" + std::to_string(run++) + ".db");
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
   std::vector<pid_t> kids;

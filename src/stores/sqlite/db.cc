@@ -83,6 +83,7 @@ int Conn::busy(void* self, int count) {
 
 Error Conn::error(const char* what, int rc) {
   last_code_ = rc;
+  last_failure_ = rc;
   const int primary = rc & 0xFF;
   std::string msg = "sqlite database \"" + path_ + "\": " + what + ": " +
                     (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
@@ -151,21 +152,45 @@ Status Conn::open(const std::string& path, bool create, TimePoint deadline) {
                      "every grant); nothing was changed");
   }
   sqlite3_busy_handler(db_, &Conn::busy, this);
+  // While processes race to create the file and switch it to WAL, SQLite
+  // answers SQLITE_BUSY in places where it does not call the busy handler
+  // (it would deadlock); those are retried here until the deadline.
+  for (int attempt = 0;; ++attempt) {
+    Status s = setup();
+    if (s.ok() || !busy_failure() ||
+        Clock::now() >= cap_to_call_deadline(deadline_)) {
+      return s;
+    }
+    retry_nap(attempt);
+  }
+}
+
+bool Conn::busy_failure() const {
+  const int primary = last_failure_ & 0xFF;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
+void Conn::retry_nap(int attempt) const {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<int> d(100, 500 + 250 * std::min(attempt, 8));
+  std::this_thread::sleep_until(
+      std::min(cap_to_call_deadline(deadline_),
+               Clock::now() + std::chrono::microseconds{d(rng)}));
+}
+
+Status Conn::setup() {
   auto mode = query("PRAGMA journal_mode");
   if (!mode.ok()) return std::move(mode).error();
   if (mode->at(0, 0) != "wal") {
-    for (;;) {
-      auto set = query("PRAGMA journal_mode=WAL");
-      if (!set.ok()) return std::move(set).error();
-      if (set->at(0, 0) == "wal") break;
+    auto set = query("PRAGMA journal_mode=WAL");
+    if (!set.ok()) return std::move(set).error();
+    if (set->at(0, 0) != "wal") {
       // Another connection was busy: the switch needs the file alone.
-      if (Clock::now() >= cap_to_call_deadline(deadline_)) {
-        return Error(Errc::unavailable, "sqlite database \"" + path +
-                                            "\": could not switch to WAL "
-                                            "mode (journal mode \"" +
-                                            set->at(0, 0) + "\")");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+      last_failure_ = SQLITE_BUSY;
+      return Error(Errc::unavailable, "sqlite database \"" + path_ +
+                                          "\": could not switch to WAL mode "
+                                          "(journal mode \"" +
+                                          set->at(0, 0) + "\")");
     }
   }
   // FULL: with NORMAL a power loss could roll back a grant in WAL mode and

@@ -74,17 +74,25 @@ class Conn {
   // The error code of the last failed call (SQLITE_*), 0 if none.
   int last_code() const { return last_code_; }
   bool broken() const { return db_ == nullptr || broken_; }
+  // The last failure was SQLITE_BUSY / SQLITE_LOCKED (kept across later
+  // successes, e.g. a ROLLBACK after it).
+  bool busy_failure() const;
+  // A short jittered pause before retrying after busy_failure(), capped at
+  // the deadline.
+  void retry_nap(int attempt) const;
   void mark_broken() { broken_ = true; }
   const std::string& path() const { return path_; }
 
  private:
   static int busy(void* self, int count);
+  Status setup();
   Error error(const char* what, int rc);
 
   sqlite3* db_ = nullptr;
   std::string path_;
   TimePoint deadline_ = TimePoint::max();
   int last_code_ = 0;
+  int last_failure_ = 0;
   bool broken_ = false;
 };
 

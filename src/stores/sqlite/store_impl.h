@@ -79,7 +79,14 @@ class SqliteStore final : public Store {
     const TimePoint deadline = request_deadline();
     auto c = std::make_unique<sq::Conn>();
     if (Status st = c->open(o_.path, true, deadline); !st.ok()) return st;
-    if (Status st = sq::install_schema(*c, o_); !st.ok()) return st;
+    // The schema transaction too may meet SQLITE_BUSY without the busy
+    // handler while other processes set the file up.
+    for (int attempt = 0;; ++attempt) {
+      Status st = sq::install_schema(*c, o_);
+      if (st.ok()) break;
+      if (!c->busy_failure() || Clock::now() >= deadline) return st;
+      c->retry_nap(attempt);
+    }
     pool_.put(std::move(c));
     bell_ = sq::bell_for(o_.path);
     return {};
