@@ -241,9 +241,10 @@ class Judge {
       const std::int64_t took = o.complete_us - o.invoke_us;
       if (took <= (o.wait_ms + 100) * 1000) continue;
       if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
-      // The worker's process was stalled for o.aux µs meanwhile (its
-      // starvation probe, starvation.h): that much of the delay is the
-      // machine's, not the library's. Counted, not judged.
+      // The worker's process, or the call's threads, waited o.aux µs for
+      // a CPU meanwhile (its starvation probe and the kernel's run-queue
+      // times, starvation.h): that much of the delay is the machine's, not
+      // the library's. Counted, not judged.
       if (took - o.aux <= (o.wait_ms + 100) * 1000) {
         ++out_.counts["late_acquires_starved"];
         continue;
@@ -255,8 +256,8 @@ class Judge {
       add("7-deadline", o.lock + ": worker " + std::to_string(o.worker) +
                             " acquire with wait " + std::to_string(o.wait_ms) +
                             " ms returned " + o.result + " after " +
-                            std::to_string(took / 1000) + " ms (process " +
-                            "stalled " + std::to_string(o.aux / 1000) +
+                            std::to_string(took / 1000) + " ms (CPU " +
+                            "wait " + std::to_string(o.aux / 1000) +
                             " ms; at " + us(o.complete_us) + ")");
     }
   }

@@ -127,6 +127,13 @@ class Worker {
         static_cast<unsigned long long>(o.seq), static_cast<long long>(o.aux));
     std::fflush(log_);
   }
+  // How long this process, or the call's own threads, could not run
+  // during `o` (checker 7; starvation.h).
+  std::int64_t stalled(const Op& o, const RunQueueWait& before) {
+    return std::max(probe_.stalled(o.invoke_us, o.complete_us),
+                    RunQueueWait::now().since(before));
+  }
+
   Op begin(std::string kind, std::string lock) const {
     Op o;
     o.worker = a_.id;
@@ -232,12 +239,13 @@ class Worker {
     const bool is_try = chance(20);
     Op o = begin(is_try ? "try" : "acquire", spec.name);
     o.wait_ms = is_try ? 0 : uniform(50, 1500);
+    const auto cpu_wait = RunQueueWait::now();
     auto lease = is_try
                      ? client_->try_acquire(spec.name, ao)
                      : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
     o.complete_us = real_us();
     // How long this process could not run meanwhile (checker 7).
-    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
+    o.aux = stalled(o, cpu_wait);
     if (!lease) {
       o.result = res(lease.error());
       log(o);
@@ -313,9 +321,10 @@ class Worker {
     Op o = begin("multi", names[0]);
     // Longer waits than single acquires: both locks must come free.
     o.wait_ms = chance(20) ? 0 : uniform(500, 3000);
+    const auto cpu_wait = RunQueueWait::now();
     auto leases = client_->acquire_all(names, milliseconds(o.wait_ms), ao);
     o.complete_us = real_us();
-    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
+    o.aux = stalled(o, cpu_wait);
     if (!leases || leases->empty()) {
       o.result = leases ? "none" : res(leases.error());
       log(o);
