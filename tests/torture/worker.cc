@@ -263,8 +263,14 @@ class Worker {
     set_holding(li, keeper);
     const bool fenced = spec.capacity == 1;  // semaphores: no single writer
     const int ttl_ms = static_cast<int>(a_.ttl.count());
+    // Checker 8's negative control holds 4-5 TTLs, so that a holder cut
+    // off at any time of its hold is still holding when its lease runs
+    // out (a shorter hold may end, and release, before the deadline).
     const auto hold_until =
-        real_us() + 1000LL * uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2);
+        real_us() +
+        1000LL * (a_.late_notice
+                      ? uniform(4 * ttl_ms, 5 * ttl_ms)
+                      : uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2));
     // Wrong-owner calls and the counter: inside the hold, after the keeper
     // (if any) took the lease over — a keeper must keep a lease from its
     // grant on, or no notice can come in time.
