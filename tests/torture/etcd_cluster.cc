@@ -131,16 +131,6 @@ class EtcdCluster : public Proxied {
     if (!any && why != nullptr) *why = "no etcd member is running";
     return any;
   }
-  bool fiu_enable(const std::string&, std::string* why) override {
-    *why = "fiu faults are batond's only (it runs under fiu-run)";
-    return false;
-  }
-  void fiu_disable(const std::string&) override {}
-  bool disk_fill(std::string* why) override {
-    *why = "disk_full is batond's only (its data dir on a tmpfs)";
-    return false;
-  }
-  void disk_free() override {}
 
  private:
   static std::string make_url(const std::vector<std::string>& eps) {

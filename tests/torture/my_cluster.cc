@@ -174,16 +174,6 @@ class MyCluster : public Proxied {
     frozen_ = on;
     return true;
   }
-  bool fiu_enable(const std::string&, std::string* why) override {
-    *why = "fiu faults are batond's only (it runs under fiu-run)";
-    return false;
-  }
-  void fiu_disable(const std::string&) override {}
-  bool disk_fill(std::string* why) override {
-    *why = "disk_full is batond's only (its data dir on a tmpfs)";
-    return false;
-  }
-  void disk_free() override {}
 
  private:
   std::string make_url(const std::string& hostport) const {
