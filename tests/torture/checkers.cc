@@ -216,13 +216,14 @@ class Judge {
         for (const Op* b : grants[lock]) {
           if (b->invoke_us > a->invoke_us + kMargin &&
               b->complete_us + kMargin < a->complete_us) {
-            add("6-fifo", lock + ": worker " + std::to_string(a->worker) +
-                              " waiting since " + us(a->invoke_us) +
-                              " overtaken by worker " +
-                              std::to_string(b->worker) + " (asked at " +
-                              us(b->invoke_us) + ", granted at " +
-                              us(b->complete_us) + "); waiter got " +
-                              a->result + " at " + us(a->complete_us));
+            add("6-fifo",
+                lock + ": worker " + std::to_string(a->worker) +
+                    " waiting since " + us(a->invoke_us) +
+                    " overtaken by worker " + std::to_string(b->worker) + " (" +
+                    b->kind + ", asked at " + us(b->invoke_us) +
+                    ", granted at " + us(b->complete_us) + "); waiter got " +
+                    a->result + " at " + us(a->complete_us) +
+                    " (its CPU wait " + std::to_string(a->aux / 1000) + " ms)");
             break;
           }
         }
