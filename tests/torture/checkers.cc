@@ -213,9 +213,17 @@ class Judge {
     for (auto& [lock, ws] : waits) {
       out_.counts["fifo_waits_judged"] += static_cast<std::int64_t>(ws.size());
       for (const Op* a : ws) {
+        // A waiter that timed out waited until its wait ended, not until
+        // it returned: its request is withdrawn at the end of the wait,
+        // and the withdrawal's round trips (slow on a loaded machine) may
+        // let the next request in before the call returns.
+        const std::int64_t waited_until =
+            a->result == "timeout"
+                ? std::min(a->complete_us, a->invoke_us + a->wait_ms * 1000)
+                : a->complete_us;
         for (const Op* b : grants[lock]) {
           if (b->invoke_us > a->invoke_us + kMargin &&
-              b->complete_us + kMargin < a->complete_us) {
+              b->complete_us + kMargin < waited_until) {
             add("6-fifo",
                 lock + ": worker " + std::to_string(a->worker) +
                     " waiting since " + us(a->invoke_us) +
