@@ -21,12 +21,4 @@ baton::Result<baton::Client> open_pg(const baton::ClientOptions& options) {
 
 }  // namespace
 
-baton::conformance::StoreTraits traits() {
-  baton::conformance::StoreTraits t;
-  t.unsupported["shared"] =
-      "not implemented on postgres:// yet (issue 17): it refuses "
-      "acquire_shared with unsupported";
-  return t;
-}
-
-INSTANTIATE_CONFORMANCE(Postgres, open_pg, traits());
+INSTANTIATE_CONFORMANCE(Postgres, open_pg);
