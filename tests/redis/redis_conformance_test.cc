@@ -43,9 +43,6 @@ baton::Result<baton::Client> open_under_test(
 
 baton::conformance::StoreTraits traits() {
   baton::conformance::StoreTraits t;
-  t.unsupported["shared"] =
-      "not implemented on redis:// and redlock:// yet (issue 17): they "
-      "refuse acquire_shared with unsupported";
   if (REDLOCK_N != 0) {
     t.unsupported["counters"] =
         "redlock:// has no atomic read-modify-write across independent "
