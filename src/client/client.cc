@@ -360,6 +360,7 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
     // 14057 saw that token reused by the next grant). (0: a Lease built by
     // hand, token not known.)
     if (lease.fencing_token != 0) l.fencing_token = lease.fencing_token;
+    l.shared = l.shared || lease.shared;  // an extend never changes the mode
     return l;
   });
   return cut_short(impl, std::move(r));
