@@ -44,14 +44,8 @@ local waitms = tonumber(ARGV[9])
 local ticket = tonumber(ARGV[10] or '')
 local seq = tonumber(ARGV[11] or '')
 local sh = ARGV[12] == '1'  -- rule 18: a shared (read) request
-if sh and cap ~= 1 then
-  return {'error', 'invalid_argument', 'shared mode needs capacity 1 (got ' ..
-          num(cap) .. '): a read-write lock has one writer or many readers'}
-end
-if sh and rkey ~= '' then
-  return {'error', 'invalid_argument',
-          'a reentrancy key cannot be used with shared mode'}
-end
+local bad = shared_misuse(sh, cap, rkey)
+if bad then return {'error', 'invalid_argument', bad} end
 -- True if x (a lease or waiter of tok) was created or re-found by a round
 -- after this one: this (delayed) call must not undo it.
 local function newer(x)
@@ -157,24 +151,7 @@ if not s or (#s.q == 0 and fits(s, sh)) then
   return finish(grant_reply(name, s, le))
 end
 if mode == 'try' then
-  local msg
-  local nsh = 0
-  for _, x in ipairs(s.h) do
-    if x.sh then nsh = nsh + 1 end
-  end
-  if not sh and nsh > 0 then
-    msg = 'lock ' .. quote(name) .. ' is held shared by ' .. num(nsh) ..
-          (nsh == 1 and ' holder' or ' holders')
-  elseif sh and nsh < #s.h then
-    msg = 'lock ' .. quote(name) .. ' is held exclusively'
-  elseif #s.h >= s.c then
-    msg = 'lock ' .. quote(name) .. ' is held (' .. num(#s.h) .. ' of ' ..
-          num(s.c) .. ')'
-  else
-    msg = 'lock ' .. quote(name) .. ' has ' .. num(#s.q) ..
-          ' waiters ahead of this request'
-  end
-  return finish({'busy', msg, holders_of(s)})
+  return finish({'busy', busy_message(name, s, sh), holders_of(s)})
 end
 if waitms <= 0 then return finish({'timeout'}) end
 if #s.q >= MAXQ then

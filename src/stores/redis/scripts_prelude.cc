@@ -154,6 +154,34 @@ local function fits(s, sh)
   end
   return sh or #s.h < s.c
 end
+-- Rule 18: why a shared request is invalid, or nil.
+local function shared_misuse(sh, cap, rkey)
+  if sh and cap ~= 1 then
+    return 'shared mode needs capacity 1 (got ' .. num(cap) ..
+           '): a read-write lock has one writer or many readers'
+  end
+  if sh and rkey ~= '' then
+    return 'a reentrancy key cannot be used with shared mode'
+  end
+  return nil
+end
+-- Why a try of mode sh on the lock n (state s) is not granted.
+local function busy_message(n, s, sh)
+  local nsh = 0
+  for _, x in ipairs(s.h) do
+    if x.sh then nsh = nsh + 1 end
+  end
+  local what = 'lock ' .. quote(n)
+  if not sh and nsh > 0 then
+    return what .. ' is held shared by ' .. num(nsh) ..
+           (nsh == 1 and ' holder' or ' holders')
+  elseif sh and nsh < #s.h then
+    return what .. ' is held exclusively'
+  elseif #s.h >= s.c then
+    return what .. ' is held (' .. num(#s.h) .. ' of ' .. num(s.c) .. ')'
+  end
+  return what .. ' has ' .. num(#s.q) .. ' waiters ahead of this request'
+end
 local function pump(n)
   local s = cache[n]
   if not s then return end
