@@ -13,6 +13,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -377,6 +378,33 @@ TEST_P(ConformanceTest, Shared_BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(modes(client(), name),
             std::make_pair(std::string("S"), std::string("")));
   EXPECT_TRUE(*client().release(*s));
+}
+
+// Cancellable waits (issue 17) cover acquire_shared too: a stop withdraws
+// the shared request and leaves no trace in the queue.
+TEST_P(ConformanceTest, Shared_StopEndsASharedWaitAndLeavesNoTrace) {
+  BATON_REQUIRE_SHARED();
+  BATON_REQUIRE("cancel");
+  const std::string name = lock_name("cancel");
+  auto w = client().try_acquire(name, opts(30s, 1, "writer"));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  std::stop_source stop;
+  AcquireOptions o = opts(10s, 1, "reader");
+  o.stop = stop.get_token();
+  auto waiting = std::async(std::launch::async, [&] {
+    return client().acquire_shared(name, 30s, o);
+  });
+  ASSERT_TRUE(eventually([&] { return waiters_of(client(), name) == 1; }));
+  stop.request_stop();
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  auto r = waiting.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::cancelled) << r.error().to_string();
+  EXPECT_EQ(modes(client(), name),
+            std::make_pair(std::string("X"), std::string("")));
+  EXPECT_TRUE(*client().release(*w));
+  EXPECT_EQ(modes(client(), name),
+            std::make_pair(std::string(""), std::string("")));
 }
 
 TEST_P(ConformanceTest, Shared_ListShowsModes) {
