@@ -65,6 +65,7 @@ class Judge {
   void fencing() {
     std::map<std::string, const Write*> last;
     for (const Write& w : writes_) {
+      if (w.verb == 'D') continue;  // reads: checker 9
       // The SQL helper saw a subset of these writes, so its highest token
       // is never above FencedResource's: it must accept what that accepts.
       if (w.sql != 0) ++out_.counts[std::string("sql_fenced_write_") + w.sql];
@@ -271,6 +272,34 @@ class Judge {
     }
   }
 
+  // (9) Read-write locks (rule 18): no read by a shared holder is accepted
+  // while a write is in progress (unless a fault hit the writer during its
+  // write: a paused or killed writer's lease may end mid-write, which only
+  // fencing can catch), and no shared holder writes.
+  void read_write() {
+    for (const Write& w : writes_) {
+      if (w.verb == 'W' && w.accepted && w.shared_writer) {
+        add("9-shared-write", w.lock + ": worker " + std::to_string(w.worker) +
+                                  " wrote with token " +
+                                  std::to_string(w.fencing) +
+                                  " that a shared holder read with");
+      }
+      if (w.verb != 'D') continue;
+      ++out_.counts[w.accepted ? "reads_accepted" : "reads_rejected"];
+      if (!w.accepted || w.writer < 0) continue;
+      if (worker_disturbed(w.writer, w.write_begun_us, w.at_us)) {
+        ++out_.counts["reads_during_disturbed_write"];
+        continue;
+      }
+      add("9-read-during-write",
+          w.lock + ": worker " + std::to_string(w.worker) +
+              " read with token " + std::to_string(w.fencing) + " at " +
+              us(w.at_us) + " while worker " + std::to_string(w.writer) +
+              "'s write with token " + std::to_string(w.writer_token) +
+              " (begun " + us(w.write_begun_us) + ") was in progress");
+    }
+  }
+
   Judged done() {
     for (auto& [c, n] : per_checker_) out_.counts["violations_" + c] = n;
     out_.counts["ops"] = static_cast<std::int64_t>(ops_.size());
@@ -299,6 +328,7 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
   j.non_owner();
   j.fifo();
   j.deadlines();
+  j.read_write();
   Judged h = check_holder(options, ops, faults);
   for (const Violation& v : h.violations) j.add(v.checker, v.what);
   Judged out = j.done();

@@ -61,7 +61,8 @@ struct Args {
   std::int64_t deadline_us = 0;
   milliseconds ttl{1000};
   bool counters = true;
-  bool late_notice = false;  // checker 8's negative control
+  bool late_notice = false;    // checker 8's negative control
+  bool shared_writes = false;  // checker 9's: shared holders write too
 };
 
 using Steady = std::chrono::steady_clock;
@@ -162,26 +163,45 @@ class Worker {
     }
   }
 
-  // One write to the guarded resource: "W id seq lock token" → A|R|E.
-  void write(const Lease& lease, std::int64_t checked_us = 0) {
-    Op o = begin("write", lease.name);
-    o.aux = checked_us;
-    o.seq = ++seq_;
-    o.fencing = lease.fencing_token;
+  // One line to the guarded resource and its one-letter answer (0: I/O
+  // error, the connection is dropped).
+  char ask_resource(const std::string& line) {
     if (res_fd_ < 0) connect_resource();
-    std::string line = "W " + std::to_string(a_.id) + " " +
-                       std::to_string(o.seq) + " " + lease.name + " " +
-                       std::to_string(lease.fencing_token) + "\n";
     char reply[4] = {0};
     if (res_fd_ >= 0 &&
         ::send(res_fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(line.size()) &&
         ::read(res_fd_, reply, 2) == 2) {
-      o.result = reply[0] == 'A' ? "accepted" : "rejected";
-    } else {
-      o.result = "io_error";
-      ::close(res_fd_);
-      res_fd_ = -1;
+      return reply[0];
+    }
+    ::close(res_fd_);
+    res_fd_ = -1;
+    return 0;
+  }
+
+  // One write to the guarded resource: "W id seq lock token" → A|R|E, in
+  // progress until "E id seq lock token" a few ms later. A shared lease
+  // (rule 18) reads instead: "D id seq lock token", logged as "read".
+  void write(const Lease& lease, std::int64_t checked_us = 0) {
+    // --shared-writes (negative control): a shared holder writes as well.
+    const bool reads = lease.shared && !(a_.shared_writes && chance(50));
+    Op o = begin(reads ? "read" : "write", lease.name);
+    o.aux = checked_us;
+    o.seq = ++seq_;
+    o.fencing = lease.fencing_token;
+    const std::string tail = " " + std::to_string(a_.id) + " " +
+                             std::to_string(o.seq) + " " + lease.name + " " +
+                             std::to_string(lease.fencing_token) + "\n";
+    const char verdict = ask_resource((reads ? "D" : "W") + tail);
+    o.result = verdict == 0     ? "io_error"
+               : verdict == 'A' ? "accepted"
+                                : "rejected";
+    if (verdict == 'A' && !reads) {
+      // The write takes a moment: a reader during it is checker 9's case
+      // (longer in checker 9's negative control, so that reads overlap).
+      std::this_thread::sleep_for(
+          milliseconds(a_.shared_writes ? uniform(30, 80) : uniform(1, 4)));
+      (void)ask_resource("E" + tail);
     }
     o.complete_us = real_us();
     log(o);
@@ -237,12 +257,19 @@ class Worker {
     ao.ttl = a_.ttl;
     ao.capacity = spec.capacity;
     const bool is_try = chance(20);
+    // Rule 18: some holds of a mutex are shared (readers), where the store
+    // offers it (else it answers `unsupported` once and no more are tried).
+    // (Most of them in checker 9's negative control, so readers overlap.)
+    const bool shared =
+        shared_ok_ && spec.capacity == 1 && chance(a_.shared_writes ? 80 : 30);
     Op o = begin(is_try ? "try" : "acquire", spec.name);
     o.wait_ms = is_try ? 0 : uniform(50, 1500);
     const auto cpu_wait = RunQueueWait::now();
-    auto lease = is_try
-                     ? client_->try_acquire(spec.name, ao)
-                     : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
+    auto lease =
+        shared ? client_->acquire_shared(spec.name, milliseconds(o.wait_ms), ao)
+        : is_try ? client_->try_acquire(spec.name, ao)
+                 : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
+    if (!lease && lease.error().code() == Errc::unsupported) shared_ok_ = false;
     o.complete_us = real_us();
     // How long this process could not run meanwhile (checker 7).
     o.aux = stalled(o, cpu_wait);
@@ -491,6 +518,7 @@ class Worker {
   std::optional<Client> client_;
   int res_fd_ = -1;
   std::uint64_t seq_ = 0;
+  bool shared_ok_ = true;  // the store offers acquire_shared (rule 18)
   StarvationProbe probe_;
 };
 
@@ -525,6 +553,8 @@ int worker_main(int argc, char** argv) {
       a.counters = v == "1";
     else if (k == "--late-notice")
       a.late_notice = v == "1";
+    else if (k == "--shared-writes")
+      a.shared_writes = v == "1";
     else if (k == "--prefix")
       set_name_prefix(v);
     else

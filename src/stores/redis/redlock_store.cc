@@ -367,6 +367,7 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
     top = *fenced;
   }
   g->fencing_token = top;
+  g->shared = spec.shared;
   g->valid_for = std::chrono::duration_cast<microseconds>(t0 - call_start) +
                  kth_largest(vf, q);
   return *g;
