@@ -58,6 +58,16 @@ class Client {
   Result<Lease> acquire(std::string_view name, std::chrono::milliseconds wait,
                         const AcquireOptions& options = {}) const;
 
+  // Rule 18, read-write locks: a shared (read) lease on `name`. Any number
+  // of shared leases may be held at once, or one exclusive lease (acquire /
+  // try_acquire on the same name); requests of both kinds wait in one FIFO
+  // queue (a reader behind a waiting writer waits). wait 0 = try. Shared
+  // mode needs capacity 1 and no reentrancy key (invalid_argument
+  // otherwise); a store without shared mode answers `unsupported`.
+  Result<Lease> acquire_shared(std::string_view name,
+                               std::chrono::milliseconds wait,
+                               const AcquireOptions& options = {}) const;
+
   // Rule 4: extend-to. Returns the renewed lease (new local_deadline), or
   // lock_lost if `lease` is no longer held; nothing changes then.
   Result<Lease> extend(const Lease& lease, std::chrono::milliseconds ttl) const;

@@ -18,6 +18,8 @@
 //                              safe (docs/contract.md#rule-17).
 //   permission_denied  no      authentication or authorization failed.
 //   internal           no      a bug or a broken invariant; report it.
+//   unsupported        no      the store does not offer this feature (e.g.
+//                              shared mode); the message names the store.
 //
 // Thread safety: Error and Result are values; distinct objects may be used
 // from distinct threads freely, one object is not synchronized.
@@ -45,6 +47,9 @@ enum class Errc : std::uint8_t {
   // A blocking wait ended by its caller (AcquireOptions::stop); the request
   // was withdrawn. Never sent by a store.
   cancelled,
+  // The store does not offer the requested feature (shared mode on a store
+  // without it); nothing was changed. The message names the store.
+  unsupported,
 };
 
 // "not_acquired", "timeout", ... (stable; used in protocols and CLI output).
@@ -60,6 +65,7 @@ struct HolderInfo {
   std::uint64_t fencing_token = 0;         // the holder's fencing token
   std::chrono::milliseconds time_left{0};  // until expiry, in store time
   std::uint32_t holds = 1;                 // reentrant hold count
+  bool shared = false;  // a shared (read) lease, else exclusive
 };
 
 class Error {

@@ -48,6 +48,12 @@ class LeaseKeeper {
                                      std::chrono::milliseconds wait,
                                      const AcquireOptions& acquire_options = {},
                                      KeeperOptions keeper_options = {});
+  // The same with a shared (read) lease: Client::acquire_shared (rule 18).
+  static Result<LeaseKeeper> acquire_shared(
+      const Client& client, std::string_view name,
+      std::chrono::milliseconds wait,
+      const AcquireOptions& acquire_options = {},
+      KeeperOptions keeper_options = {});
   // Takes over renewal of a lease already held, in the client's default
   // session.
   LeaseKeeper(Client client, Lease lease, KeeperOptions options = {});

@@ -55,6 +55,7 @@ struct Lease {
   std::chrono::milliseconds ttl{0};  // TTL granted (or of the last extend)
   std::uint32_t holds = 1;           // reentrant hold count (rule 12)
   std::uint32_t capacity = 1;        // the lock's capacity
+  bool shared = false;  // granted by acquire_shared (rule 18), else exclusive
   // Rule 14: local time when the request was sent + time the store
   // reported valid from receipt − drift allowance. Treat the lease as held
   // only before this instant.
@@ -75,6 +76,7 @@ struct WaiterInfo {
   std::string label;                    // human-readable owner label
   std::chrono::milliseconds waited{0};  // time in the queue so far
   bool all_or_nothing = false;          // part of an acquire_all
+  bool shared = false;                  // waits for a shared lease
 };
 
 // What describe() reports (rule 15). Owner tokens are never included.

@@ -27,6 +27,7 @@ int exit_code_for(Errc code) noexcept {
     case Errc::lock_lost:
       return kExitLeaseLost;
     case Errc::invalid_argument:
+    case Errc::unsupported:
       return kExitUsage;
     case Errc::unavailable:
       return kExitUnavailable;

@@ -22,6 +22,7 @@ struct LeaseFlags {
   std::string wait = "0";
   std::uint32_t capacity = 1;
   bool json = false;
+  bool shared = false;  // --shared (acquire): rule 18
 };
 
 void print_lease(const Lease& lease, bool json) {
@@ -33,6 +34,7 @@ void print_lease(const Lease& lease, bool json) {
               << ",\"ttl_ms\":" << lease.ttl.count()
               << ",\"capacity\":" << lease.capacity
               << ",\"holds\":" << lease.holds
+              << ",\"shared\":" << (lease.shared ? "true" : "false")
               << ",\"store_expires_at_ms\":" << lease.store_expires_at_ms
               << "}\n";
   } else {
@@ -69,7 +71,9 @@ int do_acquire(const Globals& globals, const LeaseFlags& flags) {
   options.capacity = flags.capacity;
   options.label = globals.label;
   options.token = OwnerToken::random();
-  auto lease = parsed->wait == milliseconds::zero()
+  auto lease = flags.shared
+                   ? client->acquire_shared(flags.lock, parsed->wait, options)
+               : parsed->wait == milliseconds::zero()
                    ? client->try_acquire(flags.lock, options)
                    : client->acquire(flags.lock, parsed->wait, options);
   if (!lease)
@@ -127,6 +131,8 @@ Command add_acquire_command(CLI::App& app, const Globals& globals) {
   sub->add_option("--capacity", flags->capacity,
                   "Holders allowed at once (1 = mutex)")
       ->capture_default_str();
+  sub->add_flag("--shared", flags->shared,
+                "Take a shared (read) lease (capacity 1 only)");
   sub->add_flag("--json", flags->json, "Print JSON");
   return {sub, [flags, &globals] { return do_acquire(globals, *flags); }};
 }

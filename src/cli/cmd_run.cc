@@ -32,6 +32,7 @@ struct RunFlags {
   std::string wait = "0";
   std::uint32_t capacity = 1;
   std::string grace = "auto";
+  bool shared = false;  // --shared: a shared (read) lease, rule 18
 };
 
 // "3rd in line for X (waited 12s), held by Y (18s left)".
@@ -74,19 +75,19 @@ std::string progress_line(const LockInfo& info, const std::string& lock,
 Result<LeaseKeeper> acquire_with_progress(
     const Client& client, const std::string& lock, milliseconds wait,
     AcquireOptions acquire_options, const KeeperOptions& keeper_options,
-    const std::string& label, int* signal_exit) {
+    const std::string& label, bool shared, int* signal_exit) {
   *signal_exit = 0;
-  if (wait == milliseconds::zero()) {
-    return LeaseKeeper::acquire(client, lock, wait, acquire_options,
-                                keeper_options);
-  }
+  auto take = [&] {
+    return shared ? LeaseKeeper::acquire_shared(client, lock, wait,
+                                                acquire_options, keeper_options)
+                  : LeaseKeeper::acquire(client, lock, wait, acquire_options,
+                                         keeper_options);
+  };
+  if (wait == milliseconds::zero()) return take();
   std::stop_source stop;
   acquire_options.stop = stop.get_token();
   SignalLatch latch;
-  auto pending = std::async(std::launch::async, [&] {
-    return LeaseKeeper::acquire(client, lock, wait, acquire_options,
-                                keeper_options);
-  });
+  auto pending = std::async(std::launch::async, take);
   const bool tty = isatty(STDERR_FILENO) != 0;
   bool shown = false;
   auto next_progress =
@@ -155,7 +156,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   int signal_exit = 0;
   auto keeper =
       acquire_with_progress(*client, flags.lock, parsed->wait, acquire_options,
-                            keeper_options, label, &signal_exit);
+                            keeper_options, label, flags.shared, &signal_exit);
   if (signal_exit != 0) {
     std::cerr << "baton: stopped while waiting for " << flags.lock
               << "; the request was withdrawn\n";
@@ -260,6 +261,10 @@ Command add_run_command(CLI::App& app, const Globals& globals,
   sub->add_option("--capacity", flags->capacity,
                   "Holders allowed at once (1 = mutex)")
       ->capture_default_str();
+  sub->add_flag("--shared", flags->shared,
+                "Take a shared (read) lease: many --shared runs may hold "
+                "<lock> at once, a run without it holds it alone; one FIFO "
+                "queue for both (capacity 1 only)");
   sub->add_option("--grace", flags->grace,
                   "SIGTERM this long before the lease's safe deadline if no "
                   "renewal succeeded; SIGKILL at the deadline. auto = "

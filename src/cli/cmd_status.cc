@@ -47,8 +47,10 @@ void add_rows(const LockInfo& info, std::vector<Row>& rows) {
   for (const HolderInfo& h : info.holders) {
     std::string time = format_human(h.time_left) + " left";
     if (h.holds > 1) time += " (" + std::to_string(h.holds) + " holds)";
-    rows.push_back({name_cell(), cap, h.label.empty() ? "?" : h.label,
-                    std::to_string(h.fencing_token), time});
+    rows.push_back(
+        {name_cell(), cap,
+         (h.label.empty() ? "?" : h.label) + (h.shared ? " (shared)" : ""),
+         std::to_string(h.fencing_token), time});
   }
   if (info.holders.empty()) {
     std::string last = info.last_fencing_token == 0
@@ -60,6 +62,7 @@ void add_rows(const LockInfo& info, std::vector<Row>& rows) {
     const WaiterInfo& w = info.waiters[i];
     std::string who = std::to_string(i + 1) + ". " +
                       (w.label.empty() ? "?" : w.label) + " (waiting" +
+                      (w.shared ? ", shared" : "") +
                       (w.all_or_nothing ? ", all-or-nothing)" : ")");
     rows.push_back({"", "", who, "-", "waited " + format_human(w.waited)});
   }
@@ -107,7 +110,8 @@ void print_json(const std::vector<LockInfo>& locks) {
       out << "{\"label\":" << json_string(holder.label)
           << ",\"fencing_token\":" << holder.fencing_token
           << ",\"time_left_ms\":" << holder.time_left.count()
-          << ",\"holds\":" << holder.holds << '}';
+          << ",\"holds\":" << holder.holds
+          << ",\"shared\":" << (holder.shared ? "true" : "false") << '}';
     }
     out << "],\"waiters\":[";
     for (std::size_t w = 0; w < info.waiters.size(); ++w) {
@@ -117,7 +121,8 @@ void print_json(const std::vector<LockInfo>& locks) {
           << ",\"label\":" << json_string(waiter.label)
           << ",\"waited_ms\":" << waiter.waited.count()
           << ",\"all_or_nothing\":"
-          << (waiter.all_or_nothing ? "true" : "false") << '}';
+          << (waiter.all_or_nothing ? "true" : "false")
+          << ",\"shared\":" << (waiter.shared ? "true" : "false") << '}';
     }
     out << "]}";
   }

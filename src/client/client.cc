@@ -216,6 +216,7 @@ Lease Client::Impl::make_lease(const store::Grant& g,
   l.ttl = g.ttl;
   l.holds = g.holds;
   l.capacity = g.capacity;
+  l.shared = g.shared;
   l.local_deadline =
       sent + std::chrono::duration_cast<steady_clock::duration>(g.valid_for) -
       std::chrono::duration_cast<steady_clock::duration>(drift(g.ttl));
@@ -255,6 +256,13 @@ Client Client::wrap(std::shared_ptr<store::Store> store,
   return Client(std::move(impl));
 }
 
+namespace {
+// acquire (shared = false) and acquire_shared (rule 18).
+Result<Lease> acquire_mode(const Client::Impl& impl, std::string_view name,
+                           milliseconds wait, const AcquireOptions& options,
+                           bool shared);
+}  // namespace
+
 Result<Lease> Client::try_acquire(std::string_view name,
                                   const AcquireOptions& options) const {
   return acquire(name, milliseconds::zero(), options);
@@ -262,7 +270,19 @@ Result<Lease> Client::try_acquire(std::string_view name,
 
 Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
                               const AcquireOptions& options) const {
-  const Impl& impl = *impl_;
+  return acquire_mode(*impl_, name, wait, options, false);
+}
+
+Result<Lease> Client::acquire_shared(std::string_view name, milliseconds wait,
+                                     const AcquireOptions& options) const {
+  return acquire_mode(*impl_, name, wait, options, true);
+}
+
+namespace {
+
+Result<Lease> acquire_mode(const Client::Impl& impl, std::string_view name,
+                           milliseconds wait, const AcquireOptions& options,
+                           bool shared) {
   if (!impl.options_status.ok()) return impl.options_status.error();
   store::AcquireSpec spec;
   spec.name = std::string(name);
@@ -271,7 +291,14 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
   spec.capacity = options.capacity;
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.reentrancy_key = options.reentrancy_key;
+  spec.shared = shared;
   if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
+  if (shared && !impl.store->supports_shared()) {
+    return Error(Errc::unsupported,
+                 "shared mode (acquire_shared) is not "
+                 "supported by the store " +
+                     impl.store->safe_url());
+  }
   return run_acquire(
       impl, wait, {spec.name}, spec.token, options.stop,
       [&](milliseconds w, Clock::time_point sent) -> Result<Lease> {
@@ -292,6 +319,8 @@ Result<Lease> Client::acquire(std::string_view name, milliseconds wait,
                          "reply took longer than the TTL)");
       });
 }
+
+}  // namespace
 
 Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
   const Impl& impl = *impl_;
@@ -331,6 +360,7 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
     // 14057 saw that token reused by the next grant). (0: a Lease built by
     // hand, token not known.)
     if (lease.fencing_token != 0) l.fencing_token = lease.fencing_token;
+    l.shared = l.shared || lease.shared;  // an extend never changes the mode
     return l;
   });
   return cut_short(impl, std::move(r));

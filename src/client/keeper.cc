@@ -50,6 +50,17 @@ Result<LeaseKeeper> LeaseKeeper::acquire(const Client& client,
   return LeaseKeeper(client, std::move(*lease), std::move(keeper_options));
 }
 
+Result<LeaseKeeper> LeaseKeeper::acquire_shared(
+    const Client& client, std::string_view name, milliseconds wait,
+    const AcquireOptions& acquire_options, KeeperOptions keeper_options) {
+  if (Status st = validate_keeper_options(keeper_options); !st.ok()) {
+    return st.error();
+  }
+  auto lease = client.acquire_shared(name, wait, acquire_options);
+  if (!lease.ok()) return std::move(lease).error();
+  return LeaseKeeper(client, std::move(*lease), std::move(keeper_options));
+}
+
 LeaseKeeper::LeaseKeeper(Client client, Lease lease, KeeperOptions options)
     : LeaseKeeper(client_internal::default_session(client), std::move(lease),
                   std::move(options)) {}

@@ -20,6 +20,7 @@ constexpr Name kNames[] = {
     {Errc::permission_denied, "permission_denied"},
     {Errc::internal, "internal"},
     {Errc::cancelled, "cancelled"},
+    {Errc::unsupported, "unsupported"},
 };
 }  // namespace
 

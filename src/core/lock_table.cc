@@ -97,7 +97,7 @@ void LockTable::Impl::pump(LockE& lock, Instant now) {
         continue;
       }
     }
-    if (lock.holders >= lock.capacity) return;
+    if (!lock.fits(head->shared)) return;
     grant_waiter(lock, head, now);
   }
 }
@@ -106,7 +106,7 @@ LeaseE* LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
                                    Nanos ttl, Instant now,
                                    std::string_view label,
                                    std::string_view reentrancy_key,
-                                   SessionId session) {
+                                   SessionId session, bool shared) {
   LeaseE* lease = &lock.first;
   if (lock.first.holds > 0) {
     lease = &lock.extra().more.try_emplace(token).first->second;
@@ -118,6 +118,7 @@ LeaseE* LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
   lease->ttl = ttl;
   lease->expiry = now + ttl;
   lease->holds = 1;
+  lease->shared = shared;
   lease->label = labels.acquire(label);
   if (!reentrancy_key.empty() || session != 0) {
     lease->extra = std::make_unique<LeaseExtra>();
@@ -125,6 +126,7 @@ LeaseE* LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
     lease->extra->session = session;
   }
   ++lock.holders;
+  if (shared) ++lock.shared_holders;
   lock.last_fencing = std::max(lock.last_fencing, lease->fencing);
   timers.set(lease, lease->expiry);
   if (!reentrancy_key.empty()) {
@@ -156,8 +158,10 @@ void LockTable::Impl::remove_lease(LockE& lock, LeaseE* lease) {
   labels.release(lease->label);
   --totals.leases;
   --lock.holders;
+  if (lease->shared) --lock.shared_holders;
   if (lease == &lock.first) {
     lease->holds = 0;
+    lease->shared = false;
     lease->label = nullptr;
     lease->extra.reset();
   } else {
@@ -239,7 +243,7 @@ void LockTable::Impl::remove_group(GroupE& group,
 void LockTable::Impl::grant_waiter(LockE& lock, WaiterIt it, Instant now) {
   LeaseE* lease =
       add_lease(lock, it->token, it->ttl, now, it->label, it->reentrancy_key,
-                it->ephemeral ? it->session : 0);
+                it->ephemeral ? it->session : 0, it->shared);
   Instant arrival = it->arrival;
   OwnerToken token = it->token;
   remove_waiter(lock, it);
@@ -269,6 +273,7 @@ CoreGrant LockTable::Impl::make_grant(const LockE& lock, const LeaseE& lease,
   g.ttl = lease.ttl;
   g.holds = lease.holds;
   g.capacity = lock.capacity;
+  g.shared = lease.shared;
   g.expiry = lease.expiry;
   g.valid_for = lease.expiry - arrival;
   return g;
@@ -284,6 +289,7 @@ LeaseRecord LockTable::Impl::make_record(const LockE& lock,
   r.expiry = lease.expiry;
   r.holds = lease.holds;
   r.capacity = lock.capacity;
+  r.shared = lease.shared;
   r.label = std::string(lease.label_view());
   if (lease.extra) {
     r.reentrancy_key = lease.extra->reentrancy_key;
@@ -305,7 +311,7 @@ std::vector<HolderInfo> LockTable::Impl::holders_of(const LockE& lock,
   out.reserve(held.size());
   for (const LeaseE* l : held) {
     out.push_back({std::string(l->label_view()), l->fencing,
-                   floor_ms(l->expiry - now), l->holds});
+                   floor_ms(l->expiry - now), l->holds, l->shared});
   }
   return out;
 }
@@ -408,6 +414,10 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
       !s.ok()) {
     return std::move(s).error();
   }
+  if (Status s = validate_shared(r.shared, r.capacity, r.reentrancy_key);
+      !s.ok()) {
+    return std::move(s).error();
+  }
   if (r.token.is_zero()) return invalid("owner token is zero");
 
   LockE* lock = find_lock(r.name);
@@ -469,8 +479,8 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
       }
     }
   }
-  const bool free = lock == nullptr ||
-                    (lock->queue_empty() && lock->holders < lock->capacity);
+  const bool free =
+      lock == nullptr || (lock->queue_empty() && lock->fits(r.shared));
   if (lock == nullptr && locks.size() >= limits.max_locks) {
     return invalid("the table holds " + std::to_string(locks.size()) +
                    " locks; the limit is " + std::to_string(limits.max_locks));
@@ -478,7 +488,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   if (free) {
     LockE& l = get_or_create_lock(r.name, r.capacity);
     LeaseE* lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
-                              r.ephemeral ? r.session : 0);
+                              r.ephemeral ? r.session : 0, r.shared);
     out.granted = true;
     out.created = true;
     out.grant = make_grant(l, *lease, now);
@@ -486,7 +496,12 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   }
   if (!r.wait_deadline) {
     std::string msg = "lock " + quote_name(r.name);
-    if (lock->holders >= lock->capacity) {
+    if (lock->shared_holders > 0 && !r.shared) {
+      msg += " is held shared by " + std::to_string(lock->shared_holders) +
+             (lock->shared_holders == 1 ? " holder" : " holders");
+    } else if (lock->shared_holders < lock->holders && r.shared) {
+      msg += " is held exclusively";
+    } else if (lock->holders >= lock->capacity) {
       msg += " is held (" + std::to_string(lock->holders) + " of " +
              std::to_string(lock->capacity) + ")";
     } else {
@@ -510,6 +525,7 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   w.reentrancy_key = std::string(r.reentrancy_key);
   w.session = r.session;
   w.ephemeral = r.ephemeral;
+  w.shared = r.shared;
   w.arrival = now;
   w.deadline = *r.wait_deadline;
   add_waiter(*lock, std::move(w));

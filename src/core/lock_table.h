@@ -39,6 +39,11 @@
 //   (a retry with it is idempotent, holds unchanged), and the grant returned
 //   carries the *lease's* token. release() with the lease token decrements
 //   holds; the lease is removed when holds reaches 0.
+// - Shared mode [18]: on a capacity-1 lock, shared leases may be held
+//   together; an exclusive lease only alone. The head of the queue is
+//   granted when it is compatible with the holders (shared: no exclusive
+//   holder; exclusive: no holder), repeatedly, so consecutive shared heads
+//   are granted together and nobody overtakes a waiting request.
 // - FIFO [8]: a lock with free capacity grants its queue head, repeatedly.
 //   A head that is part of an all-or-nothing reservation is granted only
 //   when it can be granted on every one of its names at once (it is then
@@ -99,6 +104,8 @@ struct AcquireRequest {
   SessionId session = 0;            // the waiter leaves when the session ends
   // Also bind the lease to the session: release_session_leases() frees it.
   bool ephemeral = false;
+  // Rule 18: a shared (read) request (capacity 1, no reentrancy key).
+  bool shared = false;
   // nullopt: try (answer now, not_acquired with holders if not free).
   // Otherwise queue until this instant (clock time), then time out.
   std::optional<Instant> wait_deadline;
@@ -112,6 +119,7 @@ struct CoreGrant {
   Nanos ttl{0};
   std::uint32_t holds = 1;
   std::uint32_t capacity = 1;
+  bool shared = false;
   Instant expiry{0};
   // expiry − (clock time when the request being answered arrived). For a
   // waiter granted later, the arrival is the request's original arrival.
@@ -123,8 +131,11 @@ struct CoreGrant {
 // now, `wall_now_ms` the wall clock's (for the readable expiry).
 inline Grant to_grant(const CoreGrant& g, Instant table_now,
                       std::int64_t wall_now_ms) {
-  return make_grant(g.name, g.token, g.fencing_token, g.ttl, g.holds,
-                    g.capacity, g.valid_for, g.expiry, table_now, wall_now_ms);
+  Grant out =
+      make_grant(g.name, g.token, g.fencing_token, g.ttl, g.holds, g.capacity,
+                 g.valid_for, g.expiry, table_now, wall_now_ms);
+  out.shared = g.shared;
+  return out;
 }
 
 struct AcquireOutcome {
@@ -188,6 +199,7 @@ struct LeaseRecord {
   Instant expiry{0};
   std::uint32_t holds = 1;
   std::uint32_t capacity = 1;
+  bool shared = false;  // rule 18
   std::string label;
   std::string reentrancy_key;
   std::vector<OwnerToken> aliases;  // reentrant request tokens

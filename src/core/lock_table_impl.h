@@ -79,6 +79,7 @@ struct LeaseE : TimerNode {
   Nanos ttl{0};
   Instant expiry{0};
   std::uint32_t holds = 0;             // 0: this (inline) slot is unused
+  bool shared = false;                 // a shared (read) lease
   const std::string* label = nullptr;  // interned; nullptr = ""
   std::unique_ptr<LeaseExtra> extra;   // nullptr = none of it
 
@@ -102,6 +103,7 @@ struct WaiterE : TimerNode {
   std::string reentrancy_key;
   SessionId session = 0;
   bool ephemeral = false;
+  bool shared = false;
   Instant arrival{0};
   Instant deadline{0};
   GroupE* group = nullptr;  // all-or-nothing reservation, if any
@@ -122,6 +124,7 @@ struct LockE {
   std::uint64_t last_fencing = 0;
   std::uint32_t capacity = 1;
   std::uint32_t holders = 0;
+  std::uint32_t shared_holders = 0;  // of `holders`, shared leases
   std::uint32_t name_len = 0;
   std::uint32_t hash = 0;
   bool dirty = false;
@@ -139,6 +142,11 @@ struct LockE {
     return *ext;
   }
   bool queue_empty() const { return !ext || ext->queue.empty(); }
+  // Rule 18: a request of this kind is compatible with the holders.
+  bool fits(bool shared) const {
+    if (shared) return holders == shared_holders;
+    return holders < capacity && shared_holders == 0;
+  }
   std::size_t queue_size() const { return ext ? ext->queue.size() : 0; }
   // The lease held with `token` (own token or reentrant alias), if any.
   LeaseE* find_lease(const OwnerToken& token);
@@ -252,7 +260,8 @@ struct LockTable::Impl {
 
   LeaseE* add_lease(LockE& lock, const OwnerToken& token, Nanos ttl,
                     Instant now, std::string_view label,
-                    std::string_view reentrancy_key, SessionId session);
+                    std::string_view reentrancy_key, SessionId session,
+                    bool shared = false);
   void remove_lease(LockE& lock, LeaseE* lease);
   void join_lease(LockE& lock, LeaseE* lease, const OwnerToken& alias,
                   Nanos ttl, Instant now);

@@ -131,6 +131,11 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   }
   if (record.token.is_zero()) return invalid("owner token is zero");
   if (record.holds == 0) return invalid("lease record has 0 holds");
+  if (Status s = validate_shared(record.shared, record.capacity,
+                                 record.reentrancy_key);
+      !s.ok()) {
+    return s;
+  }
   // Keep the fencing floor even for records that already expired.
   m.fencing = std::max(m.fencing, record.fencing_token);
   if (record.expiry <= now) return {};
@@ -151,7 +156,11 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
       replace = true;
     }
     std::size_t held = lock->holders - (replace ? 1 : 0);
-    if (held >= lock->capacity) {
+    std::size_t held_shared =
+        lock->shared_holders - (replace && existing->shared ? 1 : 0);
+    const bool fits = record.shared ? held_shared == held
+                                    : held < lock->capacity && held_shared == 0;
+    if (!fits) {
       return Error(Errc::internal, "restoring a lease of lock " +
                                        quote_name(record.name) +
                                        " would exceed its capacity " +
@@ -174,7 +183,7 @@ Status LockTable::restore_lease(const LeaseRecord& record) {
   LockE& l = m.get_or_create_lock(record.name, record.capacity);
   const std::uint64_t saved_last = l.last_fencing;
   LeaseE* lease = m.add_lease(l, record.token, record.ttl, now, record.label,
-                              record.reentrancy_key, 0);
+                              record.reentrancy_key, 0, record.shared);
   m.sink = sink;
   m.fencing = saved;
   --m.totals.grants;
@@ -250,7 +259,7 @@ LockInfo describe_lock(const LockTable::Impl& m, const LockE& lock,
   if (lock.ext) {
     for (const WaiterE& w : lock.ext->queue) {
       info.waiters.push_back(
-          {w.label, floor_ms(now - w.arrival), w.group != nullptr});
+          {w.label, floor_ms(now - w.arrival), w.group != nullptr, w.shared});
     }
   }
   // >= every token ever granted on the name: what this lock granted since

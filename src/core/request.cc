@@ -16,9 +16,30 @@ Status validate_acquire_fields(std::string_view name, Nanos ttl,
   return validate_reentrancy_key(reentrancy_key);
 }
 
+Status validate_shared(bool shared, std::uint64_t capacity,
+                       std::string_view reentrancy_key) {
+  if (!shared) return {};
+  if (capacity != 1) {
+    return Error(Errc::invalid_argument,
+                 "shared mode needs capacity 1 (got " +
+                     std::to_string(capacity) +
+                     "): a read-write lock has one writer or many readers");
+  }
+  if (!reentrancy_key.empty()) {
+    return Error(Errc::invalid_argument,
+                 "a reentrancy key cannot be used with shared mode");
+  }
+  return {};
+}
+
 Status validate(const AcquireSpec& spec, milliseconds wait) {
   if (Status s = validate_acquire_fields(spec.name, spec.ttl, spec.capacity,
                                          spec.label, spec.reentrancy_key);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s =
+          validate_shared(spec.shared, spec.capacity, spec.reentrancy_key);
       !s.ok()) {
     return s;
   }

@@ -37,6 +37,7 @@ struct AcquireSpec {
   std::uint32_t capacity = 1;
   std::string label;
   std::string reentrancy_key;  // empty = not reentrant
+  bool shared = false;         // rule 18: a shared (read) request
 };
 
 // acquire_some / acquire_all (rule 11).
@@ -61,6 +62,7 @@ struct Grant {
   milliseconds ttl{0};
   std::uint32_t holds = 1;
   std::uint32_t capacity = 1;
+  bool shared = false;  // a shared (read) lease (rule 18)
   // expiry − store time at receipt of the request: the client adds it to
   // its own send time for the local safe deadline (rule 14).
   std::chrono::microseconds valid_for{0};
@@ -77,6 +79,9 @@ struct ReleaseResult {
 Status validate_acquire_fields(std::string_view name, Nanos ttl,
                                std::uint64_t capacity, std::string_view label,
                                std::string_view reentrancy_key);
+// Rule 18: shared mode only with capacity 1 and without a reentrancy key.
+Status validate_shared(bool shared, std::uint64_t capacity,
+                       std::string_view reentrancy_key);
 // The one check of each request kind; `wait` 0 = try.
 Status validate(const AcquireSpec& spec, milliseconds wait);
 Status validate(const MultiSpec& spec, milliseconds wait);

@@ -5,7 +5,7 @@
 namespace baton::proto {
 
 void write_grant(RespWriter& w, const core::Grant& g) {
-  w.array(17);
+  w.array(19);
   w.bulk("granted");
   w.bulk("name");
   w.bulk(g.name);
@@ -23,10 +23,12 @@ void write_grant(RespWriter& w, const core::Grant& g) {
   w.integer(g.valid_for.count());
   w.bulk("expires_at_ms");
   w.integer(g.store_expires_at_ms);
+  w.bulk("shared");
+  w.integer(g.shared ? 1 : 0);
 }
 
 void write_holder(RespWriter& w, const HolderInfo& h) {
-  w.array(8);
+  w.array(10);
   w.bulk("label");
   w.bulk(h.label);
   w.bulk("fencing");
@@ -35,6 +37,8 @@ void write_holder(RespWriter& w, const HolderInfo& h) {
   w.integer(h.time_left.count());
   w.bulk("holds");
   w.integer(h.holds);
+  w.bulk("shared");
+  w.integer(h.shared ? 1 : 0);
 }
 
 void write_not_acquired(RespWriter& w, const Error& e) {
@@ -66,13 +70,15 @@ void write_lock_info(RespWriter& w, const LockInfo& info) {
   w.bulk("waiters");
   w.array(info.waiters.size());
   for (const auto& x : info.waiters) {
-    w.array(6);
+    w.array(8);
     w.bulk("label");
     w.bulk(x.label);
     w.bulk("waited_ms");
     w.integer(x.waited.count());
     w.bulk("all_or_nothing");
     w.integer(x.all_or_nothing ? 1 : 0);
+    w.bulk("shared");
+    w.integer(x.shared ? 1 : 0);
   }
 }
 
@@ -134,6 +140,8 @@ Result<HolderInfo> read_holder(const Reply& r) {
   h.fencing_token = static_cast<std::uint64_t>(f);
   h.time_left = std::chrono::milliseconds(t);
   h.holds = static_cast<std::uint32_t>(holds);
+  std::int64_t shared = 0;  // absent from batond before rule 18
+  h.shared = get_int(m, "shared", &shared) && shared != 0;
   return h;
 }
 
@@ -201,6 +209,8 @@ Result<core::Grant> read_grant(const Reply& r) {
   g.capacity = static_cast<std::uint32_t>(cap);
   g.valid_for = std::chrono::microseconds(vf);
   g.store_expires_at_ms = exp;
+  std::int64_t shared = 0;  // absent from batond before rule 18
+  g.shared = get_int(m, "shared", &shared) && shared != 0;
   return g;
 }
 
@@ -246,6 +256,8 @@ Result<LockInfo> read_lock_info(const Reply& r) {
     }
     wi.waited = std::chrono::milliseconds(waited);
     wi.all_or_nothing = aon != 0;
+    std::int64_t shared = 0;
+    wi.shared = get_int(wm, "shared", &shared) && shared != 0;
     info.waiters.push_back(std::move(wi));
   }
   return info;

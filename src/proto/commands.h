@@ -3,11 +3,13 @@
 // user-facing description of the same formats.
 //
 // Reply shapes (RESP2):
-//   grant         *17 "granted" "name" $ "token" $ "fencing" : "ttl_ms" :
+//   grant         *19 "granted" "name" $ "token" $ "fencing" : "ttl_ms" :
 //                     "holds" : "capacity" : "valid_for_us" : "expires_at_ms" :
+//                     "shared" :
 //   not acquired  *3  "not_acquired" $message *[holder...]
-//   holder        *8  "label" $ "fencing" : "time_left_ms" : "holds" :
-//   waiter        *6  "label" $ "waited_ms" : "all_or_nothing" :
+//   holder        *10 "label" $ "fencing" : "time_left_ms" : "holds" :
+//                     "shared" :
+//   waiter        *8  "label" $ "waited_ms" : "all_or_nothing" : "shared" :
 //   lock info     *10 "name" $ "capacity" : "last_fencing" : "holders" *[..]
 //                     "waiters" *[..]
 //   release       *4  "was_held" : "holds_left" :

@@ -92,7 +92,7 @@ constexpr Arity kArity[] = {
     {"HELLO", 1, 8},
     {"INFO", 1, 2},
     {"QUIT", 1, 1},
-    {"LOCK.ACQUIRE", 4, 14},
+    {"LOCK.ACQUIRE", 4, 15},
     {"LOCK.EXTEND", 4, 4},
     {"LOCK.RELEASE", 3, 3},
     {"LOCK.DESCRIBE", 2, 2},
@@ -235,6 +235,8 @@ void Connection::cmd_acquire(const proto::Request& req) {
     bool has_value = i + 1 < req.size();
     if (opt == "EPHEMERAL") {
       r.ephemeral = true;
+    } else if (opt == "SHARED") {
+      r.shared = true;
     } else if (opt == "WAIT" && has_value) {
       auto w = int_arg(req[++i], "WAIT", 0, kMaxMs);
       if (!w) return reply_result_error(w.error());

@@ -14,6 +14,7 @@ namespace baton::server {
 namespace {
 
 constexpr std::uint8_t kLeasePut = 1, kLeaseDel = 2, kCounter = 3, kFence = 4;
+constexpr std::uint8_t kFlagShared = 1;  // lease-put flags byte
 constexpr std::uint32_t kMaxRecord = 64u << 20;
 constexpr std::size_t kHeader = 8;
 
@@ -135,6 +136,13 @@ std::optional<Record> decode(std::string_view payload) {
       r.expiry = core::Instant(static_cast<std::int64_t>(expiry));
       r.holds = holds;
       r.capacity = cap;
+      // Optional trailing flags (bit 0: a shared lease, rule 18); absent in
+      // exclusive records, which keep the format of earlier versions.
+      if (!d.done()) {
+        std::uint8_t flags = 0;
+        if (!d.u8(&flags) || (flags & ~kFlagShared) != 0) return std::nullopt;
+        r.shared = (flags & kFlagShared) != 0;
+      }
       out = std::move(r);
       break;
     }
@@ -275,6 +283,7 @@ std::string encode_lease_put(const core::LeaseRecord& r) {
   e.str(r.reentrancy_key);
   e.u32(static_cast<std::uint32_t>(r.aliases.size()));
   for (const auto& t : r.aliases) e.token(t);
+  if (r.shared) e.u8(kFlagShared);
   return e.frame();
 }
 std::string encode_lease_del(std::string_view name, const OwnerToken& token) {

@@ -82,6 +82,11 @@ class Store {
   virtual Result<std::int64_t> counter_take(std::string_view name,
                                             std::int64_t n) = 0;
 
+  // Rule 18: whether acquire() honors AcquireSpec::shared. A store without
+  // shared mode leaves this false; the client then refuses shared requests
+  // with `unsupported` naming the store, and nothing is sent.
+  virtual bool supports_shared() const { return false; }
+
   // The store's URL with any password masked (for logs and errors).
   virtual std::string safe_url() const = 0;
 };

@@ -253,6 +253,37 @@ TEST_F(CliServerTest, RunWaitsForTheLock) {
   EXPECT_EQ(holder.wait(10s).exit_code, 0);
 }
 
+// Rule 18: two `run --shared` hold the lock together; status shows both
+// as shared; an exclusive run waits for both; `acquire --shared --json`
+// says shared.
+TEST_F(CliServerTest, SharedRunsHoldTogetherAndAWriterWaits) {
+  Process r1(args({"--label", "reader-one", "run", "catalog", "--shared", "--",
+                   "sleep", "2"}));
+  ASSERT_TRUE(wait_until_held("catalog")) << r1.err();
+  auto r2 = baton({"--label", "reader-two", "run", "catalog", "--shared",
+                   "--wait", "0", "--", "true"});
+  EXPECT_EQ(r2.exit_code, 0) << r2.err;
+  auto busy = baton({"run", "catalog", "--wait", "0", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 75) << busy.err;
+  EXPECT_THAT(busy.err, HasSubstr("held shared by 1 holder"));
+  auto table = baton({"status", "catalog"});
+  EXPECT_THAT(table.out, HasSubstr("reader-one (shared)")) << table.out;
+  auto json = baton({"status", "catalog", "--json"});
+  EXPECT_THAT(json.out, HasSubstr("\"shared\":true")) << json.out;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto writer = baton({"run", "catalog", "--wait", "20s", "--", "true"});
+  EXPECT_EQ(writer.exit_code, 0) << writer.err;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 500ms)
+      << "the writer did not wait for the reader";
+  EXPECT_EQ(r1.wait(10s).exit_code, 0);
+  auto a = baton({"acquire", "catalog2", "--shared", "--json"});
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("\"shared\":true"));
+  auto bad = baton({"acquire", "catalog3", "--shared", "--capacity", "2"});
+  EXPECT_EQ(bad.exit_code, 64);
+  EXPECT_THAT(bad.err, HasSubstr("shared mode needs capacity 1"));
+}
+
 // status --watch: one view per --interval (with --json one document per
 // line, so scripts can follow it); a change shows up in the next view.
 TEST_F(CliServerTest, StatusWatchShowsEachViewAndStopsAfterCount) {

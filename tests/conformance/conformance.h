@@ -13,7 +13,9 @@
 // with the reason; the test then reports GTEST_SKIP() << reason.
 //
 // Keys for StoreTraits::unsupported: "rule1" .. "rule17", "counters",
-// "election", "cancel" (AcquireOptions::stop).
+// "election", "cancel" (AcquireOptions::stop), "shared" (rule 18,
+// acquire_shared; suite_shared.cc checks the store refuses it with
+// `unsupported`).
 #ifndef BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 #define BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 

@@ -18,12 +18,8 @@
 #ifndef BATON_TESTS_MYSQL_MY_PROCESS_H_
 #define BATON_TESTS_MYSQL_MY_PROCESS_H_
 
-#include <fcntl.h>
 #include <mysql.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,12 +28,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "child_process.h"
 
 namespace baton::testing {
 
@@ -91,9 +87,9 @@ class MyProcess {
         "--max-connections=1000",
         std::string("--innodb-flush-log-at-trx-commit=") +
             (options_.durable ? "1" : "2")};
-    const pid_t parent = ::getpid();
     const auto t0 = std::chrono::steady_clock::now();
-    pid_ = spawn(args, dir_ + "/stdout.log", parent);
+    pid_ = spawn_logged(args, dir_ + "/stdout.log");
+    if (pid_ < 0) throw std::runtime_error("fork failed");
     const auto limit = t0 + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < limit) {
       if (ping()) {
@@ -106,8 +102,7 @@ class MyProcess {
         return;
       }
       int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (child_exited(pid_, &status)) {
         throw std::runtime_error("mariadbd exited during start: " + log_tail());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -117,27 +112,8 @@ class MyProcess {
                              log_tail());
   }
 
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGTERM);
-    const auto limit =
-        std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < limit) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill9();
-  }
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop() { stop_child(pid_, std::chrono::seconds(30)); }
+  void kill9() { kill_child(pid_); }
   void restart() {
     stop();
     start();
@@ -191,60 +167,19 @@ class MyProcess {
   std::string socket_path() const { return dir_ + "/mysqld.sock"; }
   pid_t pid() const { return pid_; }
 
-  std::string log_tail() const {
-    std::ifstream in(dir_ + "/err.log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string all = ss.str();
-    return all.size() > 2048 ? all.substr(all.size() - 2048) : all;
-  }
+  std::string log_tail() const { return file_tail(dir_ + "/err.log"); }
 
-  static std::uint16_t free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
+  static std::uint16_t free_port() { return free_loopback_port(); }
 
  private:
-  static pid_t spawn(std::vector<std::string> args, const std::string& log,
-                     pid_t parent) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      ::close_range(3, ~0U, 0);
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (in >= 0) ::dup2(in, 0);
-      if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-      }
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    return pid;
-  }
   static void run(const std::vector<std::string>& args,
                   const std::string& log) {
-    const pid_t pid = spawn(args, log, ::getpid());
+    const pid_t pid = spawn_logged(args, log);
+    if (pid < 0) throw std::runtime_error("fork failed");
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::ifstream in(log);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      throw std::runtime_error(args[0] + " failed: " + ss.str());
+      throw std::runtime_error(args[0] + " failed: " + file_tail(log, 1 << 20));
     }
   }
 

@@ -25,6 +25,14 @@ baton::Result<baton::Client> open_under_test(
   return baton::Client::open(server().url(), options);
 }
 
+baton::conformance::StoreTraits traits() {
+  baton::conformance::StoreTraits t;
+  t.unsupported["shared"] =
+      "not implemented on mysql:// yet (issue 17): it refuses acquire_shared "
+      "with unsupported";
+  return t;
+}
+
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(MySQL, open_under_test);
+INSTANTIATE_CONFORMANCE(MySQL, open_under_test, traits());

@@ -159,13 +159,20 @@ TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
   }
   // Make it look like version 1 (with a lease held by it).
   for (const char* f :
-       {"_grant_new(text, uuid, bigint, int, text, text, timestamptz)",
+       {"_grant_new(text, uuid, bigint, int, text, text, timestamptz, "
+        "boolean)",
         "_join(text, text, uuid, bigint, timestamptz)",
         "_enqueue(text, uuid, bigint, int, bigint, text, text, timestamptz, "
-        "timestamptz, timestamptz)",
+        "timestamptz, timestamptz, boolean)",
         "_capacity_conflict(text, int)", "_check_capacity(int)",
         "_durable()"}) {
     ASSERT_EQ(sql.one("DROP FUNCTION " + schema + "." + f), "") << f;
+  }
+  // ... and before version 4's shared mode (rule 18): no `shared` columns.
+  for (const char* t : {"holders", "requests"}) {
+    ASSERT_EQ(
+        sql.one("ALTER TABLE " + schema + "." + t + " DROP COLUMN shared"), "")
+        << t;
   }
   ASSERT_EQ(sql.one("UPDATE " + schema + ".schema_version SET version = 1"),
             "");
@@ -185,6 +192,17 @@ TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
   auto next = c.try_acquire(name + "/2", ttl_opts(5s));
   ASSERT_TRUE(next.ok()) << next.error().to_string();
   EXPECT_TRUE(*c.release(*next));
+  // The migrated schema has shared mode: the old lease is exclusive.
+  auto reader = c.acquire_shared(name, 0ms, ttl_opts(5s));
+  ASSERT_FALSE(reader.ok());
+  ASSERT_EQ(reader.error().holders().size(), 1u);
+  EXPECT_FALSE(reader.error().holders()[0].shared);
+  auto r1 = c.acquire_shared(name + "/3", 0ms, ttl_opts(5s));
+  auto r2 = c.acquire_shared(name + "/3", 0ms, ttl_opts(5s));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_TRUE(r1->shared && r2->shared);
+  EXPECT_TRUE(*c.release(*r1));
+  EXPECT_TRUE(*c.release(*r2));
   // Opening again is a no-op.
   Client again = pg_client("schema=" + schema);
   EXPECT_EQ(sql.one("SELECT count(*) FROM " + schema + ".schema_version"), "2");

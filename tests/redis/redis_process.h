@@ -4,13 +4,8 @@
 #ifndef BATON_TESTS_REDIS_REDIS_PROCESS_H_
 #define BATON_TESTS_REDIS_REDIS_PROCESS_H_
 
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,23 +17,14 @@
 #include <vector>
 
 #include "baton/client.h"
+#include "child_process.h"
 #include "core/url.h"
 #include "stores/redis/redis_store.h"
 #include "stores/redis/redlock_store.h"
 
 namespace baton::testing {
 
-inline std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+inline std::uint16_t free_port() { return free_loopback_port(); }
 
 class RedisProcess {
  public:
@@ -73,22 +59,9 @@ class RedisProcess {
                                      "always",
                                      "--logfile",
                                      dir_ + "/redis.log"};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // Never outlive the test, never hold its stdout open.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int devnull = ::open("/dev/null", O_RDWR);
-      if (devnull >= 0) {
-        ::dup2(devnull, 0);
-        ::dup2(devnull, 1);
-        ::dup2(devnull, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    // Never outlives the test, never holds its stdout open.
+    pid_ = spawn_logged(args, dir_ + "/stdout.log");
+    if (pid_ < 0) throw std::runtime_error("fork failed");
     for (int i = 0; i < 500; ++i) {
       if (ping()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -108,8 +81,8 @@ class RedisProcess {
     if (c != nullptr) redisFree(c);
     return ok;
   }
-  void stop() { signal_and_wait(SIGTERM); }
-  void kill9() { signal_and_wait(SIGKILL); }
+  void stop() { stop_child(pid_, std::chrono::seconds(10)); }
+  void kill9() { kill_child(pid_); }
   void pause() { ::kill(pid_, SIGSTOP); }
   void resume() { ::kill(pid_, SIGCONT); }
   bool running() const { return pid_ > 0; }
@@ -119,14 +92,6 @@ class RedisProcess {
   std::string url() const { return "redis://" + hostport(); }
 
  private:
-  void signal_and_wait(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
   bool persistent_;
   std::string dir_;
   pid_t pid_ = -1;

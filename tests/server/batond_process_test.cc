@@ -109,6 +109,37 @@ TEST_P(Kill9, AcknowledgedLeaseSurvives) {
   EXPECT_EQ(*after->counter("durable-counter").get(), 7);
 }
 
+// Rule 18: shared leases come back shared after kill -9 (the journal keeps
+// the mode): a writer is still refused, another reader joins them.
+TEST(Batond, SharedLeasesSurviveKill9WithTheirMode) {
+  BatondProcess server("", {});
+  auto client = Client::open(server.url());
+  ASSERT_TRUE(client) << client.error().to_string();
+  AcquireOptions opt;
+  opt.ttl = 60s;
+  auto r1 = client->acquire_shared("rw-durable", 0ms, opt);
+  auto r2 = client->acquire_shared("rw-durable", 0ms, opt);
+  ASSERT_TRUE(r1 && r2);
+  server.kill9();
+  server.start();
+  auto after = Client::open(server.url());
+  ASSERT_TRUE(after);
+  auto info = after->describe("rw-durable");
+  ASSERT_TRUE(info) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 2u);
+  EXPECT_TRUE(info->holders[0].shared && info->holders[1].shared);
+  EXPECT_EQ(info->holders[1].fencing_token, r2->fencing_token);
+  auto w = after->try_acquire("rw-durable", opt);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code(), Errc::not_acquired) << w.error().to_string();
+  auto r3 = after->acquire_shared("rw-durable", 0ms, opt);
+  ASSERT_TRUE(r3) << r3.error().to_string();
+  EXPECT_GT(r3->fencing_token, r2->fencing_token);
+  EXPECT_TRUE(*after->release(*r1));
+  EXPECT_TRUE(*after->release(*r2));
+  EXPECT_TRUE(*after->release(*r3));
+}
+
 // Concurrent clients: grants that rode on a shared (group) fsync, and grants
 // appended while an fsync was in flight, are all there after kill -9.
 TEST_P(Kill9, ConcurrentAcknowledgedGrantsSurvive) {

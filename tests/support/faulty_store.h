@@ -109,6 +109,7 @@ class FaultyStore final : public store::Store {
                                     std::int64_t n) override {
     return run(Op::counter, [&] { return inner_->counter_take(name, n); });
   }
+  bool supports_shared() const override { return inner_->supports_shared(); }
   std::string safe_url() const override {
     return "faulty+" + inner_->safe_url();
   }

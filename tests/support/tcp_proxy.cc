@@ -158,7 +158,8 @@ struct TcpProxy::Impl {
 
   void accept_new(Mode m, const std::string& up_host, std::uint16_t up_port) {
     for (int i = 0; i < 64; ++i) {  // bounded per loop turn
-      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK);
+      int fd =
+          ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN or a transient error
       if (m == Mode::refuse) {
         reset_close(fd);
@@ -170,7 +171,8 @@ struct TcpProxy::Impl {
       sockaddr_storage addr{};
       socklen_t len = 0;
       if (resolve(up_host, up_port, &addr, &len)) {
-        int up = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        int up = ::socket(addr.ss_family,
+                          SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (up >= 0) {
           set_nodelay(up);
           if (::connect(up, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
@@ -411,7 +413,8 @@ Result<std::unique_ptr<TcpProxy>> TcpProxy::start(
   }
   impl->wake_r = pipefd[0];
   impl->wake_w = pipefd[1];
-  impl->listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  impl->listen_fd =
+      ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (impl->listen_fd < 0) {
     return Error(Errc::unavailable,
                  std::string("tcp proxy: socket: ") + std::strerror(errno));

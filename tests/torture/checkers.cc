@@ -65,6 +65,7 @@ class Judge {
   void fencing() {
     std::map<std::string, const Write*> last;
     for (const Write& w : writes_) {
+      if (w.verb == 'D') continue;  // reads: checker 9
       // The SQL helper saw a subset of these writes, so its highest token
       // is never above FencedResource's: it must accept what that accepts.
       if (w.sql != 0) ++out_.counts[std::string("sql_fenced_write_") + w.sql];
@@ -213,16 +214,25 @@ class Judge {
     for (auto& [lock, ws] : waits) {
       out_.counts["fifo_waits_judged"] += static_cast<std::int64_t>(ws.size());
       for (const Op* a : ws) {
+        // A waiter that timed out waited until its wait ended, not until
+        // it returned: its request is withdrawn at the end of the wait,
+        // and the withdrawal's round trips (slow on a loaded machine) may
+        // let the next request in before the call returns.
+        const std::int64_t waited_until =
+            a->result == "timeout"
+                ? std::min(a->complete_us, a->invoke_us + a->wait_ms * 1000)
+                : a->complete_us;
         for (const Op* b : grants[lock]) {
           if (b->invoke_us > a->invoke_us + kMargin &&
-              b->complete_us + kMargin < a->complete_us) {
-            add("6-fifo", lock + ": worker " + std::to_string(a->worker) +
-                              " waiting since " + us(a->invoke_us) +
-                              " overtaken by worker " +
-                              std::to_string(b->worker) + " (asked at " +
-                              us(b->invoke_us) + ", granted at " +
-                              us(b->complete_us) + "); waiter got " +
-                              a->result + " at " + us(a->complete_us));
+              b->complete_us + kMargin < waited_until) {
+            add("6-fifo",
+                lock + ": worker " + std::to_string(a->worker) +
+                    " waiting since " + us(a->invoke_us) +
+                    " overtaken by worker " + std::to_string(b->worker) + " (" +
+                    b->kind + ", asked at " + us(b->invoke_us) +
+                    ", granted at " + us(b->complete_us) + "); waiter got " +
+                    a->result + " at " + us(a->complete_us) +
+                    " (its CPU wait " + std::to_string(a->aux / 1000) + " ms)");
             break;
           }
         }
@@ -241,9 +251,10 @@ class Judge {
       const std::int64_t took = o.complete_us - o.invoke_us;
       if (took <= (o.wait_ms + 100) * 1000) continue;
       if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
-      // The worker's process was stalled for o.aux µs meanwhile (its
-      // starvation probe, starvation.h): that much of the delay is the
-      // machine's, not the library's. Counted, not judged.
+      // The worker's process, or the call's threads, waited o.aux µs for
+      // a CPU meanwhile (its starvation probe and the kernel's run-queue
+      // times, starvation.h): that much of the delay is the machine's, not
+      // the library's. Counted, not judged.
       if (took - o.aux <= (o.wait_ms + 100) * 1000) {
         ++out_.counts["late_acquires_starved"];
         continue;
@@ -255,9 +266,37 @@ class Judge {
       add("7-deadline", o.lock + ": worker " + std::to_string(o.worker) +
                             " acquire with wait " + std::to_string(o.wait_ms) +
                             " ms returned " + o.result + " after " +
-                            std::to_string(took / 1000) + " ms (process " +
-                            "stalled " + std::to_string(o.aux / 1000) +
+                            std::to_string(took / 1000) + " ms (CPU " +
+                            "wait " + std::to_string(o.aux / 1000) +
                             " ms; at " + us(o.complete_us) + ")");
+    }
+  }
+
+  // (9) Read-write locks (rule 18): no read by a shared holder is accepted
+  // while a write is in progress (unless a fault hit the writer during its
+  // write: a paused or killed writer's lease may end mid-write, which only
+  // fencing can catch), and no shared holder writes.
+  void read_write() {
+    for (const Write& w : writes_) {
+      if (w.verb == 'W' && w.accepted && w.shared_writer) {
+        add("9-shared-write", w.lock + ": worker " + std::to_string(w.worker) +
+                                  " wrote with token " +
+                                  std::to_string(w.fencing) +
+                                  " that a shared holder read with");
+      }
+      if (w.verb != 'D') continue;
+      ++out_.counts[w.accepted ? "reads_accepted" : "reads_rejected"];
+      if (!w.accepted || w.writer < 0) continue;
+      if (worker_disturbed(w.writer, w.write_begun_us, w.at_us)) {
+        ++out_.counts["reads_during_disturbed_write"];
+        continue;
+      }
+      add("9-read-during-write",
+          w.lock + ": worker " + std::to_string(w.worker) +
+              " read with token " + std::to_string(w.fencing) + " at " +
+              us(w.at_us) + " while worker " + std::to_string(w.writer) +
+              "'s write with token " + std::to_string(w.writer_token) +
+              " (begun " + us(w.write_begun_us) + ") was in progress");
     }
   }
 
@@ -289,6 +328,7 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
   j.non_owner();
   j.fifo();
   j.deadlines();
+  j.read_write();
   Judged h = check_holder(options, ops, faults);
   for (const Violation& v : h.violations) j.add(v.checker, v.what);
   Judged out = j.done();

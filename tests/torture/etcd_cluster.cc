@@ -12,12 +12,8 @@
 // Data on disk with etcd's fsync of every write (durable across kill -9).
 // The store (etcd://, src/stores/etcd) is reached by URL through the
 // registry: nothing of it is compiled in here.
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,13 +23,14 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "baton/client.h"
 #include "baton/duration.h"
+#include "child_process.h"
+#include "etcd_member.h"
 #include "proxied.h"
 
 namespace baton::torture {
@@ -45,51 +42,13 @@ constexpr const char* kEtcd = "/usr/bin/etcd";
 constexpr int kMembers = 3;
 constexpr milliseconds kReadyWithin{30000};
 
-std::uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  std::uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // GET /health on 127.0.0.1:port: true if etcd says it is healthy.
 bool healthy(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  timeval tv{0, 500000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string out;
-  const char req[] = "GET /health HTTP/1.0\r\n\r\n";
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, req, sizeof req - 1, MSG_NOSIGNAL) > 0) {
-    char buf[1024];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  return out.find("\"health\":\"true\"") != std::string::npos;
+  return testing::loopback_http_get(port, "/health")
+             .find("\"health\":\"true\"") != std::string::npos;
 }
 
-struct Member {
-  std::string name;
-  std::uint16_t client_port = 0;
-  std::uint16_t peer_port = 0;
+struct Member : testing::EtcdMemberSpec {
   pid_t pid = -1;
 };
 
@@ -98,13 +57,7 @@ class EtcdCluster : public Proxied {
   EtcdCluster(const Options& o, const std::string& dir)
       : o_(o), dir_(dir + "/etcd") {}
   ~EtcdCluster() override {
-    for (auto& m : members_) {
-      if (m.pid > 0) {
-        ::kill(m.pid, SIGCONT);
-        ::kill(m.pid, SIGKILL);
-        ::waitpid(m.pid, nullptr, 0);
-      }
-    }
+    for (auto& m : members_) testing::kill_child(m.pid);
     drop_proxies();
   }
 
@@ -118,8 +71,8 @@ class EtcdCluster : public Proxied {
     for (int i = 0; i < kMembers; ++i) {
       Member m;
       m.name = "m" + std::to_string(i);
-      m.client_port = free_loopback_port();
-      m.peer_port = free_loopback_port();
+      m.client_port = testing::free_loopback_port();
+      m.peer_port = testing::free_loopback_port();
       if (m.client_port == 0 || m.peer_port == 0) {
         *error = "etcd: no free loopback port";
         return false;
@@ -154,11 +107,8 @@ class EtcdCluster : public Proxied {
   std::string pg_conninfo() const override { return ""; }
   int servers() const override { return kMembers; }
   void kill9(int i) override {
-    Member& m = members_[static_cast<std::size_t>(i) % members_.size()];
-    if (m.pid <= 0) return;
-    ::kill(m.pid, SIGKILL);
-    ::waitpid(m.pid, nullptr, 0);
-    m.pid = -1;
+    testing::kill_child(
+        members_[static_cast<std::size_t>(i) % members_.size()].pid);
   }
   bool restart(int i, std::string* error) override {
     const int k = i % kMembers;
@@ -181,16 +131,6 @@ class EtcdCluster : public Proxied {
     if (!any && why != nullptr) *why = "no etcd member is running";
     return any;
   }
-  bool fiu_enable(const std::string&, std::string* why) override {
-    *why = "fiu faults are batond's only (it runs under fiu-run)";
-    return false;
-  }
-  void fiu_disable(const std::string&) override {}
-  bool disk_fill(std::string* why) override {
-    *why = "disk_full is batond's only (its data dir on a tmpfs)";
-    return false;
-  }
-  void disk_free() override {}
 
  private:
   static std::string make_url(const std::vector<std::string>& eps) {
@@ -203,64 +143,19 @@ class EtcdCluster : public Proxied {
   }
 
   bool spawn(int i, const std::string& state, std::string* error) {
-    const Member& m = members_[static_cast<std::size_t>(i)];
-    std::string cluster;
-    for (const auto& o : members_) {
-      if (!cluster.empty()) cluster += ",";
-      cluster += o.name + "=http://127.0.0.1:" + std::to_string(o.peer_port);
-    }
-    const std::string client =
-        "http://127.0.0.1:" + std::to_string(m.client_port);
-    const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
-    std::vector<std::string> args = {kEtcd,
-                                     "--name",
-                                     m.name,
-                                     "--data-dir",
-                                     dir_ + "/" + m.name,
-                                     "--listen-client-urls",
-                                     client,
-                                     "--advertise-client-urls",
-                                     client,
-                                     "--listen-peer-urls",
-                                     peer,
-                                     "--initial-advertise-peer-urls",
-                                     peer,
-                                     "--initial-cluster",
-                                     cluster,
-                                     "--initial-cluster-state",
-                                     state,
-                                     "--initial-cluster-token",
-                                     "baton-torture",
-                                     "--heartbeat-interval",
-                                     "20",
-                                     "--election-timeout",
-                                     "200",
-                                     "--logger",
-                                     "zap",
-                                     "--log-level",
-                                     "warn"};
-    const std::string log = dir_ + "/" + m.name + ".log";
-    const pid_t pid = ::fork();
+    const auto k = static_cast<std::size_t>(i);
+    const Member& m = members_[k];
+    std::vector<testing::EtcdMemberSpec> specs(members_.begin(),
+                                               members_.end());
+    const auto args = testing::etcd_member_args(
+        kEtcd, specs, k, dir_ + "/" + m.name, state, "baton-torture");
+    // Stays up on Ctrl-C, which the orchestrator answers by finishing its
+    // run.
+    const pid_t pid = testing::spawn_logged(args, dir_ + "/" + m.name + ".log",
+                                            /*ignore_sigint=*/true);
     if (pid < 0) {
       *error = std::string("etcd: fork: ") + std::strerror(errno);
       return false;
-    }
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::signal(SIGINT, SIG_IGN);
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      if (in >= 0) ::dup2(in, 0);
-      if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-      }
-      ::close_range(3, ~0U, 0);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
     }
     members_[static_cast<std::size_t>(i)].pid = pid;
     return true;
@@ -271,8 +166,7 @@ class EtcdCluster : public Proxied {
     const auto until = steady_clock::now() + kReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
-      if (::waitpid(m.pid, &st, WNOHANG) == m.pid) {
-        m.pid = -1;
+      if (testing::child_exited(m.pid, &st)) {
         *error = "etcd " + m.name + " exited at start (status " +
                  std::to_string(st) + "); see " + dir_ + "/" + m.name + ".log";
         return false;

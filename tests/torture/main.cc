@@ -43,7 +43,7 @@ int usage(const std::string& why) {
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
                "[--no-fencing] [--pause-longer-than-ttl] "
-               "[--late-notice] [--expect-violations] "
+               "[--late-notice] [--shared-writes] [--expect-violations] "
                "[--faults kind,kind,...]\n"
                "fault kinds: pause_holder kill_holder kill_store pause_store "
                "proxy_cut proxy_blackhole proxy_delay isolate_holder "
@@ -184,6 +184,8 @@ int main(int argc, char** argv) {
         }
       } else if (a == "--late-notice") {
         o.late_notice = true;
+      } else if (a == "--shared-writes") {
+        o.shared_writes = true;
       } else if (a == "--expect-violations") {
         expect_violations = true;
       } else {

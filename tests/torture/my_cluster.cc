@@ -8,11 +8,7 @@
 // and restarted on the same port and data dir; frozen with SIGSTOP /
 // SIGCONT. The store (mysql://, src/stores/mysql) is reached by URL through
 // the registry: nothing of it is compiled in here.
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,49 +23,24 @@
 #include <vector>
 
 #include "baton/client.h"
+#include "child_process.h"
 #include "proxied.h"
 
 namespace baton::torture {
 namespace {
 
 using std::chrono::steady_clock;
+using testing::child_exited;
+using testing::free_loopback_port;
+using testing::kill_child;
+using testing::spawn_logged;
 
 constexpr const char* kPassword = "torture-pw";
 
-std::uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  std::uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-pid_t spawn(std::vector<std::string> args, const std::string& log) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::signal(SIGINT, SIG_IGN);
-  const int in = ::open("/dev/null", O_RDONLY);
-  const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (in >= 0) ::dup2(in, 0);
-  if (out >= 0) {
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-  }
-  ::close_range(3, ~0U, 0);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(argv[0], argv.data());
-  ::_exit(127);
+// A server or tool run by the harness: stays up on Ctrl-C, which the
+// orchestrator answers by finishing its run.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  return spawn_logged(args, log, /*ignore_sigint=*/true);
 }
 
 int run_wait(std::vector<std::string> args, const std::string& log) {
@@ -119,8 +90,7 @@ class MyServer {
     const auto until = steady_clock::now() + std::chrono::seconds(30);
     while (steady_clock::now() < until) {
       int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (child_exited(pid_, &st)) {
         *error = "mysql: mariadbd exited at start; see " + dir_ + "/err.log";
         return false;
       }
@@ -139,13 +109,7 @@ class MyServer {
                     dir_ + "/client.log") == 0;
   }
 
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void kill9() { kill_child(pid_); }
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
 
@@ -210,16 +174,6 @@ class MyCluster : public Proxied {
     frozen_ = on;
     return true;
   }
-  bool fiu_enable(const std::string&, std::string* why) override {
-    *why = "fiu faults are batond's only (it runs under fiu-run)";
-    return false;
-  }
-  void fiu_disable(const std::string&) override {}
-  bool disk_fill(std::string* why) override {
-    *why = "disk_full is batond's only (its data dir on a tmpfs)";
-    return false;
-  }
-  void disk_free() override {}
 
  private:
   std::string make_url(const std::string& hostport) const {

@@ -213,6 +213,12 @@ std::vector<Fault> run_nemesis(const Options& o,
         });
         std::vector<std::pair<int, int>> keepers = cands;
         std::erase_if(keepers, [](auto& c) { return c.second < 16; });
+        // The negative control of checker 8 cuts off mutex holders only
+        // (a semaphore's next grant need not wait for a lease to end).
+        if (o.late_notice) {
+          std::erase_if(keepers, [](auto& c) { return c.second % 16 >= 2; });
+          cands = keepers;
+        }
         if (!keepers.empty()) cands = keepers;
       }
       if (cands.empty()) {

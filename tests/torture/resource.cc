@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -131,13 +132,44 @@ char GuardedResource::judge(const std::string& line) {
   std::string verb;
   Write w;
   in >> verb >> w.worker >> w.seq >> w.lock >> w.fencing;
-  if (verb != "W" || !in) return 'E';
+  if ((verb != "W" && verb != "E" && verb != "D") || !in) return 'E';
   std::lock_guard<std::mutex> lock(mu_);
   auto& r = res_[w.lock];
   if (!r) r = std::make_unique<FencedResource>();
-  w.accepted = r->try_write(w.fencing) || !fencing_;
+  ReadWrite& rw = rw_[w.lock];
+  if (verb == "E") {  // the end of a write: not recorded
+    if (rw.writing && rw.write.worker == w.worker && rw.write.seq == w.seq) {
+      rw.writing = false;
+    }
+    return 'A';
+  }
+  if (verb == "D") {
+    w.verb = 'D';
+    w.accepted = w.fencing >= r->highest() || !fencing_;
+    if (w.accepted) {
+      rw.highest_read = std::max(rw.highest_read, w.fencing);
+      rw.read_tokens.push_back(w.fencing);
+      if (rw.writing) {
+        w.writer = rw.write.worker;
+        w.writer_token = rw.write.fencing;
+        w.write_begun_us = rw.write.at_us;
+      }
+    }
+    w.at_us = real_us();
+    writes_.push_back(w);
+    return w.accepted ? 'A' : 'R';
+  }
+  for (std::uint64_t t : rw.read_tokens) w.shared_writer |= t == w.fencing;
+  w.accepted =
+      (w.fencing >= rw.highest_read && r->try_write(w.fencing)) || !fencing_;
   if (!pg_conninfo_.empty() && fencing_) w.sql = ask_sql(w);
   w.at_us = real_us();
+  if (w.accepted) {
+    // A newer accepted write ends any older one still open (its writer
+    // died or was cut off before its "E").
+    rw.writing = true;
+    rw.write = w;
+  }
   writes_.push_back(w);
   return w.accepted ? 'A' : 'R';
 }

@@ -6,6 +6,15 @@
 // decided it. With fencing off (the negative control) every write is
 // accepted, and recorded the same way.
 //
+// Read-write locks (rule 18): a write stays in progress from its accepted
+// "W" line until the writer's "E <worker> <seq> <lock> <fencing>" line; a
+// shared holder reads with "D <worker> <seq> <lock> <fencing>". A read is
+// fenced against the last accepted write (a lower token: "R", a stale
+// reader) and raises the token a later write must reach (a writer older
+// than an accepted read: "R"). An accepted read during a write in progress
+// is recorded with the writer (checker 9), as is a write with a token that
+// a shared holder read with.
+//
 // Thread safety: start/stop from one thread; writes() after stop().
 #ifndef BATON_TESTS_TORTURE_RESOURCE_H_
 #define BATON_TESTS_TORTURE_RESOURCE_H_
@@ -56,6 +65,13 @@ class GuardedResource {
   std::vector<std::thread> conns_;                              // guarded
   std::map<std::string, std::unique_ptr<FencedResource>> res_;  // guarded
   std::vector<Write> writes_;                                   // guarded
+  struct ReadWrite {
+    std::uint64_t highest_read = 0;
+    bool writing = false;                    // a write in progress
+    Write write;                             // ... this one
+    std::vector<std::uint64_t> read_tokens;  // tokens shared holders used
+  };
+  std::map<std::string, ReadWrite> rw_;  // guarded
 };
 
 }  // namespace baton::torture

@@ -163,7 +163,9 @@ class Pool : public WorkerPool {
         "--prefix",
         name_prefix(),
         "--late-notice",
-        o_.late_notice ? "1" : "0"};
+        o_.late_notice ? "1" : "0",
+        "--shared-writes",
+        o_.shared_writes ? "1" : "0"};
     const std::string clock = dir_ + "/clock-" + std::to_string(s);
     const pid_t p = ::fork();
     if (p == 0) {

@@ -9,16 +9,35 @@
 // kStallUs) among the sleeps that overlapped it. A blocking call that hangs in
 // the library leaves the probe on time, so the checker still catches it.
 //
+// The probe sees a stall of the whole process only. A call's own threads
+// can wait for a CPU while the probe runs (Redlock's rounds hop between the
+// calling thread and pooled threads; a 166 ms poll() of such a thread
+// returned after 230 ms on a busy machine). RunQueueWait reads each
+// thread's run-queue wait from the kernel (/proc/self/task/<tid>/schedstat,
+// the time it was runnable but not running) before and after a call: the
+// calling thread's own wait plus the largest wait of any other thread of
+// the process is the CPU the call could not get. A thread blocked in I/O
+// or sleeping past its deadline is not runnable, and a thread spinning is
+// running: neither is counted, so a library that waits too long is still
+// caught.
+//
 // Thread safety: every member function may be called from any thread.
 #ifndef BATON_TESTS_TORTURE_STARVATION_H_
 #define BATON_TESTS_TORTURE_STARVATION_H_
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace baton::torture {
@@ -83,6 +102,44 @@ class StarvationProbe {
   std::deque<Sample> samples_;
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: starts after the members it uses
+};
+
+// Per-thread run-queue waits of this process at one instant (see above).
+class RunQueueWait {
+ public:
+  static RunQueueWait now() {
+    RunQueueWait w;
+    w.self_ = static_cast<long>(::syscall(SYS_gettid));
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      std::ifstream in(e.path() / "schedstat");
+      std::int64_t on_cpu = 0, waited_ns = 0;
+      if (in >> on_cpu >> waited_ns) {
+        w.ns_[std::stol(e.path().filename().string())] = waited_ns;
+      }
+    }
+    return w;
+  }
+  // µs the calling thread (the one that took `before`) and, at most, one
+  // other thread waited for a CPU between `before` and this snapshot.
+  std::int64_t since(const RunQueueWait& before) const {
+    std::int64_t own = 0, other = 0;
+    for (const auto& [tid, ns] : ns_) {
+      auto it = before.ns_.find(tid);
+      const std::int64_t d = ns - (it == before.ns_.end() ? 0 : it->second);
+      if (tid == before.self_) {
+        own = d;
+      } else {
+        other = std::max(other, d);
+      }
+    }
+    return (own + other) / 1000;
+  }
+
+ private:
+  long self_ = 0;
+  std::map<long, std::int64_t> ns_;
 };
 
 }  // namespace baton::torture

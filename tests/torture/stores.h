@@ -53,12 +53,20 @@ class StoreCluster {
   // false + *why if unsupported (an external store).
   virtual bool freeze(bool on, std::string* why) = 0;
 
-  // batond only: libfiu failure points ("" = unsupported: *why says why).
-  virtual bool fiu_enable(const std::string& point, std::string* why) = 0;
-  virtual void fiu_disable(const std::string& point) = 0;
+  // batond only: libfiu failure points (false: unsupported, *why says
+  // why). batond runs under fiu-run, its data dir on a tmpfs; the other
+  // stores keep these defaults, which refuse.
+  virtual bool fiu_enable(const std::string& /*point*/, std::string* why) {
+    *why = "fiu faults are batond's only (it runs under fiu-run)";
+    return false;
+  }
+  virtual void fiu_disable(const std::string& /*point*/) {}
   // batond only: fill / free the small tmpfs holding its data dir.
-  virtual bool disk_fill(std::string* why) = 0;
-  virtual void disk_free() = 0;
+  virtual bool disk_fill(std::string* why) {
+    *why = "disk_full is batond's only (its data dir on a tmpfs)";
+    return false;
+  }
+  virtual void disk_free() {}
 };
 
 }  // namespace baton::torture

@@ -49,6 +49,9 @@ struct Options {
   // emulation of the old LeaseKeeper, whose lost notice waited for a
   // synchronous renewal call to return (issue 12).
   bool late_notice = false;
+  // Negative control of checker 9 (test only): shared holders also write,
+  // half of the time (rule 18 forbids it; the resource must notice).
+  bool shared_writes = false;
   // --store URL: a store already running elsewhere (not started, killed or
   // restarted here); store_kind is then the URL's scheme. Its lock and
   // counter names carry a per-run prefix (name_prefix), so runs do not
@@ -103,6 +106,16 @@ struct Write {
   // postgres runs: the SQL fenced_write's answer for the same write
   // ('A' accepted, 'R' rejected, '?' no answer, 0 not asked).
   char sql = 0;
+  // Rule 18 (read-write locks): 'W' a write (in progress until the
+  // writer's "E" line), 'D' a read by a shared holder.
+  char verb = 'W';
+  // A read that was accepted while a write was in progress: the writer
+  // (worker id, else -1), its token and when its write began.
+  int writer = -1;
+  std::uint64_t writer_token = 0;
+  std::int64_t write_begun_us = 0;
+  // A write whose token a shared holder read with (a shared holder wrote).
+  bool shared_writer = false;
 };
 
 // One fault the nemesis injected, with the time it started and healed.
@@ -132,7 +145,7 @@ struct Judged {
   std::map<std::string, std::int64_t> counts;  // ops, grants, writes ...
 };
 
-// Checkers 1–4, 6, 7 over the logs (5 is measured live: run.cc).
+// Checkers 1–4, 6, 7, 9 over the logs (5 is measured live: run.cc).
 Judged check_all(const Options& options, const std::vector<Op>& ops,
                  const std::vector<Write>& writes,
                  const std::vector<Fault>& faults, std::int64_t counter_final,

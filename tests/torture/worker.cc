@@ -61,7 +61,8 @@ struct Args {
   std::int64_t deadline_us = 0;
   milliseconds ttl{1000};
   bool counters = true;
-  bool late_notice = false;  // checker 8's negative control
+  bool late_notice = false;    // checker 8's negative control
+  bool shared_writes = false;  // checker 9's: shared holders write too
 };
 
 using Steady = std::chrono::steady_clock;
@@ -127,6 +128,13 @@ class Worker {
         static_cast<unsigned long long>(o.seq), static_cast<long long>(o.aux));
     std::fflush(log_);
   }
+  // How long this process, or the call's own threads, could not run
+  // during `o` (checker 7; starvation.h).
+  std::int64_t stalled(const Op& o, const RunQueueWait& before) {
+    return std::max(probe_.stalled(o.invoke_us, o.complete_us),
+                    RunQueueWait::now().since(before));
+  }
+
   Op begin(std::string kind, std::string lock) const {
     Op o;
     o.worker = a_.id;
@@ -155,26 +163,45 @@ class Worker {
     }
   }
 
-  // One write to the guarded resource: "W id seq lock token" → A|R|E.
-  void write(const Lease& lease, std::int64_t checked_us = 0) {
-    Op o = begin("write", lease.name);
-    o.aux = checked_us;
-    o.seq = ++seq_;
-    o.fencing = lease.fencing_token;
+  // One line to the guarded resource and its one-letter answer (0: I/O
+  // error, the connection is dropped).
+  char ask_resource(const std::string& line) {
     if (res_fd_ < 0) connect_resource();
-    std::string line = "W " + std::to_string(a_.id) + " " +
-                       std::to_string(o.seq) + " " + lease.name + " " +
-                       std::to_string(lease.fencing_token) + "\n";
     char reply[4] = {0};
     if (res_fd_ >= 0 &&
         ::send(res_fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(line.size()) &&
         ::read(res_fd_, reply, 2) == 2) {
-      o.result = reply[0] == 'A' ? "accepted" : "rejected";
-    } else {
-      o.result = "io_error";
-      ::close(res_fd_);
-      res_fd_ = -1;
+      return reply[0];
+    }
+    ::close(res_fd_);
+    res_fd_ = -1;
+    return 0;
+  }
+
+  // One write to the guarded resource: "W id seq lock token" → A|R|E, in
+  // progress until "E id seq lock token" a few ms later. A shared lease
+  // (rule 18) reads instead: "D id seq lock token", logged as "read".
+  void write(const Lease& lease, std::int64_t checked_us = 0) {
+    // --shared-writes (negative control): a shared holder writes as well.
+    const bool reads = lease.shared && !(a_.shared_writes && chance(50));
+    Op o = begin(reads ? "read" : "write", lease.name);
+    o.aux = checked_us;
+    o.seq = ++seq_;
+    o.fencing = lease.fencing_token;
+    const std::string tail = " " + std::to_string(a_.id) + " " +
+                             std::to_string(o.seq) + " " + lease.name + " " +
+                             std::to_string(lease.fencing_token) + "\n";
+    const char verdict = ask_resource((reads ? "D" : "W") + tail);
+    o.result = verdict == 0     ? "io_error"
+               : verdict == 'A' ? "accepted"
+                                : "rejected";
+    if (verdict == 'A' && !reads) {
+      // The write takes a moment: a reader during it is checker 9's case
+      // (longer in checker 9's negative control, so that reads overlap).
+      std::this_thread::sleep_for(
+          milliseconds(a_.shared_writes ? uniform(30, 80) : uniform(1, 4)));
+      (void)ask_resource("E" + tail);
     }
     o.complete_us = real_us();
     log(o);
@@ -230,14 +257,22 @@ class Worker {
     ao.ttl = a_.ttl;
     ao.capacity = spec.capacity;
     const bool is_try = chance(20);
+    // Rule 18: some holds of a mutex are shared (readers), where the store
+    // offers it (else it answers `unsupported` once and no more are tried).
+    // (Most of them in checker 9's negative control, so readers overlap.)
+    const bool shared =
+        shared_ok_ && spec.capacity == 1 && chance(a_.shared_writes ? 80 : 30);
     Op o = begin(is_try ? "try" : "acquire", spec.name);
     o.wait_ms = is_try ? 0 : uniform(50, 1500);
-    auto lease = is_try
-                     ? client_->try_acquire(spec.name, ao)
-                     : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
+    const auto cpu_wait = RunQueueWait::now();
+    auto lease =
+        shared ? client_->acquire_shared(spec.name, milliseconds(o.wait_ms), ao)
+        : is_try ? client_->try_acquire(spec.name, ao)
+                 : client_->acquire(spec.name, milliseconds(o.wait_ms), ao);
+    if (!lease && lease.error().code() == Errc::unsupported) shared_ok_ = false;
     o.complete_us = real_us();
     // How long this process could not run meanwhile (checker 7).
-    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
+    o.aux = stalled(o, cpu_wait);
     if (!lease) {
       o.result = res(lease.error());
       log(o);
@@ -255,8 +290,14 @@ class Worker {
     set_holding(li, keeper);
     const bool fenced = spec.capacity == 1;  // semaphores: no single writer
     const int ttl_ms = static_cast<int>(a_.ttl.count());
+    // Checker 8's negative control holds 4-5 TTLs, so that a holder cut
+    // off at any time of its hold is still holding when its lease runs
+    // out (a shorter hold may end, and release, before the deadline).
     const auto hold_until =
-        real_us() + 1000LL * uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2);
+        real_us() +
+        1000LL * (a_.late_notice
+                      ? uniform(4 * ttl_ms, 5 * ttl_ms)
+                      : uniform(20, keeper ? 2 * ttl_ms : ttl_ms / 2));
     // Wrong-owner calls and the counter: inside the hold, after the keeper
     // (if any) took the lease over — a keeper must keep a lease from its
     // grant on, or no notice can come in time.
@@ -313,9 +354,10 @@ class Worker {
     Op o = begin("multi", names[0]);
     // Longer waits than single acquires: both locks must come free.
     o.wait_ms = chance(20) ? 0 : uniform(500, 3000);
+    const auto cpu_wait = RunQueueWait::now();
     auto leases = client_->acquire_all(names, milliseconds(o.wait_ms), ao);
     o.complete_us = real_us();
-    o.aux = probe_.stalled(o.invoke_us, o.complete_us);
+    o.aux = stalled(o, cpu_wait);
     if (!leases || leases->empty()) {
       o.result = leases ? "none" : res(leases.error());
       log(o);
@@ -476,6 +518,7 @@ class Worker {
   std::optional<Client> client_;
   int res_fd_ = -1;
   std::uint64_t seq_ = 0;
+  bool shared_ok_ = true;  // the store offers acquire_shared (rule 18)
   StarvationProbe probe_;
 };
 
@@ -510,6 +553,8 @@ int worker_main(int argc, char** argv) {
       a.counters = v == "1";
     else if (k == "--late-notice")
       a.late_notice = v == "1";
+    else if (k == "--shared-writes")
+      a.shared_writes = v == "1";
     else if (k == "--prefix")
       set_name_prefix(v);
     else

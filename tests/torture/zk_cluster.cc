@@ -10,12 +10,7 @@
 // data dir; frozen with SIGSTOP / SIGCONT of the Java process. The store
 // itself (zookeeper://, src/stores/zookeeper) is reached by URL through the
 // registry like every other store: nothing of it is compiled in here.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,19 +21,25 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "baton/client.h"
 #include "baton/duration.h"
+#include "child_process.h"
 #include "proxied.h"
 
 namespace baton::torture {
 namespace {
 
 using std::chrono::steady_clock;
+using testing::child_exited;
+using testing::file_tail;
+using testing::free_loopback_port;
+using testing::kill_child;
+using testing::loopback_request;
+using testing::spawn_logged;
 
 constexpr const char* kJava = "/usr/bin/java";
 constexpr const char* kZkJar = "/usr/share/java/zookeeper.jar";
@@ -78,60 +79,11 @@ milliseconds session_timeout_for(milliseconds ttl) {
   return std::clamp(2 * ttl, kMinSession, kMaxSession);
 }
 
-std::uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  std::uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// Sends a four-letter word to 127.0.0.1:port and returns the answer, read
-// to EOF ("" if the server cannot be reached or does not answer in time).
+// A four-letter word's answer from 127.0.0.1:port, read to EOF ("" if the
+// server cannot be reached or does not answer in time).
 std::string four_letter(std::uint16_t port, const char* word,
                         milliseconds timeout) {
-  const auto until = steady_clock::now() + timeout;
-  const int fd =
-      ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  auto ready = [&](short events) {
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, events, 0};
-    return ::poll(&p, 1, static_cast<int>(left.count())) > 0;
-  };
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string out;
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (!ok && errno == EINPROGRESS && ready(POLLOUT)) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-  }
-  if (ok) ok = ::send(fd, word, std::strlen(word), MSG_NOSIGNAL) > 0;
-  while (ok && ready(POLLIN)) {
-    char buf[512];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-      break;
-    }
-  }
-  ::close(fd);
-  return out;
+  return loopback_request(word, port, timeout);
 }
 
 // One ZooKeeper server process (standalone).
@@ -200,42 +152,20 @@ class ZkServer {
         kJava, "-cp", class_path_,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
     const std::string log = dir_ + "/zookeeper.log";
-    pid_ = ::fork();
+    // Never outlives the orchestrator (the thread that forked: the run's,
+    // which also runs the nemesis and so every restart); stays up on
+    // Ctrl-C, which the orchestrator answers by finishing its run.
+    pid_ = spawn_logged(args, log, /*ignore_sigint=*/true);
     if (pid_ < 0) {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
       return false;
     }
-    if (pid_ == 0) {
-      // Never outlive the orchestrator (the thread that forked: the run's,
-      // which also runs the nemesis and so every restart).
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      // A Ctrl-C reaches the whole process group; the orchestrator then
-      // finishes the current run (main.cc), so its server must stay up. A
-      // JVM leaves an ignored SIGINT ignored.
-      ::signal(SIGINT, SIG_IGN);
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      if (in >= 0) ::dup2(in, 0);
-      if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-      }
-      // Hold none of the orchestrator's descriptors: a TcpProxy socket
-      // kept open here would not be reset by cut_all().
-      ::close_range(3, ~0U, 0);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
     const auto until = steady_clock::now() + kReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (child_exited(pid_, &st)) {
         *error = "zookeeper exited at start (status " + std::to_string(st) +
-                 "); see " + log + ": " + log_tail(log);
+                 "); see " + log + ": " + file_tail(log, 400);
         return false;
       }
       // `ruok` is answered as soon as the port listens; `srvr` says
@@ -255,24 +185,11 @@ class ZkServer {
     return false;
   }
 
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void kill9() { kill_child(pid_); }
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
 
  private:
-  static std::string log_tail(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string all = ss.str();
-    return all.size() > 400 ? all.substr(all.size() - 400) : all;
-  }
-
   std::string dir_;
   std::string class_path_;
   pid_t pid_ = -1;
@@ -332,16 +249,6 @@ class ZkCluster : public Proxied {
     frozen_ = on;
     return true;
   }
-  bool fiu_enable(const std::string&, std::string* why) override {
-    *why = "fiu faults are batond's only (it runs under fiu-run)";
-    return false;
-  }
-  void fiu_disable(const std::string&) override {}
-  bool disk_fill(std::string* why) override {
-    *why = "disk_full is batond's only (its data dir on a tmpfs)";
-    return false;
-  }
-  void disk_free() override {}
 
  private:
   std::string make_url(const std::string& hostport) const {

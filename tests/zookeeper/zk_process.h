@@ -19,12 +19,7 @@
 #ifndef BATON_TESTS_ZOOKEEPER_ZK_PROCESS_H_
 #define BATON_TESTS_ZOOKEEPER_ZK_PROCESS_H_
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,13 +29,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "baton/client.h"
+#include "child_process.h"
 #include "core/url.h"
 #include "stores/zookeeper/zookeeper_store.h"
 
@@ -89,29 +84,10 @@ class ZkProcess {
         "-Djava.net.preferIPv4Stack=true",
         "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", cp,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = log_path();
-    const pid_t parent = ::getpid();
     const auto t0 = std::chrono::steady_clock::now();
-    pid_ = ::fork();
+    // Never outlives the test; never holds the test's sockets or stdout.
+    pid_ = spawn_logged(args, log_path());
     if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      // Never outlive the test; never hold the test's sockets or stdout.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      ::close_range(3, ~0U, 0);
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (in >= 0) ::dup2(in, 0);
-      if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-      }
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
     const auto limit = t0 + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < limit) {
       if (serving()) {
@@ -124,8 +100,7 @@ class ZkProcess {
         return;
       }
       int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (child_exited(pid_, &status)) {
         throw std::runtime_error("ZooKeeper exited during start (status " +
                                  std::to_string(status) + "): " + log_tail());
       }
@@ -138,27 +113,8 @@ class ZkProcess {
   }
 
   // SIGTERM, then SIGKILL if it is still running 5 s later.
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGTERM);
-    const auto limit =
-        std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < limit) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill9();
-  }
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop() { stop_child(pid_, std::chrono::seconds(5)); }
+  void kill9() { kill_child(pid_); }
   void pause() {
     if (pid_ > 0) ::kill(pid_, SIGSTOP);
   }
@@ -180,31 +136,7 @@ class ZkProcess {
   std::string four_letter(
       const std::string& cmd,
       std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return "";
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port_);
-    std::string reply;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::send(fd, cmd.data(), cmd.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(cmd.size())) {
-      const auto end = std::chrono::steady_clock::now() + limit;
-      char buf[4096];
-      for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            end - std::chrono::steady_clock::now());
-        if (left.count() <= 0) break;
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) break;  // the server closes after its reply
-        reply.append(buf, static_cast<std::size_t>(n));
-      }
-    }
-    ::close(fd);
-    return reply;
+    return loopback_request(cmd, port_, limit);  // the server closes
   }
   bool ruok() const {
     return four_letter("ruok", std::chrono::milliseconds(1000)) == "imok";
@@ -230,25 +162,9 @@ class ZkProcess {
   std::chrono::milliseconds start_time() const { return start_time_; }
 
   // The last ~2 KB of the JVM's output (for failure messages).
-  std::string log_tail() const {
-    std::ifstream in(log_path());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string all = ss.str();
-    return all.size() > 2048 ? all.substr(all.size() - 2048) : all;
-  }
+  std::string log_tail() const { return file_tail(log_path()); }
 
-  static std::uint16_t free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
+  static std::uint16_t free_port() { return free_loopback_port(); }
 
  private:
   static constexpr const char* kSlf4jSimple =

@@ -1,8 +1,8 @@
 // tests/zookeeper/zookeeper_conformance_test.cc — the conformance suite on
 // zookeeper://, against one private ZooKeeper 3.8 server started for this
 // binary (tests/zookeeper/zk_process.h). Every client opens its own store,
-// so its own ZooKeeper session, as separate processes would. No rule is
-// marked unsupported.
+// so its own ZooKeeper session, as separate processes would. Shared mode
+// (rule 18) is not implemented here yet.
 #include <cstdlib>
 
 #include "conformance.h"
@@ -30,7 +30,13 @@ baton::Result<baton::Client> open_under_test(
   return baton::testing::open_zk_client(server().url(), options);
 }
 
-baton::conformance::StoreTraits traits() { return {}; }
+baton::conformance::StoreTraits traits() {
+  baton::conformance::StoreTraits t;
+  t.unsupported["shared"] =
+      "not implemented on zookeeper:// yet (issue 17): it refuses "
+      "acquire_shared with unsupported";
+  return t;
+}
 
 }  // namespace
 

@@ -213,6 +213,7 @@ class BatonStore final : public Store {
       a.push_back("REENTRANT");
       a.push_back(s.reentrancy_key);
     }
+    if (s.shared) a.push_back("SHARED");
     auto r = call(a, wait);
     if (!r) return r.error();
     return proto::read_grant(*r);
@@ -273,6 +274,7 @@ class BatonStore final : public Store {
     return int_call({"COUNTER.TAKE", std::string(name), std::to_string(n)});
   }
 
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return url_.safe(); }
 
  private:

@@ -21,7 +21,10 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
-Conn::Conn(Options options) : options_(std::move(options)) {
+Conn::Conn(Options options)
+    : options_(std::move(options)),
+      attempt_timeout_(
+          std::max(milliseconds(1000), options_.request_timeout / 3)) {
   grpc::ChannelArguments args;
   // A member that went away must be noticed within the request timeout.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
@@ -52,6 +55,12 @@ void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
   ctx->set_deadline(
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                    gpr_time_from_micros(left.count(), GPR_TIMESPAN)));
+  // etcd's "require leader" metadata (clientv3's WithRequireLeader): a
+  // member without a leader answers at once ("etcdserver: no leader",
+  // UNAVAILABLE) instead of holding the request until its own timeout,
+  // and ends a watch stream when it loses its leader, so the call moves on
+  // to another member.
+  ctx->AddMetadata("hasleader", "true");
 }
 
 template <class Resp, class Fn>
@@ -68,7 +77,13 @@ Result<Resp> Conn::call(const char* what, Fn rpc) {
     std::size_t i = current();
     Endpoint& ep = endpoints_[i];
     grpc::ClientContext ctx;
-    deadline_of(&ctx, end);
+    // One attempt gets a third of the request timeout (at least 1 s): a
+    // request that was in flight when the leader died is dropped by raft
+    // and held by the member until its own timeout (~5 s); the next
+    // attempt, after the election, succeeds. Every request the store
+    // sends is safe to repeat (guarded by create revision or owner token;
+    // a repeated lease grant leaves an unused lease that expires).
+    deadline_of(&ctx, std::min(end, steady_clock::now() + attempt_timeout_));
     Resp resp;
     const grpc::Status st = rpc(ep, &ctx, &resp);
     if (st.ok()) return resp;

@@ -75,6 +75,7 @@ class Conn {
   void deadline_of(grpc::ClientContext* ctx, SteadyTime end) const;
 
   Options options_;
+  milliseconds attempt_timeout_;  // one try on one member (see call())
   std::string where_;
   std::vector<Endpoint> endpoints_;
   std::atomic<std::size_t> current_{0};

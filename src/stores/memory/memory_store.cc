@@ -81,6 +81,7 @@ class MemoryStore final : public Store {
     req.capacity = spec.capacity;
     req.label = spec.label;
     req.reentrancy_key = spec.reentrancy_key;
+    req.shared = spec.shared;
     if (wait > milliseconds::zero()) {
       req.wait_deadline = clock_.now() + clamp_wait(wait);
     }
@@ -263,6 +264,7 @@ class MemoryStore final : public Store {
     return r;
   }
 
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return url_; }
 
  private:
@@ -382,6 +384,7 @@ class SharedMemoryStore final : public Store {
                                     std::int64_t n) override {
     return s_->counter_take(name, n);
   }
+  bool supports_shared() const override { return s_->supports_shared(); }
   std::string safe_url() const override { return s_->safe_url(); }
 
  private:

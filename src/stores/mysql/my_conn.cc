@@ -239,18 +239,6 @@ void Pool::put(std::unique_ptr<Conn> c) {
   if (static_cast<int>(idle_.size()) < max_idle_) idle_.push_back(std::move(c));
 }
 
-std::string hex_literal(std::string_view bytes) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out = "X'";
-  out.reserve(bytes.size() * 2 + 3);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  out += '\'';
-  return out;
-}
-
 std::uint32_t crc32(std::string_view bytes) {
   std::uint32_t crc = 0xFFFFFFFFu;
   for (unsigned char c : bytes) {

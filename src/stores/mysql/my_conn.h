@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "baton/error.h"
+#include "stores/sqlstep/sql_state.h"
 
 namespace baton::store::my {
 
@@ -112,7 +113,7 @@ class Pool {
 };
 
 // X'..' literal of arbitrary bytes (safe for any input, no escaping rules).
-std::string hex_literal(std::string_view bytes);
+using sqlstep::hex_literal;
 // IEEE CRC-32 (the same as MySQL's CRC32()).
 std::uint32_t crc32(std::string_view bytes);
 

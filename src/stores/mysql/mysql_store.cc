@@ -254,7 +254,7 @@ Result<Pass> MysqlStore::peek(const std::string& name, const std::string& token,
   NameState& s = st[name];
   for (const auto& h : s.holders) {
     if (h.has(token) && h.expires_us > now) {
-      Tx tx(o_.prefix, {}, now);
+      Tx tx(o_.prefix, sqlstep::Dialect::mysql, {}, now);
       return Pass{tx.to_grant(h, s.capacity, arrival), 0};
     }
   }

@@ -264,7 +264,7 @@ class MysqlStore final : public Store {
       }
       std::int64_t now = 0;
       auto state = my::parse_state(*r, 2, names, &now);
-      Tx tx(o_.prefix, std::move(state), now);
+      Tx tx(o_.prefix, sqlstep::Dialect::mysql, std::move(state), now);
       Result<T> out = fn(tx);
       auto done = conn.query(tx.writes() + "COMMIT", deadline, &db);
       if (!done.ok()) {

@@ -63,7 +63,8 @@ class PostgresStore final : public Store {
     const std::string& s = o_.schema;
     sql_acquire_ = "SELECT * FROM " + s +
                    ".acquire($1::text, $2::uuid, $3::bigint, $4::int, "
-                   "$5::text, $6::text, $7::text, $8::bigint, $9::bigint)";
+                   "$5::text, $6::text, $7::text, $8::bigint, $9::bigint, "
+                   "$10::boolean)";
     sql_multi_ = "SELECT * FROM " + s +
                  ".acquire_multi($1::text[], $2::uuid, $3::bigint, $4::int, "
                  "$5::text, $6::boolean, $7::text, $8::bigint, $9::bigint)";
@@ -131,6 +132,7 @@ class PostgresStore final : public Store {
         grant.ttl = milliseconds{g->ttl_ms};
         grant.holds = 1;
         grant.capacity = spec.capacity;
+        grant.shared = spec.shared;
         grant.valid_for = std::chrono::microseconds{g->expires_us - arrival_us};
         grant.store_expires_at_ms = g->expires_us / 1000;
         // A lease that may have expired on the way re-checks instead.
@@ -278,6 +280,7 @@ class PostgresStore final : public Store {
     return counter("take", name, n);
   }
 
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return safe_url_; }
 
  private:
@@ -319,7 +322,8 @@ class PostgresStore final : public Store {
         sql_acquire_,
         {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
          std::to_string(spec.capacity), spec.label, spec.reentrancy_key, mode,
-         std::to_string(wait_ms), std::to_string(o_.waiter_timeout.count())});
+         std::to_string(wait_ms), std::to_string(o_.waiter_timeout.count()),
+         spec.shared ? "true" : "false"});
   }
 
   Result<std::vector<Row>> call_multi(const MultiSpec& spec, const char* mode,

@@ -80,6 +80,7 @@ Grant to_grant(const Row& row, std::int64_t arrival_us) {
   g.capacity = static_cast<std::uint32_t>(row.capacity);
   g.valid_for = std::chrono::microseconds{row.expires_us - arrival_us};
   g.store_expires_at_ms = row.expires_us / 1000;
+  g.shared = row.flag;
   return g;
 }
 
@@ -106,9 +107,10 @@ std::vector<LockInfo> to_infos(const std::vector<Row>& rows) {
     } else if (r.kind == "holder") {
       out.back().holders.push_back(
           {r.label, static_cast<std::uint64_t>(r.fencing), milliseconds{r.n},
-           static_cast<std::uint32_t>(r.holds)});
+           static_cast<std::uint32_t>(r.holds), r.flag});
     } else if (r.kind == "waiter") {
-      out.back().waiters.push_back({r.label, milliseconds{r.n}, r.flag});
+      out.back().waiters.push_back(
+          {r.label, milliseconds{r.n}, r.flag, r.code == "shared"});
     }
   }
   return out;
@@ -122,8 +124,8 @@ Error to_error(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     if (r.kind == "holder") {
       holders.push_back({r.label, static_cast<std::uint64_t>(r.fencing),
-                         milliseconds{r.n},
-                         static_cast<std::uint32_t>(r.holds)});
+                         milliseconds{r.n}, static_cast<std::uint32_t>(r.holds),
+                         r.flag});
     }
   }
   if (!holders.empty()) e.with_holders(std::move(holders));

@@ -17,7 +17,7 @@ namespace baton::store::pg {
 
 class PgConn;
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 extern const char* const kSchemaTables;
 extern const char* const kSchemaScheduler;

@@ -207,7 +207,8 @@ BEGIN
                 @S@._us(v_now), q.label,
                 greatest(0, floor(extract(epoch FROM v_now - q.arrived_at)
                                   * 1000))::bigint,
-                q.kind = 2, NULL, NULL)::@S@.res).*
+                q.kind = 2, CASE WHEN q.shared THEN 'shared' END,
+                NULL)::@S@.res).*
       FROM @S@.requests q
      WHERE q.name = p_name AND q.deadline > v_now
        AND coalesce(q.heartbeat_until > v_now, true)

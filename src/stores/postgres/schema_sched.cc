@@ -66,12 +66,18 @@ BEGIN
         CONTINUE;
       END IF;
     END IF;
-    SELECT capacity INTO cap FROM @S@.locks WHERE name = p_name;
-    SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
-    EXIT WHEN cnt >= coalesce(cap, 1);
+    IF h.shared THEN
+      -- Rule 18: a shared head joins shared holders, never an exclusive one.
+      EXIT WHEN EXISTS (SELECT 1 FROM @S@.holders
+                         WHERE name = p_name AND NOT shared);
+    ELSE
+      SELECT capacity INTO cap FROM @S@.locks WHERE name = p_name;
+      SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
+      EXIT WHEN cnt >= coalesce(cap, 1);
+    END IF;
     DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
     g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
-                    p_now);
+                    p_now, h.shared);
     -- The payload carries the grant, so the waiter needs no re-check:
     -- token:fencing:ttl_ms:expires_us:name (sent only after the commit).
     PERFORM pg_notify('@S@_wake', @S@._hex(h.token) || ':' || g.fencing ||
@@ -101,10 +107,11 @@ END $$;
 -- the full pass; also reports a withdrawal) or 'withdraw' (the caller's
 -- wait ended: return the lease if granted, else leave the queue). A
 -- 'queued' answer whose code is 'recheck' or 'full' asks the caller to
--- call again at once in that mode.
+-- call again at once in that mode. p_shared: a shared (read) request
+-- (rule 18; capacity 1, no reentrancy key).
 CREATE OR REPLACE FUNCTION @S@.acquire(p_name text, p_token uuid,
     p_ttl_ms bigint, p_capacity int, p_label text, p_rkey text, p_mode text,
-    p_wait_ms bigint, p_hb_ms bigint)
+    p_wait_ms bigint, p_hb_ms bigint, p_shared boolean DEFAULT false)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz;
@@ -122,7 +129,13 @@ BEGIN
     p_mode := 'wait';
   END IF;
   v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
-                    @S@._check_ttl(p_ttl_ms), @S@._check_capacity(p_capacity));
+                    @S@._check_ttl(p_ttl_ms), @S@._check_capacity(p_capacity),
+                    CASE WHEN p_shared AND p_capacity <> 1 THEN
+                      'shared mode needs capacity 1 (got ' || p_capacity ||
+                      '): a read-write lock has one writer or many readers'
+                    END,
+                    CASE WHEN p_shared AND p_rkey <> '' THEN
+                      'a reentrancy key cannot be used with shared mode' END);
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
@@ -152,7 +165,8 @@ BEGIN
       RETURN;
     END IF;
     SELECT * INTO q FROM @S@.requests WHERE name = p_name AND token = p_token;
-    v_ok := coalesce(FOUND AND q.kind = 0 AND q.deadline > v_now
+    v_ok := coalesce(FOUND AND q.kind = 0 AND NOT q.shared
+       AND q.deadline > v_now
        AND q.heartbeat_until > v_now
        AND NOT EXISTS (SELECT 1 FROM @S@.holders
                         WHERE name = p_name AND expires_at <= v_now)
@@ -177,7 +191,8 @@ BEGIN
     RETURN NEXT r;
     RETURN;
   END IF;
-  IF p_mode = 'wait' AND NOT v_recheck AND p_wait_ms > 0 AND p_rkey = '' THEN
+  IF p_mode = 'wait' AND NOT v_recheck AND p_wait_ms > 0 AND p_rkey = ''
+     AND NOT p_shared THEN
     -- Queueing behind a busy lock without the name's advisory lock, so the
     -- commit's WAL flush (the queue entry is durable, as before) does not
     -- hold up the handoff. Only when the lock is full of live leases (none
@@ -222,7 +237,7 @@ BEGIN
                         WHERE name = p_name AND expires_at > v_now) THEN
       DELETE FROM @S@.holders WHERE name = p_name;  -- expired leftovers
       h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
-                          p_rkey, v_now);
+                          p_rkey, v_now, p_shared);
       RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
       RETURN;
     END IF;
@@ -291,15 +306,22 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  IF @S@._free(p_name) THEN
+  IF @S@._free(p_name, p_shared) THEN
     h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
-                        p_rkey, v_now);
+                        p_rkey, v_now, p_shared);
     RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
     RETURN;
   END IF;
   IF p_mode = 'try' THEN
     SELECT count(*) INTO v_n FROM @S@.holders WHERE name = p_name;
-    IF v_n >= v_cap THEN
+    IF NOT p_shared AND EXISTS (SELECT 1 FROM @S@.holders
+                                 WHERE name = p_name AND shared) THEN
+      v_msg := ' is held shared by ' || v_n ||
+               CASE WHEN v_n = 1 THEN ' holder' ELSE ' holders' END;
+    ELSIF p_shared AND EXISTS (SELECT 1 FROM @S@.holders
+                                WHERE name = p_name AND NOT shared) THEN
+      v_msg := ' is held exclusively';
+    ELSIF v_n >= v_cap THEN
       v_msg := ' is held (' || v_n || ' of ' || v_cap || ')';
     ELSE
       SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
@@ -317,7 +339,8 @@ BEGIN
   END IF;
   PERFORM @S@._enqueue(p_name, p_token, nextval('@S@.request_seq'), 0,
                        p_ttl_ms, p_label, p_rkey, v_now,
-                       v_now + @S@._ms(p_wait_ms), v_now + @S@._ms(p_hb_ms));
+                       v_now + @S@._ms(p_wait_ms), v_now + @S@._ms(p_hb_ms),
+                       p_shared);
   SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
   r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap, NULL,
            @S@._us(v_now), NULL, v_n, NULL, NULL, NULL);

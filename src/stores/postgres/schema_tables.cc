@@ -56,6 +56,24 @@ CREATE TABLE IF NOT EXISTS @S@.requests (
   PRIMARY KEY (name, token)
 );
 CREATE INDEX IF NOT EXISTS requests_queue ON @S@.requests (name, seq);
+
+-- Version 4: shared (read) leases and requests (rule 18).
+ALTER TABLE @S@.holders ADD COLUMN IF NOT EXISTS shared boolean NOT NULL
+  DEFAULT false;
+ALTER TABLE @S@.requests ADD COLUMN IF NOT EXISTS shared boolean NOT NULL
+  DEFAULT false;
+-- Functions whose parameter lists grew in version 4 (a new overload would
+-- make calls with the old argument count ambiguous).
+DROP FUNCTION IF EXISTS @S@._grant_new(text, uuid, bigint, int, text, text,
+                                       timestamptz);
+DROP FUNCTION IF EXISTS @S@._grant(text, uuid, bigint, text, text,
+                                   timestamptz);
+DROP FUNCTION IF EXISTS @S@._enqueue(text, uuid, bigint, int, bigint, text,
+                                     text, timestamptz, timestamptz,
+                                     timestamptz);
+DROP FUNCTION IF EXISTS @S@._free(text);
+DROP FUNCTION IF EXISTS @S@.acquire(text, uuid, bigint, int, text, text, text,
+                                    bigint, bigint);
 CREATE INDEX IF NOT EXISTS requests_token ON @S@.requests (token);
 
 -- Requests withdrawn by release() while their caller still waits: the
@@ -92,8 +110,8 @@ DO $$ BEGIN
       now_us     bigint,  -- database clock when the request was served
       label      text,
       n          bigint,  -- position / pending / time left or waited (ms) / value
-      flag       boolean, -- was_held / all_or_nothing
-      code       text,    -- error code name
+      flag       boolean, -- was_held / all_or_nothing / shared (grant, holder)
+      code       text,    -- error code name; 'shared' on a shared waiter
       msg        text
     );
   END IF;
@@ -164,7 +182,7 @@ RETURNS @S@.res LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RETURN ROW('grant', h.name, h.token, h.fencing, h.ttl_ms, h.holds,
              p_capacity, @S@._us(h.expires_at), @S@._us(p_now), h.label,
-             NULL, NULL, NULL, NULL)::@S@.res;
+             NULL, h.shared, NULL, NULL)::@S@.res;
 END $$;
 
 -- Removes an acquire_all reservation's queued requests on every name.
@@ -218,7 +236,7 @@ END $$;
 -- upsert.
 CREATE OR REPLACE FUNCTION @S@._grant_new(p_name text, p_token uuid,
     p_ttl_ms bigint, p_capacity int, p_label text, p_rkey text,
-    p_now timestamptz)
+    p_now timestamptz, p_shared boolean DEFAULT false)
 RETURNS @S@.holders LANGUAGE plpgsql AS $$
 DECLARE f bigint; h @S@.holders;
 BEGIN
@@ -229,9 +247,9 @@ BEGIN
                                    last_fencing = l.last_fencing + 1
   RETURNING l.last_fencing INTO f;
   INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
-                           label, reentrancy_key, aliases, granted_at)
+                           label, reentrancy_key, aliases, granted_at, shared)
   VALUES (p_name, p_token, f, p_ttl_ms, p_now + p_ttl_ms * interval '1 ms',
-          1, p_label, p_rkey, '{}', p_now)
+          1, p_label, p_rkey, '{}', p_now, p_shared)
   RETURNING * INTO h;
   RETURN h;
 END $$;
@@ -258,18 +276,19 @@ $$;
 CREATE OR REPLACE FUNCTION @S@._enqueue(p_name text, p_token uuid,
     p_seq bigint, p_kind int, p_ttl_ms bigint, p_label text,
     p_rkey text, p_now timestamptz, p_deadline timestamptz,
-    p_heartbeat timestamptz)
+    p_heartbeat timestamptz, p_shared boolean DEFAULT false)
 RETURNS void LANGUAGE sql AS $$
   INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
                             reentrancy_key, arrived_at, deadline,
-                            heartbeat_until)
+                            heartbeat_until, shared)
   VALUES (p_name, p_token, p_seq, p_kind, p_ttl_ms, p_label, p_rkey, p_now,
-          p_deadline, p_heartbeat)
+          p_deadline, p_heartbeat, p_shared)
 $$;
 
 -- Creates a lease: takes the name's next fencing token.
 CREATE OR REPLACE FUNCTION @S@._grant(p_name text, p_token uuid,
-    p_ttl_ms bigint, p_label text, p_rkey text, p_now timestamptz)
+    p_ttl_ms bigint, p_label text, p_rkey text, p_now timestamptz,
+    p_shared boolean DEFAULT false)
 RETURNS @S@.holders LANGUAGE plpgsql AS $$
 DECLARE f bigint; h @S@.holders;
 BEGIN
@@ -277,9 +296,9 @@ BEGIN
   UPDATE @S@.locks SET last_fencing = last_fencing + 1 WHERE name = p_name
     RETURNING last_fencing INTO f;
   INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
-                           label, reentrancy_key, aliases, granted_at)
+                           label, reentrancy_key, aliases, granted_at, shared)
   VALUES (p_name, p_token, f, p_ttl_ms, p_now + @S@._ms(p_ttl_ms), 1,
-          p_label, p_rkey, '{}', p_now)
+          p_label, p_rkey, '{}', p_now, p_shared)
   RETURNING * INTO h;
   RETURN h;
 END $$;
@@ -312,12 +331,22 @@ RETURNS text LANGUAGE sql STABLE AS $$
    WHERE l.name = p_name AND l.capacity <> p_capacity AND @S@._active(p_name)
 $$;
 
--- Free for a new request right now: no queue and capacity left.
-CREATE OR REPLACE FUNCTION @S@._free(p_name text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
+-- Free for a new request right now: no queue, and the holders leave room
+-- for it (rule 18: a shared request fits beside shared holders only, an
+-- exclusive one needs capacity left and no shared holder).
+CREATE OR REPLACE FUNCTION @S@._free(p_name text,
+                                     p_shared boolean DEFAULT false)
+RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
-     AND (SELECT count(*) FROM @S@.holders WHERE name = p_name) <
-         coalesce((SELECT capacity FROM @S@.locks WHERE name = p_name), 1)
+     AND CASE WHEN p_shared THEN
+           NOT EXISTS (SELECT 1 FROM @S@.holders
+                        WHERE name = p_name AND NOT shared)
+         ELSE
+           (SELECT count(*) FROM @S@.holders WHERE name = p_name) <
+             coalesce((SELECT capacity FROM @S@.locks WHERE name = p_name), 1)
+           AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                            WHERE name = p_name AND shared)
+         END
 $$;
 
 CREATE OR REPLACE FUNCTION @S@._holder_rows(p_name text, p_now timestamptz)
@@ -326,7 +355,7 @@ RETURNS SETOF @S@.res LANGUAGE sql STABLE AS $$
              @S@._us(h.expires_at), @S@._us(p_now), h.label,
              greatest(0, floor(extract(epoch FROM h.expires_at - p_now)
                                * 1000))::bigint,
-             NULL, NULL, NULL)::@S@.res
+             h.shared, NULL, NULL)::@S@.res
   FROM @S@.holders h WHERE h.name = p_name AND h.expires_at > p_now
   ORDER BY h.fencing
 $$;

@@ -47,7 +47,8 @@ Error script_error(const redisReply* r) {
   return Error(code, str(at(r, 2)));
 }
 
-// {'granted', token, fencing, ttl, holds, capacity, expiry_us, now_us, name}
+// {'granted', token, fencing, ttl, holds, capacity, expiry_us, now_us, name,
+//  shared}
 Result<Grant> parse_grant(const redisReply* r, std::int64_t* expiry_us) {
   auto token = OwnerToken::parse(str(at(r, 1)));
   if (!token.ok()) return std::move(token).error();
@@ -61,6 +62,7 @@ Result<Grant> parse_grant(const redisReply* r, std::int64_t* expiry_us) {
   g.valid_for = microseconds(e - now);
   g.store_expires_at_ms = e / 1000;
   g.name = str(at(r, 8));
+  g.shared = num(at(r, 9)) != 0;  // rule 18 (absent: exclusive)
   if (expiry_us != nullptr) *expiry_us = e;
   return g;
 }
@@ -71,7 +73,8 @@ std::vector<HolderInfo> parse_holders(const redisReply* r) {
     const redisReply* h = r->element[i];
     out.push_back({str(at(h, 0)), static_cast<std::uint64_t>(num(at(h, 1))),
                    milliseconds(num(at(h, 2))),
-                   static_cast<std::uint32_t>(num(at(h, 3)))});
+                   static_cast<std::uint32_t>(num(at(h, 3))),
+                   num(at(h, 4)) != 0});
   }
   return out;
 }
@@ -86,8 +89,8 @@ LockInfo parse_info(const redisReply* r) {
   const redisReply* ws = at(r, 4);
   for (std::size_t i = 0; ws != nullptr && i < ws->elements; ++i) {
     const redisReply* w = ws->element[i];
-    info.waiters.push_back(
-        {str(at(w, 0)), milliseconds(num(at(w, 1))), num(at(w, 2)) != 0});
+    info.waiters.push_back({str(at(w, 0)), milliseconds(num(at(w, 1))),
+                            num(at(w, 2)) != 0, num(at(w, 3)) != 0});
   }
   return info;
 }
@@ -191,10 +194,13 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
                                    spec.reentrancy_key,
                                    mode,
                                    std::to_string(wait_ms)};
-  if (ticket >= 0 || seq > 0) {
+  if (ticket >= 0 || seq > 0 || spec.shared) {
     args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
   }
-  if (seq > 0) args.push_back(std::to_string(seq));
+  if (seq > 0 || spec.shared) {
+    args.push_back(seq > 0 ? std::to_string(seq) : std::string());
+  }
+  if (spec.shared) args.push_back("1");
   auto r = run(scripts().acquire, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();

@@ -53,6 +53,7 @@ class RedisStore final : public Store {
                   parse_pushed_grant(waiter.take_payload(), spec.name);
               pushed && !first) {
             test_hooks().pushed_grants.fetch_add(1);
+            pushed->grant.shared = spec.shared;  // the message has no mode
             return Result<Grant>(granted(*pushed));
           }
           auto r = inst_.acquire(spec, first ? kWait : kRefresh, left);
@@ -190,6 +191,7 @@ class RedisStore final : public Store {
     return inst_.counter_take(name, n);
   }
 
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return url_; }
 
  private:

@@ -49,6 +49,9 @@ class RedlockStore final : public Store {
   Result<std::int64_t> counter_take(std::string_view, std::int64_t) override {
     return no_counters();
   }
+  // Rule 18: each instance's script keeps the modes; a reader and a writer
+  // cannot both hold a majority (two majorities share an instance).
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return url_; }
 
  private:

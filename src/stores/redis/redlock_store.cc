@@ -82,7 +82,12 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
       if (r->kind == AcqReply::Kind::busy && busy == nullptr) busy = &r->busy;
     }
     if (granted >= quorum) return finish(spec, replies, t0, call_start, seq);
-    if (withdrawn > 0 || answered < quorum || !waiting) {
+    // A round that no majority answered by the call deadline answers
+    // `timeout` at once (rule 7): the client then withdraws the token in
+    // the background (settle_abandoned), so no clean-up round runs here.
+    const bool gave_up =
+        answered < quorum && withdrawn == 0 && store::call_deadline_passed();
+    if ((withdrawn > 0 || answered < quorum || !waiting) && !gave_up) {
       release_all(spec.name, spec.token, seq);
     }
     if (withdrawn > 0) {
@@ -140,7 +145,9 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
     if (r.ok() && r->kind == AcqReply::Kind::granted) ++granted;
   }
   if (granted >= quorum) return finish(spec, replies, t0, call_start, seq);
-  release_all(spec.name, spec.token, seq);
+  // Past the call deadline the client withdraws the token in the
+  // background (as above).
+  if (!store::call_deadline_passed()) release_all(spec.name, spec.token, seq);
   return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
                                   " was not granted on a majority within " +
                                   std::to_string(wait.count()) + "ms");
@@ -360,6 +367,7 @@ Result<Grant> RedlockStore::finish(const AcquireSpec& spec,
     top = *fenced;
   }
   g->fencing_token = top;
+  g->shared = spec.shared;
   g->valid_for = std::chrono::duration_cast<microseconds>(t0 - call_start) +
                  kth_largest(vf, q);
   return *g;

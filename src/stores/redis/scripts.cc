@@ -15,7 +15,9 @@ namespace baton::store::redis {
 namespace {
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
-// mode (try | wait | refresh | withdraw | yield), wait_ms[, ticket].
+// mode (try | wait | refresh | withdraw | yield), wait_ms[, ticket[, seq[,
+// shared]]]. `shared` (ARGV[12]) '1': a shared (read) request (rule 18);
+// ticket and seq may then be empty.
 // `refresh` is a waiting thread's re-check: like `wait`, but answers
 // `withdrawn` if release() withdrew the request meanwhile. `ticket` (Redlock
 // only; absent on redis://: plain arrival order) orders the queue the same
@@ -41,6 +43,9 @@ local label, rkey, mode = ARGV[6], ARGV[7], ARGV[8]
 local waitms = tonumber(ARGV[9])
 local ticket = tonumber(ARGV[10] or '')
 local seq = tonumber(ARGV[11] or '')
+local sh = ARGV[12] == '1'  -- rule 18: a shared (read) request
+local bad = shared_misuse(sh, cap, rkey)
+if bad then return {'error', 'invalid_argument', bad} end
 -- True if x (a lease or waiter of tok) was created or re-found by a round
 -- after this one: this (delayed) call must not undo it.
 local function newer(x)
@@ -73,10 +78,12 @@ if not raw and (mode == 'try' or mode == 'wait') then
   local e = NOW + ttl * 1000
   local le = {t = tok, f = f, ttl = ttl, e = e, n = 1, l = label, k = rkey,
               a = {}, r = seq}
+  if sh then le.sh = true end
   redis.call('SET', lk, cmsgpack.pack({c = cap, h = {le}, q = {}}), 'PXAT',
              num(math.floor(e / 1000) + 1000))
   redis.call('ZADD', P .. 'index', 0, name)
-  return {'granted', tok, f, ttl, 1, cap, num(e), num(NOW), name}
+  return {'granted', tok, f, ttl, 1, cap, num(e), num(NOW), name,
+          sh and 1 or 0}
 end
 local s = decode(name, raw)
 if s then
@@ -87,7 +94,7 @@ if s then
     table.remove(s.h, li)
     local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
                d = NOW + waitms * 1000, hb = NOW + HB, o = ticket,
-               r = le.r or seq}
+               r = le.r or seq, sh = le.sh}
     if seq ~= nil and (w.r == nil or w.r < seq) then w.r = seq end
     local pos = place(s, w)
     mark(name)  -- finish() grants the head(s) by ticket
@@ -137,22 +144,14 @@ if mode == 'refresh' then
   end
   mode = 'wait'  -- pruned (missed heartbeats): queue again at the tail
 end
-if not s or (#s.q == 0 and #s.h < s.c) then
+if not s or (#s.q == 0 and fits(s, sh)) then
   s = s or create(name, cap)
-  local le = add_lease(name, s, tok, ttl, label, rkey)
+  local le = add_lease(name, s, tok, ttl, label, rkey, sh)
   le.r = seq
   return finish(grant_reply(name, s, le))
 end
 if mode == 'try' then
-  local msg
-  if #s.h >= s.c then
-    msg = 'lock ' .. quote(name) .. ' is held (' .. num(#s.h) .. ' of ' ..
-          num(s.c) .. ')'
-  else
-    msg = 'lock ' .. quote(name) .. ' has ' .. num(#s.q) ..
-          ' waiters ahead of this request'
-  end
-  return finish({'busy', msg, holders_of(s)})
+  return finish({'busy', busy_message(name, s, sh), holders_of(s)})
 end
 if waitms <= 0 then return finish({'timeout'}) end
 if #s.q >= MAXQ then
@@ -161,6 +160,7 @@ if #s.q >= MAXQ then
 end
 local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
            d = NOW + waitms * 1000, hb = NOW + HB, r = seq}
+if sh then w.sh = true end
 local pos
 if ticket then
   w.o = ticket

@@ -96,10 +96,11 @@ local function create(n, cap)
   mod(n)
   return s
 end
-local function add_lease(n, s, tok, ttl, label, rkey)
+local function add_lease(n, s, tok, ttl, label, rkey, sh)
   local f = redis.call('INCR', P .. 'f:' .. n)
   local le = {t = tok, f = f, ttl = ttl, e = NOW + ttl * 1000, n = 1,
               l = label, k = rkey or '', a = {}}
+  if sh then le.sh = true end
   s.h[#s.h + 1] = le
   mod(n)
   return le
@@ -144,6 +145,43 @@ local function group_ready(w)
   end
   return true
 end
+-- Rule 18: a request of mode sh fits beside the holders (shared: no
+-- exclusive holder; exclusive: room left and no shared holder).
+local function fits(s, sh)
+  for _, le in ipairs(s.h) do
+    if sh and not le.sh then return false end
+    if not sh and le.sh then return false end
+  end
+  return sh or #s.h < s.c
+end
+-- Rule 18: why a shared request is invalid, or nil.
+local function shared_misuse(sh, cap, rkey)
+  if sh and cap ~= 1 then
+    return 'shared mode needs capacity 1 (got ' .. num(cap) ..
+           '): a read-write lock has one writer or many readers'
+  end
+  if sh and rkey ~= '' then
+    return 'a reentrancy key cannot be used with shared mode'
+  end
+  return nil
+end
+-- Why a try of mode sh on the lock n (state s) is not granted.
+local function busy_message(n, s, sh)
+  local nsh = 0
+  for _, x in ipairs(s.h) do
+    if x.sh then nsh = nsh + 1 end
+  end
+  local what = 'lock ' .. quote(n)
+  if not sh and nsh > 0 then
+    return what .. ' is held shared by ' .. num(nsh) ..
+           (nsh == 1 and ' holder' or ' holders')
+  elseif sh and nsh < #s.h then
+    return what .. ' is held exclusively'
+  elseif #s.h >= s.c then
+    return what .. ' is held (' .. num(#s.h) .. ' of ' .. num(s.c) .. ')'
+  end
+  return what .. ' has ' .. num(#s.q) .. ' waiters ahead of this request'
+end
 local function pump(n)
   local s = cache[n]
   if not s then return end
@@ -166,9 +204,9 @@ local function pump(n)
         join(n, le, w.t, w.ttl)
         publish_grant(n, s, le, w.t)
       else
-        if #s.h >= s.c then return end
+        if not fits(s, w.sh) then return end
         table.remove(s.q, 1)
-        local le2 = add_lease(n, s, w.t, w.ttl, w.l, w.k)
+        local le2 = add_lease(n, s, w.t, w.ttl, w.l, w.k, w.sh)
         le2.r = w.r  -- Redlock: the round that queued it (see acquire)
         publish_grant(n, s, le2, w.t)
       end
@@ -262,14 +300,15 @@ local function finish(reply)
   return reply
 end
 local function grant_reply(n, s, le)
-  return {'granted', le.t, le.f, le.ttl, le.n, s.c, num(le.e), num(NOW), n}
+  return {'granted', le.t, le.f, le.ttl, le.n, s.c, num(le.e), num(NOW), n,
+          le.sh and 1 or 0}
 end
 local function holders_of(s)
   local out = {}
   for _, le in ipairs(s.h) do
     local left = math.floor((le.e - NOW) / 1000)
     if left < 0 then left = 0 end
-    out[#out + 1] = {le.l, le.f, left, le.n}
+    out[#out + 1] = {le.l, le.f, left, le.n, le.sh and 1 or 0}
   end
   return out
 end
@@ -291,7 +330,7 @@ local function describe(n, s)
   for _, w in ipairs(s.q) do
     local waited = math.floor((NOW - w.ar) / 1000)
     if waited < 0 then waited = 0 end
-    ws[#ws + 1] = {w.l, waited, w.g and 1 or 0}
+    ws[#ws + 1] = {w.l, waited, w.g and 1 or 0, w.sh and 1 or 0}
   end
   return {n, s.c, num(f), holders_of(s), ws}
 end

@@ -1,10 +1,11 @@
-// stores/mysql/multi.cc — acquire_some / acquire_all (seed 000's
-// reservations) as one scheduling step over every name of the request,
-// all of whose serialization rows the transaction holds.
+// stores/sqlstep/sql_multi.cc — acquire_some / acquire_all (seed 000's
+// reservations) as one scheduling step over every name of the request, all
+// of which the store's transaction holds (mysql://: their serialization
+// rows; sqlite://: the one write transaction).
 #include "core/validate.h"
-#include "stores/mysql/state.h"
+#include "stores/sqlstep/sql_state.h"
 
-namespace baton::store::my {
+namespace baton::store::sqlstep {
 
 Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
                                 long long wait_ms,
@@ -169,4 +170,4 @@ Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
   return collect();
 }
 
-}  // namespace baton::store::my
+}  // namespace baton::store::sqlstep
