@@ -51,17 +51,6 @@ std::int64_t ResultSet::num(std::size_t r, std::size_t c) const {
   return s.empty() ? 0 : std::strtoll(s.c_str(), nullptr, 10);
 }
 
-std::string hex_literal(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "X'";
-  out.reserve(bytes.size() * 2 + 3);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 0xF];
-  }
-  return out + "'";
-}
-
 Conn::~Conn() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "baton/error.h"
+#include "stores/sqlstep/sql_state.h"
 
 namespace baton::store::sq {
 
@@ -115,7 +116,7 @@ class Pool {
 };
 
 // X'..' literal of arbitrary bytes (a BLOB: safe for any input).
-std::string hex_literal(std::string_view bytes);
+using sqlstep::hex_literal;
 
 }  // namespace baton::store::sq
 

@@ -271,7 +271,8 @@ Result<Pass> SqliteStore::peek(const std::string& name,
   NameState& s = (*st)[name];
   for (const auto& h : s.holders) {
     if (h.has(token) && h.expires_us > now) {
-      Tx tx(o_.prefix, {}, now);
+      Tx tx(o_.prefix, sqlstep::Dialect::sqlite, {}, now,
+            sq::wall_now_us() - now);
       return Pass{tx.to_grant(h, s.capacity, arrival), 0, kNever};
     }
   }

@@ -207,7 +207,11 @@ class SqliteStore final : public Store {
       if (!state.ok()) return std::move(state).error();
       // Read under the write lock: store time never goes back between
       // two transactions of any process on this host.
-      Tx tx(o_.prefix, std::move(*state), sq::store_now_us());
+      const std::int64_t now = sq::store_now_us();
+      // Store (boot) time + (wall clock now − store time now) = the Unix
+      // epoch time a lease's expiry is reported in (core/request.h).
+      Tx tx(o_.prefix, sqlstep::Dialect::sqlite, std::move(*state), now,
+            sq::wall_now_us() - now);
       Result<T> out = fn(tx);
       *writes = tx.writes();
       return out;
