@@ -13,6 +13,7 @@ BATON_BUILD_PACKAGES=(
   libpq-dev                           # postgres:// store
   libzookeeper-mt-dev                 # zookeeper:// store
   libmariadb-dev                      # mysql:// store (Connector/C)
+  libsqlite3-dev                      # sqlite:// store
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # etcd:// store
   clang libclang-rt-14-dev            # libFuzzer for the protocol fuzzer
   redis-tools python3-redis           # interop tests: redis-cli, redis-py

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bench/raw.h"
+#include "bench/raw_flock.h"
 #include "bench/session.h"
 #include "bench/workloads.h"
 
@@ -181,11 +182,13 @@ Result<LoadResult> run_load(const LoadOptions& options) {
                  std::string("raw-etcd:// does not support workload ") +
                      workload_name(o.workload) + " (only uncontended)");
   }
-  if (is_raw_zk(o.store) && o.workload != Workload::uncontended &&
+  if ((is_raw_zk(o.store) || is_raw_flock(o.store)) &&
+      o.workload != Workload::uncontended &&
       o.workload != Workload::contended && o.workload != Workload::handoff &&
       o.workload != Workload::fair) {
     return Error(Errc::invalid_argument,
-                 std::string("raw-zk:// does not support workload ") +
+                 o.store.substr(0, o.store.find("://")) +
+                     ":// does not support workload " +
                      workload_name(o.workload) +
                      " (only uncontended, contended, handoff and fair)");
   }

@@ -16,6 +16,8 @@
 //     ephemeral sequential node per pair, the lock recipe (getChildren +
 //     a watch on the node ahead) when contended; uncontended, contended,
 //     handoff and fair. Built with BATON_WITH_ZOOKEEPER.
+//   raw-flock:///dir — the one-host floor (raw_flock.h): flock(2) on a
+//     file per lock, like flock(1); uncontended, contended, handoff, fair.
 //
 // Workloads:
 //   uncontended  each client try_acquire+release on its own lock;

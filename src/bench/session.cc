@@ -7,6 +7,7 @@
 
 #include "baton/client.h"
 #include "bench/raw.h"
+#include "bench/raw_flock.h"
 #include "bench/raw_zk.h"
 #if BATON_BENCH_RAW_ETCD
 #include "bench/raw_etcd.h"
@@ -205,6 +206,7 @@ Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
     return std::unique_ptr<Session>(
         std::make_unique<RawBatonSession>(std::move(*conn), o.ttl));
   }
+  if (is_raw_flock(o.store)) return open_raw_flock_session(o);
   if (is_raw_zk(o.store)) {
 #if BATON_BENCH_RAW_ZK
     return open_raw_zk_session(o);

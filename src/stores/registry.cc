@@ -26,6 +26,9 @@
 #if BATON_WITH_ETCD
 #include "stores/etcd/etcd_store.h"
 #endif
+#if BATON_WITH_SQLITE
+#include "stores/sqlite/sqlite_store.h"
+#endif
 
 namespace baton::store {
 namespace {
@@ -59,11 +62,8 @@ constexpr KnownStore kKnown[] = {
     {"mysql", "mysql://", "BATON_WITH_MYSQL"},
     {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
     {"etcd", "etcd://", "BATON_WITH_ETCD"},
+    {"sqlite", "sqlite://", "BATON_WITH_SQLITE"},
 };
-
-// Stores that are planned but not written yet: a clear answer instead of
-// "unknown scheme", and no build option to turn on.
-constexpr const char* kPlanned[] = {"sqlite"};
 
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
@@ -112,6 +112,14 @@ bool register_store(std::string scheme, Factory factory) {
 }
 
 Result<std::unique_ptr<Store>> open_store(std::string_view url) {
+#if BATON_WITH_SQLITE
+  // sqlite:///abs/path.db and sqlite://./rel.db are file paths, not
+  // host:port authorities: the store parses its own URL.
+  if (url.size() >= 7 &&
+      (url.substr(0, 7) == "sqlite:" || url.substr(0, 7) == "SQLITE:")) {
+    return open_sqlite_store(url);
+  }
+#endif
   auto parsed = core::parse_url(url);
   if (!parsed.ok()) return std::move(parsed).error();
   const Url& u = *parsed;
@@ -137,21 +145,11 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
                        k.option + "=ON)");
     }
   }
-  for (const char* planned : kPlanned) {
-    if (u.scheme == planned) {
-      return Error(
-          Errc::invalid_argument,
-          "store \"" + u.scheme +
-              "\" is planned but not available in this version of "
-              "baton (available: memory:, baton://, postgres://, "
-              "redis://, redlock://, zookeeper://, mysql://, etcd://)");
-    }
-  }
-  return Error(Errc::invalid_argument,
-               "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
-                   u.scheme +
-                   "\" (available: memory:, baton://, postgres://, "
-                   "redis://, redlock://, zookeeper://, mysql://, etcd://)");
+  return Error(
+      Errc::invalid_argument,
+      "store URL \"" + u.safe() + "\" has an unknown scheme \"" + u.scheme +
+          "\" (available: memory:, baton://, postgres://, "
+          "redis://, redlock://, zookeeper://, mysql://, etcd://, sqlite://)");
 }
 
 }  // namespace baton::store

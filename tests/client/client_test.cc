@@ -70,13 +70,14 @@ TEST(ClientTest, DefaultLabelIsHostPidProgram) {
   EXPECT_EQ(c.url(), "memory:");
 }
 
-TEST(ClientTest, PlannedStoresSaySoAndHideThePassword) {
+TEST(ClientTest, SqliteWithAHostIsRefusedAndHidesThePassword) {
+  // sqlite:// takes a file path; with the store built out, the answer names
+  // the build option. Either way the password stays hidden.
   auto c = Client::open("sqlite://u:secret@db:3306/x");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code(), Errc::invalid_argument);
-  EXPECT_NE(c.error().message().find("planned"), std::string::npos)
+  EXPECT_EQ(c.error().message().find("secret"), std::string::npos)
       << c.error().message();
-  EXPECT_EQ(c.error().message().find("secret"), std::string::npos);
   auto u = Client::open("nosuch://x:1");
   ASSERT_FALSE(u.ok());
   EXPECT_NE(u.error().message().find("unknown scheme"), std::string::npos)

@@ -41,6 +41,11 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
     }
+    // sqlite://: its database on a small tmpfs
+    // (tests/torture/sqlite_cluster.cc).
+    if (o.store_kind == "sqlite" && o.store_url.empty() && o.disk_faults) {
+      kinds.push_back("disk_full");
+    }
   }
   if (!o.only_faults.empty()) {
     std::erase_if(kinds, [&](const std::string& k) {

@@ -119,6 +119,10 @@ std::unique_ptr<StoreCluster> start_mysql(const Options& options,
 std::unique_ptr<StoreCluster> start_etcd(const Options& options,
                                          const std::string& dir,
                                          std::string* error);
+// --store-kind sqlite: one database file, no server (sqlite_cluster.cc).
+std::unique_ptr<StoreCluster> start_sqlite(const Options& options,
+                                           const std::string& dir,
+                                           std::string* error);
 
 }  // namespace baton::torture
 

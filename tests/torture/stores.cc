@@ -474,6 +474,7 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
   }
   if (options.store_kind == "mysql") return start_mysql(options, dir, error);
   if (options.store_kind == "etcd") return start_etcd(options, dir, error);
+  if (options.store_kind == "sqlite") return start_sqlite(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;
