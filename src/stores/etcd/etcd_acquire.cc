@@ -45,17 +45,38 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   mine.label = spec.label;
   mine.reentrancy_key = spec.reentrancy_key;
 
-  // 1. A lease, then one transaction: if the lock has no key at all, the
+  // 1. A lease (the store's shared one, or one of its own with
+  // lease=own), then one transaction: if the lock has no key at all, the
   // request's key is created granted (fencing: this write's revision);
-  // otherwise the transaction reads the queue.
+  // otherwise the transaction reads the queue. A queued request gets a
+  // lease of its own (step 2): its waiter keeps it alive.
   SteadyTime refreshed = steady_clock::now();
-  auto lease = conn_->lease_grant(secs);
-  if (!lease.ok()) return std::move(lease).error();
-  std::int64_t lease_id = lease->id();
+  std::int64_t lease_id = 0;
+  bool lease_shared = false;
+  std::int64_t granted_s = secs;  // the length etcd gave the own lease
   auto drop_lease = [&] {
-    if (lease_id != 0) revoke_later(lease_id);
+    if (lease_id != 0 && !lease_shared) revoke_later(lease_id);
     lease_id = 0;
+    lease_shared = false;
   };
+  auto grant_own = [&]() -> Status {
+    refreshed = steady_clock::now();
+    auto lease = conn_->lease_grant(secs);
+    if (!lease.ok()) return std::move(lease).error();
+    lease_id = lease->id();
+    lease_shared = false;
+    granted_s = lease->ttl();
+    return {};
+  };
+  if (share_leases()) {
+    auto l = shared_lease(secs, spec.ttl, &refreshed);
+    if (!l.ok()) return std::move(l).error();
+    lease_id = *l;
+    lease_shared = true;
+  } else if (Status s = grant_own(); !s.ok()) {
+    return s.error();
+  }
+  mine.shared_lease = lease_shared;
   pb::TxnRequest fast;
   {
     auto* c = fast.add_compare();
@@ -70,6 +91,18 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     *fast.add_failure()->mutable_request_range() = dir_range(dir);
   }
   auto r = conn_->txn(fast);
+  if (!r.ok() && lease_shared && r.error().code() == Errc::lock_lost) {
+    // etcd no longer knows the shared lease (a stall, a restored member):
+    // once more on a lease of this request's own.
+    forget_shared(lease_id);
+    lease_id = 0;
+    if (Status s = grant_own(); !s.ok()) return s.error();
+    mine.shared_lease = false;
+    auto* put = fast.mutable_success(0)->mutable_request_put();
+    put->set_value(encode(mine));
+    put->set_lease(lease_id);
+    r = conn_->txn(fast);
+  }
   if (!r.ok()) {
     drop_lease();
     return std::move(r).error();
@@ -90,8 +123,8 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   bool queued = false;        // this call created the key (or found it queued)
   std::int64_t my_lease = 0;  // the lease of the key found queued
   SteadyTime last_keepalive = refreshed;
-  const auto keepalive_every =
-      std::max(milliseconds(100), milliseconds(lease->ttl() * 1000 / 3));
+  auto keepalive_every =
+      std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
   for (int rounds = 0;; ++rounds) {
     int pos = q.index_of(spec.token);
     if (pos < 0 && !queued) {
@@ -156,9 +189,18 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         return busy(spec.name, holders_of(q));
       }
       // 2. Queue: create the key (waiting) unless a retry of this request
-      // made it already, and read the queue in the same transaction.
+      // made it already, and read the queue in the same transaction. The
+      // key gets a lease of its own.
+      if (lease_shared || lease_id == 0) {
+        drop_lease();
+        if (Status s = grant_own(); !s.ok()) return s.error();
+        last_keepalive = refreshed;
+        keepalive_every =
+            std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
+      }
       Value waiting = mine;
       waiting.held = false;
+      waiting.shared_lease = false;
       pb::TxnRequest t;
       auto* c = t.add_compare();
       c->set_key(key);

@@ -67,8 +67,14 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
         return bad(url, key + " " + value + " is out of range (10ms .. 600s)");
       }
       o.conn.request_timeout = *d;
+    } else if (key == "lease") {
+      if (value != "shared" && value != "own") {
+        return bad(url, "lease must be shared or own, not \"" + value + "\"");
+      }
+      o.share_leases = value == "shared";
     } else {
-      return bad(url, "unknown setting \"" + key + "\" (known: timeout)");
+      return bad(url,
+                 "unknown setting \"" + key + "\" (known: timeout, lease)");
     }
   }
   return o;
@@ -76,6 +82,10 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
 
 std::int64_t lease_seconds(milliseconds ttl) {
   return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+}
+
+milliseconds shared_window(milliseconds ttl) {
+  return std::min(milliseconds(250), ttl / 10);
 }
 
 std::int64_t wall_ms() {
@@ -123,6 +133,38 @@ void EtcdStore::revoker() {
                             (last ? milliseconds(1000) : milliseconds(10000)));
     for (auto id : batch) (void)conn_->lease_revoke(id);
     lk.lock();
+  }
+}
+
+Result<std::int64_t> EtcdStore::shared_lease(std::int64_t secs,
+                                             milliseconds ttl,
+                                             SteadyTime* sent) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = shared_.find(secs);
+    if (it != shared_.end() && it->second.sent <= now &&
+        now - it->second.sent <= shared_window(ttl)) {
+      *sent = it->second.sent;
+      return it->second.id;
+    }
+  }
+  *sent = now;
+  auto l = conn_->lease_grant(secs);
+  if (!l.ok()) return std::move(l).error();
+  std::lock_guard<std::mutex> lk(mu_);
+  Shared& sh = shared_[secs];
+  if (sh.sent <= now) sh = Shared{l->id(), now};
+  return l->id();
+}
+
+void EtcdStore::forget_shared(std::int64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = shared_.begin(); it != shared_.end(); ++it) {
+    if (it->second.id == id) {
+      shared_.erase(it);
+      return;
+    }
   }
 }
 
@@ -176,7 +218,7 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
     auto r = conn_->txn(t);
     if (!r.ok()) return std::move(r).error();
     if (r->succeeded()) {
-      revoke_later(known->lease);
+      if (!known->v.shared_lease) revoke_later(known->lease);
       return ReleaseResult{true, 0};
     }
   }
