@@ -43,11 +43,11 @@ start_etcd_members() {
   # The leader first.
   local leader
   leader=$(ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint status -w json 2>/dev/null |
-    jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint' | head -1)
+    jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint' | head -1) || leader=''
   leader=${leader#http://}
   if [[ -n $leader ]]; then
     local rest
-    rest=$(echo "$eps" | tr ',' '\n' | grep -vxF "$leader" | paste -sd, -)
+    rest=$(echo "$eps" | tr "," "\n" | { grep -vxF "$leader" || true; } | paste -sd, -)
     eps=$leader${rest:+,$rest}
   fi
   printf -v "$var" '%s' "$eps"

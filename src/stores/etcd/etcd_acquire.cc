@@ -120,11 +120,31 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   q.revision = r->header().revision();
 
   std::unique_ptr<WatchStream> watch;
+  std::string watched_ahead;  // the key ahead that `watch` covers
   bool queued = false;        // this call created the key (or found it queued)
   std::int64_t my_lease = 0;  // the lease of the key found queued
   SteadyTime last_keepalive = refreshed;
   auto keepalive_every =
       std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
+  // A claimed request. A waiter's lease was last renewed at
+  // last_keepalive (its validity counts from there: honest, shorter); it
+  // is renewed again in the background, off the handoff's path, unless
+  // that would leave the grant less than 3/4 of its TTL.
+  auto granted = [&](Entry e, bool waited) -> Result<Grant> {
+    if (waited && steady_clock::now() - last_keepalive > spec.ttl / 4) {
+      last_keepalive = steady_clock::now();
+      auto ka = conn_->keep_alive(e.lease);
+      if (!ka.ok()) return std::move(ka).error();
+      if (*ka == 0) {
+        return Error(Errc::lock_lost, "lease of lock " +
+                                          core::quote_name(spec.name) +
+                                          " ran out as it was granted");
+      }
+    } else if (waited) {
+      keep_alive_later(e.lease);
+    }
+    return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
+  };
   for (int rounds = 0;; ++rounds) {
     int pos = q.index_of(spec.token);
     if (pos < 0 && !queued) {
@@ -262,22 +282,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (q.taken_before(static_cast<std::size_t>(pos)) < spec.capacity) {
       auto claimed = claim(q, static_cast<std::size_t>(pos));
       if (!claimed.ok()) return std::move(claimed).error();
-      if (*claimed) {
-        Entry e = std::move(**claimed);
-        if (rounds > 1 &&
-            steady_clock::now() - last_keepalive > milliseconds(50)) {
-          // Waited a while: renew the lease so the grant has its TTL.
-          last_keepalive = steady_clock::now();
-          auto ka = conn_->keep_alive(e.lease);
-          if (!ka.ok()) return std::move(ka).error();
-          if (*ka == 0) {
-            return Error(Errc::lock_lost, "lease of lock " +
-                                              core::quote_name(spec.name) +
-                                              " ran out as it was granted");
-          }
-        }
-        return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
-      }
+      if (*claimed) return granted(std::move(**claimed), rounds > 1);
     } else if (wait.count() == 0) {
       (void)remove(me);
       return busy(spec.name, holders_of(q));
@@ -288,18 +293,28 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     } else {
       // 3. Wait for the key just ahead to go (a mutex with only single
       // requests; or our own key, withdrawn by a release), else for any key
-      // of the lock to go. The watch covers the lock's keys and is opened
-      // before the read it guards; it stays open until the next keep-alive.
+      // of the lock to go. The watch covers just those two keys (else the
+      // lock's keys: etcd then sends every waiter every delete) and is
+      // opened before the read it guards, again when the key ahead
+      // changed; it stays open until the next keep-alive.
       const SteadyTime next_keepalive = last_keepalive + keepalive_every;
-      if (!watch) {
-        watch = std::make_unique<WatchStream>(
-            *conn_, std::vector<WatchSpec>{{dir, prefix_end(dir)}},
-            std::min(until, next_keepalive));
+      const std::string ahead =
+          spec.capacity == 1 && !q.has_all() && pos > 0
+              ? q.entries[static_cast<std::size_t>(pos) - 1].key
+              : std::string();
+      if (!watch || watched_ahead != ahead) {
+        std::vector<WatchSpec> keys;
+        if (ahead.empty()) {
+          keys.push_back({dir, prefix_end(dir)});
+        } else {
+          keys.push_back({ahead, std::string()});
+          keys.push_back({me.key, std::string()});
+        }
+        watch.reset();
+        watch = std::make_unique<WatchStream>(*conn_, keys,
+                                              std::min(until, next_keepalive));
+        watched_ahead = ahead;
       } else {
-        const std::string ahead =
-            spec.capacity == 1 && !q.has_all() && pos > 0
-                ? q.entries[static_cast<std::size_t>(pos) - 1].key
-                : std::string();
         const std::string own = me.key;
         const std::int64_t own_lease = me.lease;
         const bool woke = watch->wait([&](const std::string& k) {
@@ -312,6 +327,15 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         }
         if (woke) {
           wakeups_.fetch_add(1, std::memory_order_relaxed);
+          if (!ahead.empty() && q.entries[0].v.capacity == 1) {
+            // The key just ahead went: claim at once if this request is
+            // now first (the claim reads the queue if it is not).
+            const Entry waiter = me;
+            auto claimed = claim_first(waiter, &q);
+            if (!claimed.ok()) return std::move(claimed).error();
+            if (*claimed) return granted(std::move(**claimed), true);
+            continue;
+          }
         } else {
           watch.reset();
           if (steady_clock::now() >= next_keepalive) {

@@ -97,6 +97,9 @@ class EtcdStore final : public Store {
   Result<bool> remove(const Entry& e, bool revoke = true);
   // Revokes lease `id` in the background (it has no key left to keep).
   void revoke_later(std::int64_t id);
+  // Renews lease `id` in the background (a granted waiter's, off the
+  // handoff's path).
+  void keep_alive_later(std::int64_t id);
   // A lease of `secs` seconds for a key created held: the store's shared
   // lease of that length if its grant was sent within shared_window(ttl)
   // of now, else a new one (then the shared one). *sent: when its grant
@@ -143,6 +146,7 @@ class EtcdStore final : public Store {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::int64_t> to_revoke_;   // guarded by mu_
+  std::vector<std::int64_t> to_renew_;    // guarded by mu_
   std::map<std::string, Entry> granted_;  // by key; guarded by mu_
   struct Shared {
     std::int64_t id = 0;

@@ -104,8 +104,7 @@ Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
   return std::optional<Entry>{std::move(out)};
 }
 
-Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me,
-                                                    Queue* q) {
+Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
   const std::string dir = me.key.substr(0, me.key.size() - 32);
   pb::TxnRequest t;
   auto* c = t.add_compare();

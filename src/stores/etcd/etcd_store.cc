@@ -108,6 +108,15 @@ EtcdStore::~EtcdStore() {
   revoker_.join();
 }
 
+void EtcdStore::keep_alive_later(std::int64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (to_renew_.size() >= 100000) return;
+    to_renew_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
 void EtcdStore::revoke_later(std::int64_t id) {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -123,14 +132,20 @@ void EtcdStore::revoke_later(std::int64_t id) {
 void EtcdStore::revoker() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return stopping_ || !to_revoke_.empty(); });
-    if (to_revoke_.empty() && stopping_) return;
-    std::vector<std::int64_t> batch;
+    cv_.wait(lk, [&] {
+      return stopping_ || !to_revoke_.empty() || !to_renew_.empty();
+    });
+    if (to_revoke_.empty() && to_renew_.empty() && stopping_) return;
+    std::vector<std::int64_t> batch, renew;
     batch.swap(to_revoke_);
+    renew.swap(to_renew_);
     const bool last = stopping_;
     lk.unlock();
     CallDeadlineScope scope(std::chrono::steady_clock::now() +
                             (last ? milliseconds(1000) : milliseconds(10000)));
+    if (!last) {
+      for (auto id : renew) (void)conn_->keep_alive(id);
+    }
     for (auto id : batch) (void)conn_->lease_revoke(id);
     lk.lock();
   }
