@@ -128,8 +128,10 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
   // A claimed request. A waiter's lease was last renewed at
   // last_keepalive (its validity counts from there: honest, shorter); it
-  // is renewed again in the background, off the handoff's path, unless
-  // that would leave the grant less than 3/4 of its TTL.
+  // is renewed again in the background, off the handoff's path, if that
+  // was longer ago than shared_window(ttl) (the validity a shared lease
+  // may cost too), and before returning if it would leave the grant less
+  // than 3/4 of its TTL.
   auto granted = [&](Entry e, bool waited) -> Result<Grant> {
     if (waited && steady_clock::now() - last_keepalive > spec.ttl / 4) {
       last_keepalive = steady_clock::now();
@@ -140,7 +142,8 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                                           core::quote_name(spec.name) +
                                           " ran out as it was granted");
       }
-    } else if (waited) {
+    } else if (waited &&
+               steady_clock::now() - last_keepalive > shared_window(spec.ttl)) {
       keep_alive_later(e.lease);
     }
     return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
