@@ -68,7 +68,10 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     granted_s = lease->ttl();
     return {};
   };
-  if (share_leases()) {
+  // Below 1 s no sharing: such a lock is extended within a fraction of a
+  // second, and the first extend of a key on a shared lease moves it (a
+  // LeaseGrant and a Txn) where a key of its own needs only a keep-alive.
+  if (share_leases() && spec.ttl >= kShareFrom) {
     auto l = shared_lease(secs, spec.ttl, &refreshed);
     if (!l.ok()) return std::move(l).error();
     lease_id = *l;
@@ -341,6 +344,13 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
           }
         } else {
           watch.reset();
+          if (steady_clock::now() >= until) {
+            // The wait is over: withdraw at once, without reading first
+            // (the remove must fit in the call's reply grace, rule 7).
+            (void)remove(me);
+            return Error(Errc::timeout, "timed out waiting for lock " +
+                                            core::quote_name(spec.name));
+          }
           if (steady_clock::now() >= next_keepalive) {
             last_keepalive = steady_clock::now();
             auto ka = conn_->keep_alive(own_lease);

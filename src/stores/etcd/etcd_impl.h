@@ -44,6 +44,8 @@ std::int64_t lease_seconds(milliseconds ttl);
 // How old the shared lease may be for a grant of `ttl` to join it: the
 // grant's validity is shortened by up to this (min(250 ms, ttl / 10)).
 milliseconds shared_window(milliseconds ttl);
+// The shortest TTL whose keys may share a lease.
+inline constexpr milliseconds kShareFrom{1000};
 
 class EtcdStore final : public Store {
  public:

@@ -130,23 +130,41 @@ void EtcdStore::revoke_later(std::int64_t id) {
 // one transaction; the lease would only expire at its TTL otherwise. Left
 // over at shutdown: revoked within a second, or left to expire.
 void EtcdStore::revoker() {
+  using std::chrono::steady_clock;
   std::unique_lock<std::mutex> lk(mu_);
+  SteadyTime stop_by{};  // at shutdown: one second for what is left
   for (;;) {
     cv_.wait(lk, [&] {
       return stopping_ || !to_revoke_.empty() || !to_renew_.empty();
     });
     if (to_revoke_.empty() && to_renew_.empty() && stopping_) return;
-    std::vector<std::int64_t> batch, renew;
-    batch.swap(to_revoke_);
-    renew.swap(to_renew_);
-    const bool last = stopping_;
-    lk.unlock();
-    CallDeadlineScope scope(std::chrono::steady_clock::now() +
-                            (last ? milliseconds(1000) : milliseconds(10000)));
-    if (!last) {
-      for (auto id : renew) (void)conn_->keep_alive(id);
+    if (stopping_ && stop_by == SteadyTime{}) {
+      stop_by = steady_clock::now() + milliseconds(1000);
     }
-    for (auto id : batch) (void)conn_->lease_revoke(id);
+    const SteadyTime until =
+        stopping_ ? stop_by : steady_clock::now() + milliseconds(10000);
+    // Keep-alives first, and again before every revoke: a granted waiter's
+    // renewal is bounded in time, a revoke only tidies up (a long backlog
+    // of revokes under contention must not delay it).
+    if (!to_renew_.empty()) {
+      std::vector<std::int64_t> renew;
+      renew.swap(to_renew_);
+      const bool last = stopping_;
+      lk.unlock();
+      if (!last) {
+        CallDeadlineScope scope(until);
+        for (auto id : renew) (void)conn_->keep_alive(id);
+      }
+      lk.lock();
+      continue;
+    }
+    const std::int64_t id = to_revoke_.back();
+    to_revoke_.pop_back();
+    lk.unlock();
+    {
+      CallDeadlineScope scope(until);
+      (void)conn_->lease_revoke(id);
+    }
     lk.lock();
   }
 }
