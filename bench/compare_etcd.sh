@@ -16,37 +16,56 @@ ETCD_SHM=
 
 # start_etcd_members VAR N: N members on free loopback ports; VAR gets the
 # client endpoints (comma-separated, the leader first once it is known).
+# A member that dies at start (its port taken meanwhile: seen once) makes
+# the whole set start again on new ports, up to 3 times.
 start_etcd_members() {
-  local var=$1 n=$2 i cluster="" name ports=() peers=() eps=""
+  local var=$1 n=$2 i try p cluster name eps pids ports peers ok
   [[ -n $ETCD_SHM ]] || ETCD_SHM=$(mktemp -d /dev/shm/baton-compare-etcd.XXXXXX)
-  for ((i = 1; i <= n; i++)); do
-    ports+=("$(free_port)")
-    peers+=("$(free_port)")
-    cluster+="${cluster:+,}$var$i=http://127.0.0.1:${peers[i - 1]}"
+  for ((try = 1; try <= 3; try++)); do
+    cluster="" eps="" pids=() ports=() peers=()
+    for ((i = 1; i <= n; i++)); do
+      # free_port in $(...) cannot record what it handed out: record here.
+      p=$(free_port); USED_PORTS="${USED_PORTS:-} $p"; ports+=("$p")
+      p=$(free_port); USED_PORTS="${USED_PORTS:-} $p"; peers+=("$p")
+      cluster+="${cluster:+,}$var$i=http://127.0.0.1:${peers[i - 1]}"
+      eps+="${eps:+,}127.0.0.1:${ports[i - 1]}"
+    done
+    rm -rf "${ETCD_SHM:?}/$var"*
+    for ((i = 1; i <= n; i++)); do
+      name=$var$i
+      etcd --name "$name" --data-dir "$ETCD_SHM/$name" \
+        --listen-client-urls "http://127.0.0.1:${ports[i - 1]}" \
+        --advertise-client-urls "http://127.0.0.1:${ports[i - 1]}" \
+        --listen-peer-urls "http://127.0.0.1:${peers[i - 1]}" \
+        --initial-advertise-peer-urls "http://127.0.0.1:${peers[i - 1]}" \
+        --initial-cluster "$cluster" --initial-cluster-state new \
+        --initial-cluster-token "baton-bench-$var" --logger zap --log-level warn \
+        >"$WORK/etcd-$name.log" 2>&1 &
+      PIDS+=($!)
+      pids+=($!)
+    done
+    ok=
+    for ((i = 0; i < 200; i++)); do
+      for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || break 2; done
+      if ETCDCTL_API=3 timeout 5 etcdctl --endpoints="$eps" --command-timeout=2s endpoint health \
+        >/dev/null 2>&1; then
+        ok=1
+        break
+      fi
+      sleep 0.1
+    done
+    [[ -n $ok ]] && break
+    log "etcd ($var) did not start (try $try; logs in $WORK): starting it again on new ports"
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   done
-  for ((i = 1; i <= n; i++)); do
-    name=$var$i
-    etcd --name "$name" --data-dir "$ETCD_SHM/$name" \
-      --listen-client-urls "http://127.0.0.1:${ports[i - 1]}" \
-      --advertise-client-urls "http://127.0.0.1:${ports[i - 1]}" \
-      --listen-peer-urls "http://127.0.0.1:${peers[i - 1]}" \
-      --initial-advertise-peer-urls "http://127.0.0.1:${peers[i - 1]}" \
-      --initial-cluster "$cluster" --initial-cluster-state new \
-      --initial-cluster-token "baton-bench-$var" --logger zap --log-level warn \
-      >"$WORK/etcd-$name.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for ((i = 1; i <= n; i++)); do
-    eps+="${eps:+,}127.0.0.1:${ports[i - 1]}"
-  done
-  wait_for "etcd ($var)" env ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint health
+  [[ -n $ok ]] || { log "etcd ($var) did not start (logs in $WORK)"; exit 1; }
   # The leader first.
-  local leader
+  local leader rest
   leader=$(ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint status -w json 2>/dev/null |
     jq -r '.[] | select(.Status.leader == .Status.header.member_id) | .Endpoint' | head -1) || leader=''
   leader=${leader#http://}
   if [[ -n $leader ]]; then
-    local rest
     rest=$(echo "$eps" | tr "," "\n" | { grep -vxF "$leader" || true; } | paste -sd, -)
     eps=$leader${rest:+,$rest}
   fi
