@@ -230,7 +230,9 @@ def main():
                  "rather than editing this page. Store-specific figures live beside it: "
                  f"[batond]({doc('bench/batond.md')}) (memory per lock, fsync policies, waiters)"
                  f"{',' if zk_page else ' and'} "
-                 f"[PostgreSQL]({doc('bench/postgres.md')}) (global vs per-name advisory lock){zk_page}. "
+                 f"[PostgreSQL]({doc('bench/postgres.md')}) (global vs per-name advisory lock)"
+                 + (f", [etcd]({doc('bench/etcd.md')}) (`bench/compare --only etcd`)" if zk_page and
+                    os.path.exists(os.path.join(DOCS, "bench", "etcd.md")) else "") + f"{zk_page}. "
                  "The goals not met and what limits them, measured on a quiet machine: "
                  f"[bench/goals.md]({doc('bench/goals.md')}). "
                  f"Raw JSON lines of this run: [{res_rel}]({res_rel}).")

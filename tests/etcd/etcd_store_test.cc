@@ -195,5 +195,126 @@ TEST(EtcdStore, UnknownUrlKeyAndBadPrefixAreRefused) {
   }
 }
 
+// Shared leases (docs/stores/etcd.md "Leases"): grants of the same length
+// made close together by one store share an etcd lease; a release must
+// not revoke it (the other key lives on), an extend moves the key to a
+// lease of its own; lease=own gives every key its own lease.
+// Two grants of `ttl` in a row on t (fresh names) that share a lease: a
+// loaded machine may take longer than the 250 ms window between them, so
+// up to 5 tries.
+struct Pair {
+  std::string a, b;
+  store::Grant ga, gb;
+  store::etcd::Entry ea, eb;
+};
+bool shared_pair(TestStore& t, std::chrono::milliseconds ttl, Pair* p) {
+  for (int i = 0; i < 5; ++i) {
+    p->a = unique_name("shared-a");
+    p->b = unique_name("shared-b");
+    auto ga = t.etcd->acquire(spec_of(p->a, ttl), 0ms);
+    auto gb = t.etcd->acquire(spec_of(p->b, ttl), 0ms);
+    if (!ga.ok() || !gb.ok()) return false;
+    auto ea = t.etcd->read_entry(p->a, ga->token);
+    auto eb = t.etcd->read_entry(p->b, gb->token);
+    if (!ea.ok() || !ea->has_value() || !eb.ok() || !eb->has_value()) {
+      return false;
+    }
+    p->ga = *ga;
+    p->gb = *gb;
+    p->ea = **ea;
+    p->eb = **eb;
+    if (p->ea.lease == p->eb.lease) return true;
+    (void)t.etcd->release(p->a, ga->token);
+    (void)t.etcd->release(p->b, gb->token);
+  }
+  return false;
+}
+
+TEST(EtcdStore, GrantsShareALeaseThatAReleaseLeavesAndAnExtendLeaves) {
+  auto t = open_test_store(shared_cluster().url());
+  Pair p;
+  ASSERT_TRUE(shared_pair(t, 30s, &p)) << "no two grants shared a lease";
+  const std::string a = p.a, b = p.b;
+  const auto ga = &p.ga, gb = &p.gb;
+  const auto ea = &p.ea, eb = &p.eb;
+  EXPECT_TRUE(ea->v.shared_lease);
+  // Validity counts from the shared lease's grant: at most the TTL, at
+  // most shared_window(30 s) = 250 ms less.
+  EXPECT_LE(gb->valid_for, 30s);
+  EXPECT_GT(gb->valid_for, 29700ms);
+  auto ra = t.etcd->release(a, ga->token);
+  ASSERT_TRUE(ra.ok() && ra->was_held);
+  auto left = t.etcd->conn().time_to_live(eb->lease);
+  ASSERT_TRUE(left.ok());
+  EXPECT_GT(*left, 20);  // not revoked with a's key
+  auto info = t.etcd->describe(b);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  auto xb = t.etcd->extend(b, gb->token, 30s);
+  ASSERT_TRUE(xb.ok()) << xb.error().to_string();
+  EXPECT_EQ(xb->fencing_token, gb->fencing_token);
+  auto moved = t.etcd->read_entry(b, gb->token);
+  ASSERT_TRUE(moved.ok() && moved->has_value());
+  EXPECT_NE((*moved)->lease, eb->lease);
+  EXPECT_FALSE((*moved)->v.shared_lease);
+  EXPECT_TRUE(t.etcd->release(b, gb->token)->was_held);
+  // The moved-to lease is its own: revoked after the release.
+  for (int i = 0; i < 100; ++i) {
+    auto l = t.etcd->conn().time_to_live((*moved)->lease);
+    ASSERT_TRUE(l.ok());
+    if (*l < 0) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_LT(*t.etcd->conn().time_to_live((*moved)->lease), 0);
+
+  auto own = open_test_store(shared_cluster().url() + "?lease=own");
+  auto oa = own.etcd->acquire(spec_of(a, 30s), 0ms);
+  auto ob = own.etcd->acquire(spec_of(b, 30s), 0ms);
+  ASSERT_TRUE(oa.ok() && ob.ok());
+  auto ka = own.etcd->read_entry(a, oa->token);
+  auto kb = own.etcd->read_entry(b, ob->token);
+  ASSERT_TRUE(ka.ok() && ka->has_value() && kb.ok() && kb->has_value());
+  EXPECT_FALSE((*ka)->v.shared_lease);
+  EXPECT_NE((*ka)->lease, (*kb)->lease);
+  EXPECT_TRUE(own.etcd->release(a, oa->token)->was_held);
+  EXPECT_TRUE(own.etcd->release(b, ob->token)->was_held);
+}
+
+// Rule 3 with a shared lease: a holder that stops extending loses the lock
+// at its TTL even while another key granted on the same lease is extended.
+TEST(EtcdStore, AHolderOnASharedLeaseExpiresWhileItsNeighbourIsExtended) {
+  auto t = open_test_store(shared_cluster().url());
+  auto other = open_test_store(shared_cluster().url());
+  // 2 s TTLs: a window of 200 ms.
+  Pair p;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    t0 = std::chrono::steady_clock::now();
+    if (shared_pair(t, 2s, &p)) break;
+    std::this_thread::sleep_for(1s);  // a loaded machine: later
+  }
+  ASSERT_EQ(p.ea.lease, p.eb.lease) << "no two grants shared a lease";
+  const std::string a = p.a, b = p.b;
+  const auto gb = &p.gb;
+  bool taken = false;
+  while (!taken && std::chrono::steady_clock::now() - t0 < 6s) {
+    auto xb = t.etcd->extend(b, gb->token, 2s);
+    ASSERT_TRUE(xb.ok()) << xb.error().to_string();
+    taken = other.etcd->acquire(spec_of(a, 2s, "next"), 0ms).ok();
+    std::this_thread::sleep_for(200ms);
+  }
+  const auto after = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(taken);
+  // The lease is 2 s (1 s is this cluster's minimum): gone after 2 s plus
+  // the lessor's check interval, well before b's extends would allow.
+  EXPECT_GE(after, 1900ms);
+  EXPECT_LT(after, 4s);
+  auto info = t.etcd->describe(b);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, gb->fencing_token);
+  EXPECT_TRUE(t.etcd->release(b, gb->token)->was_held);
+}
+
 }  // namespace
 }  // namespace baton::testing

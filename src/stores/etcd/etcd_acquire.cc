@@ -45,17 +45,41 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   mine.label = spec.label;
   mine.reentrancy_key = spec.reentrancy_key;
 
-  // 1. A lease, then one transaction: if the lock has no key at all, the
+  // 1. A lease (the store's shared one, or one of its own with
+  // lease=own), then one transaction: if the lock has no key at all, the
   // request's key is created granted (fencing: this write's revision);
-  // otherwise the transaction reads the queue.
+  // otherwise the transaction reads the queue. A queued request gets a
+  // lease of its own (step 2): its waiter keeps it alive.
   SteadyTime refreshed = steady_clock::now();
-  auto lease = conn_->lease_grant(secs);
-  if (!lease.ok()) return std::move(lease).error();
-  std::int64_t lease_id = lease->id();
+  std::int64_t lease_id = 0;
+  bool lease_shared = false;
+  std::int64_t granted_s = secs;  // the length etcd gave the own lease
   auto drop_lease = [&] {
-    if (lease_id != 0) revoke_later(lease_id);
+    if (lease_id != 0 && !lease_shared) revoke_later(lease_id);
     lease_id = 0;
+    lease_shared = false;
   };
+  auto grant_own = [&]() -> Status {
+    refreshed = steady_clock::now();
+    auto lease = conn_->lease_grant(secs);
+    if (!lease.ok()) return std::move(lease).error();
+    lease_id = lease->id();
+    lease_shared = false;
+    granted_s = lease->ttl();
+    return {};
+  };
+  // Below 1 s no sharing: such a lock is extended within a fraction of a
+  // second, and the first extend of a key on a shared lease moves it (a
+  // LeaseGrant and a Txn) where a key of its own needs only a keep-alive.
+  if (share_leases() && spec.ttl >= kShareFrom) {
+    auto l = shared_lease(secs, spec.ttl, &refreshed);
+    if (!l.ok()) return std::move(l).error();
+    lease_id = *l;
+    lease_shared = true;
+  } else if (Status s = grant_own(); !s.ok()) {
+    return s.error();
+  }
+  mine.shared_lease = lease_shared;
   pb::TxnRequest fast;
   {
     auto* c = fast.add_compare();
@@ -70,6 +94,18 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     *fast.add_failure()->mutable_request_range() = dir_range(dir);
   }
   auto r = conn_->txn(fast);
+  if (!r.ok() && lease_shared && r.error().code() == Errc::lock_lost) {
+    // etcd no longer knows the shared lease (a stall, a restored member):
+    // once more on a lease of this request's own.
+    forget_shared(lease_id);
+    lease_id = 0;
+    if (Status s = grant_own(); !s.ok()) return s.error();
+    mine.shared_lease = false;
+    auto* put = fast.mutable_success(0)->mutable_request_put();
+    put->set_value(encode(mine));
+    put->set_lease(lease_id);
+    r = conn_->txn(fast);
+  }
   if (!r.ok()) {
     drop_lease();
     return std::move(r).error();
@@ -87,11 +123,34 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   q.revision = r->header().revision();
 
   std::unique_ptr<WatchStream> watch;
+  std::string watched_ahead;  // the key ahead that `watch` covers
   bool queued = false;        // this call created the key (or found it queued)
   std::int64_t my_lease = 0;  // the lease of the key found queued
   SteadyTime last_keepalive = refreshed;
-  const auto keepalive_every =
-      std::max(milliseconds(100), milliseconds(lease->ttl() * 1000 / 3));
+  auto keepalive_every =
+      std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
+  // A claimed request. A waiter's lease was last renewed at
+  // last_keepalive (its validity counts from there: honest, shorter); it
+  // is renewed again in the background, off the handoff's path, if that
+  // was longer ago than shared_window(ttl) (the validity a shared lease
+  // may cost too), and before returning if it would leave the grant less
+  // than 3/4 of its TTL.
+  auto granted = [&](Entry e, bool waited) -> Result<Grant> {
+    if (waited && steady_clock::now() - last_keepalive > spec.ttl / 4) {
+      last_keepalive = steady_clock::now();
+      auto ka = conn_->keep_alive(e.lease);
+      if (!ka.ok()) return std::move(ka).error();
+      if (*ka == 0) {
+        return Error(Errc::lock_lost, "lease of lock " +
+                                          core::quote_name(spec.name) +
+                                          " ran out as it was granted");
+      }
+    } else if (waited &&
+               steady_clock::now() - last_keepalive > shared_window(spec.ttl)) {
+      keep_alive_later(e.lease);
+    }
+    return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
+  };
   for (int rounds = 0;; ++rounds) {
     int pos = q.index_of(spec.token);
     if (pos < 0 && !queued) {
@@ -156,9 +215,18 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         return busy(spec.name, holders_of(q));
       }
       // 2. Queue: create the key (waiting) unless a retry of this request
-      // made it already, and read the queue in the same transaction.
+      // made it already, and read the queue in the same transaction. The
+      // key gets a lease of its own.
+      if (lease_shared || lease_id == 0) {
+        drop_lease();
+        if (Status s = grant_own(); !s.ok()) return s.error();
+        last_keepalive = refreshed;
+        keepalive_every =
+            std::max(milliseconds(100), milliseconds(granted_s * 1000 / 3));
+      }
       Value waiting = mine;
       waiting.held = false;
+      waiting.shared_lease = false;
       pb::TxnRequest t;
       auto* c = t.add_compare();
       c->set_key(key);
@@ -220,22 +288,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (q.taken_before(static_cast<std::size_t>(pos)) < spec.capacity) {
       auto claimed = claim(q, static_cast<std::size_t>(pos));
       if (!claimed.ok()) return std::move(claimed).error();
-      if (*claimed) {
-        Entry e = std::move(**claimed);
-        if (rounds > 1 &&
-            steady_clock::now() - last_keepalive > milliseconds(50)) {
-          // Waited a while: renew the lease so the grant has its TTL.
-          last_keepalive = steady_clock::now();
-          auto ka = conn_->keep_alive(e.lease);
-          if (!ka.ok()) return std::move(ka).error();
-          if (*ka == 0) {
-            return Error(Errc::lock_lost, "lease of lock " +
-                                              core::quote_name(spec.name) +
-                                              " ran out as it was granted");
-          }
-        }
-        return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
-      }
+      if (*claimed) return granted(std::move(**claimed), rounds > 1);
     } else if (wait.count() == 0) {
       (void)remove(me);
       return busy(spec.name, holders_of(q));
@@ -246,18 +299,28 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     } else {
       // 3. Wait for the key just ahead to go (a mutex with only single
       // requests; or our own key, withdrawn by a release), else for any key
-      // of the lock to go. The watch covers the lock's keys and is opened
-      // before the read it guards; it stays open until the next keep-alive.
+      // of the lock to go. The watch covers just those two keys (else the
+      // lock's keys: etcd then sends every waiter every delete) and is
+      // opened before the read it guards, again when the key ahead
+      // changed; it stays open until the next keep-alive.
       const SteadyTime next_keepalive = last_keepalive + keepalive_every;
-      if (!watch) {
-        watch = std::make_unique<WatchStream>(
-            *conn_, std::vector<WatchSpec>{{dir, prefix_end(dir)}},
-            std::min(until, next_keepalive));
+      const std::string ahead =
+          spec.capacity == 1 && !q.has_all() && pos > 0
+              ? q.entries[static_cast<std::size_t>(pos) - 1].key
+              : std::string();
+      if (!watch || watched_ahead != ahead) {
+        std::vector<WatchSpec> keys;
+        if (ahead.empty()) {
+          keys.push_back({dir, prefix_end(dir)});
+        } else {
+          keys.push_back({ahead, std::string()});
+          keys.push_back({me.key, std::string()});
+        }
+        watch.reset();
+        watch = std::make_unique<WatchStream>(*conn_, keys,
+                                              std::min(until, next_keepalive));
+        watched_ahead = ahead;
       } else {
-        const std::string ahead =
-            spec.capacity == 1 && !q.has_all() && pos > 0
-                ? q.entries[static_cast<std::size_t>(pos) - 1].key
-                : std::string();
         const std::string own = me.key;
         const std::int64_t own_lease = me.lease;
         const bool woke = watch->wait([&](const std::string& k) {
@@ -270,8 +333,24 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         }
         if (woke) {
           wakeups_.fetch_add(1, std::memory_order_relaxed);
+          if (!ahead.empty() && q.entries[0].v.capacity == 1) {
+            // The key just ahead went: claim at once if this request is
+            // now first (the claim reads the queue if it is not).
+            const Entry waiter = me;
+            auto claimed = claim_first(waiter, &q);
+            if (!claimed.ok()) return std::move(claimed).error();
+            if (*claimed) return granted(std::move(**claimed), true);
+            continue;
+          }
         } else {
           watch.reset();
+          if (steady_clock::now() >= until) {
+            // The wait is over: withdraw at once, without reading first
+            // (the remove must fit in the call's reply grace, rule 7).
+            (void)remove(me);
+            return Error(Errc::timeout, "timed out waiting for lock " +
+                                            core::quote_name(spec.name));
+          }
           if (steady_clock::now() >= next_keepalive) {
             last_keepalive = steady_clock::now();
             auto ka = conn_->keep_alive(own_lease);

@@ -19,12 +19,13 @@ bool number(std::string_view s, std::size_t* pos, T* out) {
 
 }  // namespace
 
-// "b1 <held> <all> <cap> <holds> <lease_s> <fencing> <queued_at> <label
-// length> <key length> " then the label and the reentrancy key.
+// "b1 <held + 2 if the lease is shared> <all> <cap> <holds> <lease_s> <fencing>
+// <queued_at> <label length> <key length> " then the label and the reentrancy
+// key.
 std::string encode(const Value& v) {
   std::string s = "b1 ";
   auto add = [&](std::int64_t n) { s += std::to_string(n) + " "; };
-  add(v.held ? 1 : 0);
+  add((v.held ? 1 : 0) | (v.shared_lease ? 2 : 0));
   add(v.all ? 1 : 0);
   add(v.capacity);
   add(v.holds);
@@ -51,7 +52,9 @@ std::optional<Value> decode(std::string_view data) {
       !number(data, &pos, &klen) || data.size() - pos != llen + klen) {
     return std::nullopt;
   }
-  v.held = held != 0;
+  if (held < 0 || held > 3) return std::nullopt;
+  v.held = (held & 1) != 0;
+  v.shared_lease = (held & 2) != 0;
   v.all = all != 0;
   v.label = std::string(data.substr(pos, llen));
   v.reentrancy_key = std::string(data.substr(pos + llen, klen));

@@ -26,6 +26,10 @@ namespace baton::store::etcd {
 struct Value {
   bool held = false;  // a transaction granted it (the claim)
   bool all = false;   // part of an acquire_all
+  // Its etcd lease is the store's shared lease (EtcdStore::shared_lease):
+  // other keys may be on it, so it is never kept alive nor revoked for
+  // this key; an extend moves the key to a lease of its own.
+  bool shared_lease = false;
   std::uint32_t capacity = 1;
   std::uint32_t holds = 1;
   std::int64_t lease_s = 0;  // seconds its etcd lease was asked for

@@ -31,12 +31,21 @@ struct EtcdOptions {
   Conn::Options conn;
   std::string prefix = "baton";  // every key starts with "<prefix>/"
   std::string url;               // safe URL for errors
+  // lease=shared (default): a key granted at once shares a lease with
+  // the store's other keys of the same length granted close together;
+  // lease=own: every key gets a lease of its own (docs/stores/etcd.md).
+  bool share_leases = true;
 };
 Result<EtcdOptions> parse_options(const core::Url& url);
 
 // Seconds of the etcd lease behind a TTL: rounded up to whole seconds
 // (etcd raises it further to its minimum).
 std::int64_t lease_seconds(milliseconds ttl);
+// How old the shared lease may be for a grant of `ttl` to join it: the
+// grant's validity is shortened by up to this (min(250 ms, ttl / 10)).
+milliseconds shared_window(milliseconds ttl);
+// The shortest TTL whose keys may share a lease.
+inline constexpr milliseconds kShareFrom{1000};
 
 class EtcdStore final : public Store {
  public:
@@ -78,6 +87,11 @@ class EtcdStore final : public Store {
   // acquire_all request of q was granted meanwhile. Its revision is the
   // fencing token. nullopt: something changed (read again).
   Result<std::optional<Entry>> claim(const Queue& q, std::size_t pos);
+  // The claim of a mutex request `me` when the lock has single requests
+  // only: one transaction grants it if no key of the lock was created
+  // before it (it is first in line) and reads the queue into *q if not —
+  // a waiter woken by the delete of the key ahead needs no read first.
+  Result<std::optional<Entry>> claim_first(const Entry& me, Queue* q);
   // Deletes e's key only if it is still the same key (create revision).
   // True if this call deleted it. `revoke`: then revoke its lease in the
   // background (a withdrawn waiter's lease is left to its waiter, which
@@ -85,6 +99,20 @@ class EtcdStore final : public Store {
   Result<bool> remove(const Entry& e, bool revoke = true);
   // Revokes lease `id` in the background (it has no key left to keep).
   void revoke_later(std::int64_t id);
+  // Renews lease `id` in the background (a granted waiter's, off the
+  // handoff's path).
+  void keep_alive_later(std::int64_t id);
+  // A lease of `secs` seconds for a key created held: the store's shared
+  // lease of that length if its grant was sent within shared_window(ttl)
+  // of now, else a new one (then the shared one). *sent: when its grant
+  // was sent (the key's validity runs from then). A shared lease is never
+  // kept alive nor revoked: it ends at its own TTL, and with it every key
+  // on it that was not moved to a lease of its own by an extend.
+  Result<std::int64_t> shared_lease(std::int64_t secs, milliseconds ttl,
+                                    SteadyTime* sent);
+  // Stops handing out shared lease `id` (etcd no longer knows it).
+  void forget_shared(std::int64_t id);
+  bool share_leases() const { return options_.share_leases; }
   // Sets e's lease to `ttl` from now (rule 4): a keep-alive when the
   // lease's length does not change, else a new lease the key moves to in
   // one transaction guarded by the key's create revision. *refreshed: the
@@ -120,9 +148,15 @@ class EtcdStore final : public Store {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::int64_t> to_revoke_;   // guarded by mu_
+  std::vector<std::int64_t> to_renew_;    // guarded by mu_
   std::map<std::string, Entry> granted_;  // by key; guarded by mu_
-  bool stopping_ = false;                 // guarded by mu_
-  std::thread revoker_;                   // last: uses everything above
+  struct Shared {
+    std::int64_t id = 0;
+    SteadyTime sent{};
+  };
+  std::map<std::int64_t, Shared> shared_;  // by seconds; guarded by mu_
+  bool stopping_ = false;                  // guarded by mu_
+  std::thread revoker_;                    // last: uses everything above
 };
 
 // Range request of every key of `dir`, in create-revision order.

@@ -104,6 +104,40 @@ Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
   return std::optional<Entry>{std::move(out)};
 }
 
+Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
+  const std::string dir = me.key.substr(0, me.key.size() - 32);
+  pb::TxnRequest t;
+  auto* c = t.add_compare();
+  c->set_key(me.key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(me.create_rev);
+  auto* first = t.add_compare();  // every key of the lock: not older
+  first->set_key(dir);
+  first->set_range_end(prefix_end(dir));
+  first->set_target(pb::Compare::CREATE);
+  first->set_result(pb::Compare::GREATER);
+  first->set_create_revision(me.create_rev - 1);
+  Value v = me.v;
+  v.held = true;
+  v.fencing = 0;  // the claim's revision
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(me.key);
+  put->set_value(encode(v));
+  put->set_ignore_lease(true);
+  *t.add_failure()->mutable_request_range() = dir_range(dir);
+  auto r = conn_->txn(t);
+  if (!r.ok()) return std::move(r).error();
+  if (!r->succeeded()) {
+    *q = queue_of(dir, r->responses(0).response_range());
+    q->revision = r->header().revision();
+    return std::optional<Entry>{};
+  }
+  Entry out = me;
+  out.v = v;
+  out.mod_rev = r->header().revision();
+  return std::optional<Entry>{std::move(out)};
+}
+
 Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
   pb::TxnRequest t;
   auto* c = t.add_compare();
@@ -113,7 +147,9 @@ Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
   t.add_success()->mutable_request_delete_range()->set_key(e.key);
   auto r = conn_->txn(t);
   if (!r.ok()) return std::move(r).error();
-  if (r->succeeded() && e.lease != 0 && revoke) revoke_later(e.lease);
+  if (r->succeeded() && e.lease != 0 && revoke && !e.v.shared_lease) {
+    revoke_later(e.lease);
+  }
   return r->succeeded();
 }
 
@@ -125,7 +161,9 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
                  "lease of etcd key " + name_q + " expired or was released");
   };
   const std::int64_t secs = lease_seconds(ttl);
-  if (secs == e.v.lease_s && e.lease != 0) {
+  // A key on a shared lease moves to a lease of its own (keeping the
+  // shared one alive would keep its other keys too).
+  if (secs == e.v.lease_s && e.lease != 0 && !e.v.shared_lease) {
     *refreshed = steady_clock::now();
     auto ka = conn_->keep_alive(e.lease);
     if (!ka.ok()) return std::move(ka).error();
@@ -147,6 +185,7 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   if (!lease.ok()) return std::move(lease).error();
   Value v = e.v;
   v.lease_s = secs;
+  v.shared_lease = false;
   if (v.held) v.fencing = static_cast<std::int64_t>(e.fencing());
   pb::TxnRequest t;
   auto* c = t.add_compare();
@@ -166,7 +205,7 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
     (void)conn_->lease_revoke(lease->id());
     return gone();
   }
-  if (e.lease != 0) (void)conn_->lease_revoke(e.lease);
+  if (e.lease != 0 && !e.v.shared_lease) (void)conn_->lease_revoke(e.lease);
   Entry out = e;
   out.v = v;
   out.lease = lease->id();
@@ -209,10 +248,12 @@ Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
   g.ttl = ttl;
   g.holds = e.v.holds;
   g.capacity = e.v.capacity;
-  const auto since = std::max<steady_clock::duration>(
-      refreshed - call_start, steady_clock::duration::zero());
-  g.valid_for =
-      std::chrono::duration_cast<std::chrono::microseconds>(since + ttl);
+  // A key on a shared lease: the lease's grant was sent before the call
+  // (by at most shared_window(ttl)), and validity runs from that send.
+  const auto since = refreshed - call_start;
+  g.valid_for = std::max(
+      std::chrono::microseconds(0),
+      std::chrono::duration_cast<std::chrono::microseconds>(since + ttl));
   // etcd has no wall clock a client can read (leases run on the leader's
   // monotonic clock): the expiry is told on this process's wall clock, an
   // estimate that is off by as much as this machine's clock is

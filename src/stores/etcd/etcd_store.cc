@@ -67,8 +67,14 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
         return bad(url, key + " " + value + " is out of range (10ms .. 600s)");
       }
       o.conn.request_timeout = *d;
+    } else if (key == "lease") {
+      if (value != "shared" && value != "own") {
+        return bad(url, "lease must be shared or own, not \"" + value + "\"");
+      }
+      o.share_leases = value == "shared";
     } else {
-      return bad(url, "unknown setting \"" + key + "\" (known: timeout)");
+      return bad(url,
+                 "unknown setting \"" + key + "\" (known: timeout, lease)");
     }
   }
   return o;
@@ -76,6 +82,10 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
 
 std::int64_t lease_seconds(milliseconds ttl) {
   return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+}
+
+milliseconds shared_window(milliseconds ttl) {
+  return std::min(milliseconds(250), ttl / 10);
 }
 
 std::int64_t wall_ms() {
@@ -98,6 +108,15 @@ EtcdStore::~EtcdStore() {
   revoker_.join();
 }
 
+void EtcdStore::keep_alive_later(std::int64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (to_renew_.size() >= 100000) return;
+    to_renew_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
 void EtcdStore::revoke_later(std::int64_t id) {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -111,18 +130,74 @@ void EtcdStore::revoke_later(std::int64_t id) {
 // one transaction; the lease would only expire at its TTL otherwise. Left
 // over at shutdown: revoked within a second, or left to expire.
 void EtcdStore::revoker() {
+  using std::chrono::steady_clock;
   std::unique_lock<std::mutex> lk(mu_);
+  SteadyTime stop_by{};  // at shutdown: one second for what is left
   for (;;) {
-    cv_.wait(lk, [&] { return stopping_ || !to_revoke_.empty(); });
-    if (to_revoke_.empty() && stopping_) return;
-    std::vector<std::int64_t> batch;
-    batch.swap(to_revoke_);
-    const bool last = stopping_;
+    cv_.wait(lk, [&] {
+      return stopping_ || !to_revoke_.empty() || !to_renew_.empty();
+    });
+    if (to_revoke_.empty() && to_renew_.empty() && stopping_) return;
+    if (stopping_ && stop_by == SteadyTime{}) {
+      stop_by = steady_clock::now() + milliseconds(1000);
+    }
+    const SteadyTime until =
+        stopping_ ? stop_by : steady_clock::now() + milliseconds(10000);
+    // Keep-alives first, and again before every revoke: a granted waiter's
+    // renewal is bounded in time, a revoke only tidies up (a long backlog
+    // of revokes under contention must not delay it).
+    if (!to_renew_.empty()) {
+      std::vector<std::int64_t> renew;
+      renew.swap(to_renew_);
+      const bool last = stopping_;
+      lk.unlock();
+      if (!last) {
+        CallDeadlineScope scope(until);
+        for (auto id : renew) (void)conn_->keep_alive(id);
+      }
+      lk.lock();
+      continue;
+    }
+    const std::int64_t id = to_revoke_.back();
+    to_revoke_.pop_back();
     lk.unlock();
-    CallDeadlineScope scope(std::chrono::steady_clock::now() +
-                            (last ? milliseconds(1000) : milliseconds(10000)));
-    for (auto id : batch) (void)conn_->lease_revoke(id);
+    {
+      CallDeadlineScope scope(until);
+      (void)conn_->lease_revoke(id);
+    }
     lk.lock();
+  }
+}
+
+Result<std::int64_t> EtcdStore::shared_lease(std::int64_t secs,
+                                             milliseconds ttl,
+                                             SteadyTime* sent) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = shared_.find(secs);
+    if (it != shared_.end() && it->second.sent <= now &&
+        now - it->second.sent <= shared_window(ttl)) {
+      *sent = it->second.sent;
+      return it->second.id;
+    }
+  }
+  *sent = now;
+  auto l = conn_->lease_grant(secs);
+  if (!l.ok()) return std::move(l).error();
+  std::lock_guard<std::mutex> lk(mu_);
+  Shared& sh = shared_[secs];
+  if (sh.sent <= now) sh = Shared{l->id(), now};
+  return l->id();
+}
+
+void EtcdStore::forget_shared(std::int64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = shared_.begin(); it != shared_.end(); ++it) {
+    if (it->second.id == id) {
+      shared_.erase(it);
+      return;
+    }
   }
 }
 
@@ -176,7 +251,7 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
     auto r = conn_->txn(t);
     if (!r.ok()) return std::move(r).error();
     if (r->succeeded()) {
-      revoke_later(known->lease);
+      if (!known->v.shared_lease) revoke_later(known->lease);
       return ReleaseResult{true, 0};
     }
   }
