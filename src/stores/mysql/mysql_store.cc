@@ -87,17 +87,7 @@ Result<Grant> MysqlStore::extend(std::string_view name_v,
   if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
   const std::string name(name_v), t = token.to_string();
   return transact<Grant>({name}, [&](Tx& tx) -> Result<Grant> {
-    tx.schedule(name);
-    NameState& s = tx.at(name);
-    for (auto& h : s.holders) {
-      if (!h.has(t)) continue;
-      tx.extend(h, ttl.count());
-      return tx.to_grant(h, s.capacity, tx.now());
-    }
-    return Error(Errc::lock_lost,
-                 "lock " + core::quote_name(name) +
-                     " is not held with this owner token (expired, "
-                     "released or never granted)");
+    return sqlstep::extend_step(tx, name, t, ttl.count());
   });
 }
 
@@ -107,18 +97,7 @@ Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
   const std::string name(name_v), t = token.to_string();
   auto res =
       transact<ReleaseResult>({name}, [&](Tx& tx) -> Result<ReleaseResult> {
-        tx.expire(name);
-        ReleaseResult out;
-        const int left = tx.release_hold(name, t);
-        if (left >= 0) {
-          out.was_held = true;
-          out.holds_left = static_cast<std::uint32_t>(left);
-        } else if (auto* q = tx.at(name).request_of(t);
-                   q != nullptr && !q->withdrawn) {
-          tx.withdraw(name, *q);
-        }
-        tx.pump(name);
-        return out;
+        return sqlstep::release_step(tx, name, t);
       });
   ring();
   return res;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <set>
 
+#include "core/validate.h"
+
 namespace baton::store::sqlstep {
 
 std::string sql_int(std::int64_t v) { return std::to_string(v); }
@@ -296,6 +298,36 @@ std::vector<HolderInfo> Tx::holder_infos(const std::string& name) {
                    milliseconds{(h.expires_us - now_) / 1000},
                    static_cast<std::uint32_t>(h.holds)});
   }
+  return out;
+}
+
+Result<Grant> extend_step(Tx& tx, const std::string& name,
+                          const std::string& token, std::int64_t ttl_ms) {
+  tx.schedule(name);
+  NameState& s = tx.at(name);
+  for (auto& h : s.holders) {
+    if (!h.has(token)) continue;
+    tx.extend(h, ttl_ms);
+    return tx.to_grant(h, s.capacity, tx.now());
+  }
+  return Error(Errc::lock_lost, "lock " + core::quote_name(name) +
+                                    " is not held with this owner token "
+                                    "(expired, released or never granted)");
+}
+
+ReleaseResult release_step(Tx& tx, const std::string& name,
+                           const std::string& token) {
+  tx.expire(name);
+  ReleaseResult out;
+  const int left = tx.release_hold(name, token);
+  if (left >= 0) {
+    out.was_held = true;
+    out.holds_left = static_cast<std::uint32_t>(left);
+  } else if (auto* q = tx.at(name).request_of(token);
+             q != nullptr && !q->withdrawn) {
+    tx.withdraw(name, *q);
+  }
+  tx.pump(name);
   return out;
 }
 

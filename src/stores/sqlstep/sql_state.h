@@ -193,6 +193,15 @@ class Tx {
 
 std::string sql_int(std::int64_t v);
 
+// extend (rule 4) of `token`'s lease on `name`, which the transaction
+// holds: the lease with its new expiry, or lock_lost naming the lock.
+Result<Grant> extend_step(Tx& tx, const std::string& name,
+                          const std::string& token, std::int64_t ttl_ms);
+// release of one hold of `token` on `name` (or the withdrawal of its queued
+// request), then the grants that frees.
+ReleaseResult release_step(Tx& tx, const std::string& name,
+                           const std::string& token);
+
 // acquire_some / acquire_all (rule 11) on names the transaction holds.
 enum class MultiMode { try_, wait, withdraw };
 struct MultiOutcome {
