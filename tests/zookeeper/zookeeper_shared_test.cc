@@ -164,6 +164,10 @@ TEST(ZkShared, MultiLockCallsWaitForSharedHolders) {
   auto late = a->acquire_shared(x, 0ms, opts(30s, "late"));
   ASSERT_FALSE(late.ok()) << "a reader overtook a waiting acquire_all";
   EXPECT_EQ(late.error().code(), Errc::not_acquired);
+  EXPECT_NE(late.error().message().find("exclusive request waiting ahead"),
+            std::string::npos)
+      << late.error().to_string();
+  EXPECT_EQ(late.error().holders().size(), 2u);
   EXPECT_TRUE(*a->release(*s1));
   EXPECT_EQ(all.wait_for(200ms), std::future_status::timeout)
       << "acquire_all was granted beside a reader";

@@ -37,6 +37,23 @@ Error withdrawn(std::string_view name) {
                                        " was withdrawn while it waited");
 }
 
+// Why a try was refused: " is not free", or with shared mode (rule 18)
+// what kind of holder or waiter stood in its way.
+std::string busy(const std::vector<HolderInfo>& holders, bool shared) {
+  const auto readers =
+      std::count_if(holders.begin(), holders.end(),
+                    [](const HolderInfo& h) { return h.shared; });
+  if (readers > 0 && !shared) {
+    return " is held shared by " + std::to_string(readers) +
+           (readers == 1 ? " holder" : " holders");
+  }
+  if (shared && !holders.empty() && readers == 0) return " is held exclusively";
+  if (shared && readers > 0) {
+    return " has an exclusive request waiting ahead of this one (FIFO)";
+  }
+  return " is not free";
+}
+
 // Was the never-written request at `first` at the front (Queue::front())
 // when it was made, so that its create started its lease (token = czxid)?
 // `mine` (at `second`, made later by this call) shows it: no request left
@@ -516,10 +533,10 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (wait <= milliseconds::zero()) {
       conn_->remove(my_path, -1);
       note_idle(parent);
-      auto now = conn_->server_time_lower_bound();
-      return Error(Errc::not_acquired,
-                   "lock " + core::quote_name(spec.name) + " is not free")
-          .with_holders(holders_of(*q, now));
+      auto holders = holders_of(*q, conn_->server_time_lower_bound());
+      return Error(Errc::not_acquired, "lock " + core::quote_name(spec.name) +
+                                           busy(holders, spec.shared))
+          .with_holders(std::move(holders));
     }
     if (fresh && steady_clock::now() >= rewrite_at) {
       // A waiter's node has no lease: it stays until granted, withdrawn or
