@@ -277,6 +277,16 @@ class Judge {
   // write: a paused or killed writer's lease may end mid-write, which only
   // fencing can catch), and no shared holder writes.
   void read_write() {
+    // The last store expiry each lease was known to have (grant, ok extend,
+    // keeper renewal), on real_us()'s clock in ms.
+    std::map<std::tuple<int, std::string, std::uint64_t>, std::int64_t> expiry;
+    for (const Op& o : ops_) {
+      const bool known = is_grant(o) || o.kind == "deadline" ||
+                         (o.kind == "extend" && o.result == "ok");
+      if (!known || o.expires_ms <= 0) continue;
+      auto& e = expiry[{o.worker, o.lock, o.fencing}];
+      e = std::max(e, o.expires_ms);
+    }
     for (const Write& w : writes_) {
       if (w.verb == 'W' && w.accepted && w.shared_writer) {
         add("9-shared-write", w.lock + ": worker " + std::to_string(w.worker) +
@@ -289,6 +299,17 @@ class Judge {
       if (!w.accepted || w.writer < 0) continue;
       if (worker_disturbed(w.writer, w.write_begun_us, w.at_us)) {
         ++out_.counts["reads_during_disturbed_write"];
+        continue;
+      }
+      // The writer's lease had ended before the read (its last known
+      // expiry): the write outlived its lease — its writer was killed
+      // before its "E", or the write was held up, e.g. in the resource's
+      // own SQL fenced_write while the store was frozen. The store kept
+      // rule 18 (the reader came after the writer's lease); a stale write
+      // is fencing's case, judged by checkers 1 and 8a.
+      const auto e = expiry.find({w.writer, w.lock, w.writer_token});
+      if (e != expiry.end() && w.at_us > e->second * 1000) {
+        ++out_.counts["reads_after_writer_lease_ended"];
         continue;
       }
       add("9-read-during-write",

@@ -1,7 +1,8 @@
-// tests/torture/checkers_holder_test.cc — checker 8b (rule 13's order: a
-// lost notice must come before any grant that needed the lease gone) on
-// hand-written logs: two shared holds granted together are no conflict, a
-// shared hold and an exclusive one are.
+// tests/torture/checkers_holder_test.cc — checkers on hand-written logs.
+// Checker 8b (rule 13's order: a lost notice must come before any grant
+// that needed the lease gone): two shared holds granted together are no
+// conflict, a shared hold and an exclusive one are. Checker 9 (rule 18): a
+// read during a write is flagged while the writer's lease lasts, not after.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -59,6 +60,48 @@ TEST(CheckerHolder, AnExclusiveGrantBeforeTheNoticeIsFlagged) {
   EXPECT_EQ(notice_order_flags(check_holder(o, logs(true, false), {})), 1);
   EXPECT_EQ(notice_order_flags(check_holder(o, logs(false, true), {})), 1);
   EXPECT_EQ(notice_order_flags(check_holder(o, logs(false, false), {})), 1);
+}
+
+// Writer 1 holds token 4 until 1000 ms (store expiry) and begins a write at
+// 900 ms that the resource still has in progress when reader 2 (token 6)
+// reads at `read_ms`.
+int read_during_write_flags(std::int64_t read_ms) {
+  std::vector<Op> ops;
+  Op g = op(1, "acquire", 800, 850, "ok", 4);
+  g.expires_ms = 1000;
+  ops.push_back(g);
+  Write w;
+  w.worker = 1;
+  w.lock = g.lock;
+  w.fencing = 4;
+  w.accepted = true;
+  w.at_us = 900'000;
+  Write d;
+  d.verb = 'D';
+  d.worker = 2;
+  d.lock = g.lock;
+  d.fencing = 6;
+  d.accepted = true;
+  d.at_us = read_ms * 1000;
+  d.writer = 1;
+  d.writer_token = 4;
+  d.write_begun_us = 900'000;
+  Options o;
+  const Judged j = check_all(o, ops, {w, d}, {}, 0, false);
+  int n = 0;
+  for (const Violation& v : j.violations)
+    n += v.checker == "9-read-during-write";
+  return n;
+}
+
+TEST(CheckerReadWrite, AReadWhileTheWritersLeaseLastsIsFlagged) {
+  EXPECT_EQ(read_during_write_flags(950), 1);
+}
+
+TEST(CheckerReadWrite, AReadAfterTheWritersLeaseEndedIsFencingsCase) {
+  // The write outlived its lease (writer killed before its "E", or held up
+  // in the resource's SQL check while the store was frozen).
+  EXPECT_EQ(read_during_write_flags(1100), 0);
 }
 
 TEST(CheckerHolder, ModeSurvivesTheWorkerLogLine) {
