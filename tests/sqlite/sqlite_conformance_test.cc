@@ -18,9 +18,6 @@ baton::Result<baton::Client> open_under_test(
 
 baton::conformance::StoreTraits traits() {
   baton::conformance::StoreTraits t;
-  t.unsupported["shared"] =
-      "not implemented on sqlite:// yet (issue 17): it refuses "
-      "acquire_shared with unsupported";
   return t;
 }
 
