@@ -94,6 +94,34 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Forks `n` processes that open `path` at the same instant and run `fn` on
+// their client (its return value is the exit code; 1: the open failed, 4:
+// the start signal was lost); returns the exit codes.
+std::vector<int> open_at_once(int n, const std::string& path,
+                              const std::function<int(Client&)>& fn) {
+  int go[2];
+  if (::pipe(go) != 0) return {};
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    kids.push_back(spawn([&] {
+      ::close(go[1]);
+      char b;
+      if (::read(go[0], &b, 1) != 0) return 4;
+      auto c = Client::open("sqlite://" + path);
+      if (!c.ok()) {
+        std::fprintf(stderr, "open: %s\n", c.error().to_string().c_str());
+        return 1;
+      }
+      return fn(*c);
+    }));
+  }
+  ::close(go[0]);
+  ::close(go[1]);  // all children start now
+  std::vector<int> codes;
+  for (pid_t k : kids) codes.push_back(wait_exit(k));
+  return codes;
+}
+
 TEST(SqliteUrl, FormsAndSettings) {
   auto abs = Client::open(dir().url("forms.db"));
   ASSERT_TRUE(abs.ok()) << abs.error().to_string();
@@ -217,27 +245,12 @@ TEST(SqliteFiles, ReadOnlyFileIsNamedAndLeftUntouched) {
 TEST(SqliteSchema, EightProcessesCreateItAtOnce) {
   static int run = 0;  // a fresh file per run (--gtest_repeat)
   const std::string path = dir().file("race" + std::to_string(run++) + ".db");
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
-    kids.push_back(spawn([&] {
-      ::close(go[1]);
-      char b;
-      if (::read(go[0], &b, 1) != 0) return 4;
-      auto c = Client::open("sqlite://" + path);
-      if (!c.ok()) {
-        std::fprintf(stderr, "open: %s\n", c.error().to_string().c_str());
-        return 1;
-      }
-      auto l = c->acquire("race", 10s, opts(5s));
-      if (!l.ok()) return 2;
-      return c->release(*l).ok() ? 0 : 3;
-    }));
-  }
-  ::close(go[0]);
-  ::close(go[1]);  // all children start now
-  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0);
+  const auto codes = open_at_once(8, path, [](Client& c) {
+    auto l = c.acquire("race", 10s, opts(5s));
+    if (!l.ok()) return 2;
+    return c.release(*l).ok() ? 0 : 3;
+  });
+  EXPECT_EQ(codes, std::vector<int>(8, 0));
   EXPECT_EQ(sql(path, "SELECT COUNT(*) FROM baton_schema_version"), "1");
   EXPECT_EQ(sql(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(sql(path,
@@ -272,29 +285,14 @@ TEST(SqliteSchema, EightProcessesMigrateAVersion1FileAtOnce) {
                 "SELECT COUNT(*) FROM pragma_table_info('baton_holders') "
                 "WHERE name = 'shared'"),
             "0");
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
-    kids.push_back(spawn([&] {
-      ::close(go[1]);
-      char b;
-      if (::read(go[0], &b, 1) != 0) return 4;
-      auto c = Client::open("sqlite://" + path);
-      if (!c.ok()) {
-        std::fprintf(stderr, "open: %s\n", c.error().to_string().c_str());
-        return 1;
-      }
-      auto other = c->try_acquire(held, opts(5s));
-      if (other.ok() || other.error().code() != Errc::not_acquired) return 2;
-      auto l = c->acquire_shared(held + "/readers", 10s, opts(5s));
-      if (!l.ok() || !l->shared) return 3;
-      return c->release(*l).ok() ? 0 : 5;
-    }));
-  }
-  ::close(go[0]);
-  ::close(go[1]);  // all children start now
-  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0);
+  const auto codes = open_at_once(8, path, [&](Client& c) {
+    auto other = c.try_acquire(held, opts(5s));
+    if (other.ok() || other.error().code() != Errc::not_acquired) return 2;
+    auto l = c.acquire_shared(held + "/readers", 10s, opts(5s));
+    if (!l.ok() || !l->shared) return 3;
+    return c.release(*l).ok() ? 0 : 5;
+  });
+  EXPECT_EQ(codes, std::vector<int>(8, 0));
   EXPECT_EQ(sql(path,
                 "SELECT group_concat(version) FROM "
                 "baton_schema_version"),

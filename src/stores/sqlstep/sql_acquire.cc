@@ -55,12 +55,7 @@ Result<AcquireOutcome> acquire_step(Tx& tx, const AcquireSpec& spec,
   if (*arrival == 0) *arrival = now;
   tx.schedule(name);
   NameState& s = tx.at(name);
-  if (s.active(now) && s.capacity != cap) {
-    return Error(Errc::invalid_argument,
-                 "lock " + core::quote_name(name) + " has capacity " +
-                     std::to_string(s.capacity) + "; this request asks " +
-                     std::to_string(cap));
-  }
+  if (auto e = capacity_conflict(name, s, cap, now)) return *e;
   // Rule 17: the same token again is the same lease, or keeps its place.
   if (const Holder* h = s.holder_of(token)) {
     return AcquireOutcome{tx.to_grant(*h, s.capacity, *arrival), 0, nullptr};

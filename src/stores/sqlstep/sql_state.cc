@@ -319,6 +319,16 @@ std::vector<HolderInfo> Tx::holder_infos(const std::string& name) {
   return out;
 }
 
+std::optional<Error> capacity_conflict(const std::string& name,
+                                       const NameState& s, int cap,
+                                       std::int64_t now) {
+  if (!s.active(now) || s.capacity == cap) return std::nullopt;
+  return Error(Errc::invalid_argument,
+               "lock " + core::quote_name(name) + " has capacity " +
+                   std::to_string(s.capacity) + "; this request asks " +
+                   std::to_string(cap));
+}
+
 Result<Grant> extend_step(Tx& tx, const std::string& name,
                           const std::string& token, std::int64_t ttl_ms) {
   tx.schedule(name);

@@ -201,6 +201,12 @@ class Tx {
 
 std::string sql_int(std::int64_t v);
 
+// The lock's capacity is fixed while it is in use: invalid_argument naming
+// `name` when `s` is active with another capacity than `cap`.
+std::optional<Error> capacity_conflict(const std::string& name,
+                                       const NameState& s, int cap,
+                                       std::int64_t now);
+
 // extend (rule 4) of `token`'s lease on `name`, which the transaction
 // holds: the lease with its new expiry, or lock_lost naming the lock.
 Result<Grant> extend_step(Tx& tx, const std::string& name,
