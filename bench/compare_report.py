@@ -232,7 +232,11 @@ def main():
                  f"{',' if zk_page else ' and'} "
                  f"[PostgreSQL]({doc('bench/postgres.md')}) (global vs per-name advisory lock)"
                  + (f", [etcd]({doc('bench/etcd.md')}) (`bench/compare --only etcd`)" if zk_page and
-                    os.path.exists(os.path.join(DOCS, "bench", "etcd.md")) else "") + f"{zk_page}. "
+                    os.path.exists(os.path.join(DOCS, "bench", "etcd.md")) else "")
+                 + (f", [SQLite]({doc('bench/sqlite.md')}) (`bench/compare --only sqlite`: "
+                    "against `flock(2)` and batond on one host)" if zk_page and
+                    os.path.exists(os.path.join(DOCS, "bench", "sqlite.md")) else "")
+                 + f"{zk_page}. "
                  "The goals not met and what limits them, measured on a quiet machine: "
                  f"[bench/goals.md]({doc('bench/goals.md')}). "
                  f"Raw JSON lines of this run: [{res_rel}]({res_rel}).")

@@ -14,6 +14,7 @@
 //   8b-notice-order     a lost notice later than a grant of the same lock to
 //                       another worker that completed after the lease's
 //                       own grant, with more than capacity holders then
+//                       (two shared holds of one lock never conflict)
 //   8c-notice-late      the worker found its safe deadline passed ≥ 100 ms
 //                       ago and still no notice
 // A SIGSTOP of the holder (pause_holder) in the interval judged excuses it.
@@ -230,6 +231,11 @@ class HolderJudge {
       const std::int64_t t = other->complete_us;
       if (t <= g || other->worker == worker) continue;
       if (t >= end) break;
+      // Two shared (read) holds of one lock coexist (rule 18): the other
+      // grant did not need this lease to end. (Shared requests at the
+      // head are granted together, and their replies complete in any
+      // order.)
+      if (other->shared && h.grant->shared) continue;
       // Holders at t: this lease, the new grant, and every other lease of
       // the lock the store surely still held at t.
       int holders = 2;

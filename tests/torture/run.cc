@@ -4,6 +4,7 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -85,6 +86,16 @@ class Pool : public WorkerPool {
   }
   bool faketime() const { return faketime_; }
 
+  // libfaketime makes a shared-memory segment and a semaphore named after
+  // the process and removes them only when it exits normally; a worker that
+  // _exit()s mid-hold or is killed leaves them in /dev/shm (thousands over a
+  // campaign). The pool removes them once it has reaped the worker.
+  void forget_faketime(int s, pid_t p) const {
+    if (!clock_faked(s)) return;
+    ::shm_unlink(("/faketime_shm_" + std::to_string(p)).c_str());
+    ::sem_unlink(("/faketime_sem_" + std::to_string(p)).c_str());
+  }
+
   // Reaps exited workers; respawns them while `respawn`.
   void reap(bool respawn) {
     for (int s = 0; s < slots(); ++s) {
@@ -92,6 +103,7 @@ class Pool : public WorkerPool {
       if (p <= 0) continue;
       int st = 0;
       if (::waitpid(p, &st, WNOHANG) == p) {
+        forget_faketime(s, p);
         {
           std::lock_guard<std::mutex> lock(mu_);
           slots_[static_cast<std::size_t>(s)].pid = -1;
@@ -122,7 +134,9 @@ class Pool : public WorkerPool {
       }
     }
     for (int s = 0; s < slots(); ++s) {
-      if (pid(s) > 0) ::waitpid(pid(s), nullptr, 0);
+      if (pid(s) > 0 && ::waitpid(pid(s), nullptr, 0) == pid(s)) {
+        forget_faketime(s, pid(s));
+      }
     }
   }
   int next_id() const { return next_id_; }

@@ -93,6 +93,9 @@ struct Op {
   // write under a keeper: when the worker last checked its lease (real_us)
   // before this write; deadline_passed: the safe deadline then.
   std::int64_t aux = 0;
+  // acquire: a shared (read) hold, rule 18. Shared holders of one lock
+  // coexist, so checkers count them as one holder among themselves.
+  bool shared = false;
 };
 
 // One write seen by the guarded resource.

@@ -120,12 +120,13 @@ class Worker {
   void log(const Op& o) {
     std::lock_guard<std::mutex> g(log_mu_);
     std::fprintf(
-        log_, "%d %s %s %lld %lld %s %llu %lld %lld %llu %lld\n", a_.id,
+        log_, "%d %s %s %lld %lld %s %llu %lld %lld %llu %lld %d\n", a_.id,
         o.kind.c_str(), o.lock.c_str(), static_cast<long long>(o.invoke_us),
         static_cast<long long>(o.complete_us), o.result.c_str(),
         static_cast<unsigned long long>(o.fencing),
         static_cast<long long>(o.expires_ms), static_cast<long long>(o.wait_ms),
-        static_cast<unsigned long long>(o.seq), static_cast<long long>(o.aux));
+        static_cast<unsigned long long>(o.seq), static_cast<long long>(o.aux),
+        o.shared ? 1 : 0);
     std::fflush(log_);
   }
   // How long this process, or the call's own threads, could not run
@@ -263,6 +264,7 @@ class Worker {
     const bool shared =
         shared_ok_ && spec.capacity == 1 && chance(a_.shared_writes ? 80 : 30);
     Op o = begin(is_try ? "try" : "acquire", spec.name);
+    o.shared = shared;
     o.wait_ms = is_try ? 0 : uniform(50, 1500);
     const auto cpu_wait = RunQueueWait::now();
     auto lease =
@@ -569,17 +571,18 @@ std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
   std::FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return out;
   char line[2048], kind[64], lock[600], result[64];
-  int id;
+  int id, shared;
   long long inv, comp, exp, wait, aux;
   unsigned long long fen, seq;
   // Line by line: a torn last line (worker killed mid-write) is counted,
   // never allowed to hide the lines after it.
   while (std::fgets(line, sizeof line, f) != nullptr) {
     aux = 0;
+    shared = 0;
     if (std::sscanf(line,
-                    "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu %lld",
+                    "%d %63s %599s %lld %lld %63s %llu %lld %lld %llu %lld %d",
                     &id, kind, lock, &inv, &comp, result, &fen, &exp, &wait,
-                    &seq, &aux) < 10) {
+                    &seq, &aux, &shared) < 10) {
       ++*bad_lines;
       continue;
     }
@@ -595,6 +598,7 @@ std::vector<Op> read_ops(const std::string& path, int* bad_lines) {
     o.wait_ms = wait;
     o.seq = seq;
     o.aux = aux;
+    o.shared = shared != 0;
     out.push_back(std::move(o));
   }
   std::fclose(f);

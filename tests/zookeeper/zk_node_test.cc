@@ -44,7 +44,19 @@ TEST(ZkNode, NodeNamesRoundTrip) {
   EXPECT_EQ(n->token, t);
   EXPECT_EQ(n->capacity, 3u);
   EXPECT_EQ(n->kind, Kind::kAll);
+  EXPECT_FALSE(n->shared());
   EXPECT_EQ(n->seq, 42);
+  // Rule 18: a shared request is kind r; every other kind is exclusive.
+  auto r = parse_node_name(node_prefix(t, 1, Kind::kShared) + "0000000043");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->child, "q-0123456789abcdeffedcba9876543210-1-r-0000000043");
+  EXPECT_TRUE(r->shared());
+  EXPECT_EQ(r->seq, 43);
+  for (Kind k : {Kind::kSingle, Kind::kSome}) {
+    auto e = parse_node_name(node_prefix(t, 1, k) + "0000000044");
+    ASSERT_TRUE(e);
+    EXPECT_FALSE(e->shared());
+  }
   EXPECT_FALSE(parse_node_name("lock-0000000001"));
   EXPECT_FALSE(parse_node_name(prefix));  // no sequence
   EXPECT_FALSE(parse_node_name(node_prefix(t, 3, Kind::kAll) + "x"));

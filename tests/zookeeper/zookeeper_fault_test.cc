@@ -43,7 +43,7 @@ std::string via(const TcpProxy& p) {
 // survives: it reconnects within its timeout). The client's retries with
 // the same owner token must find that node by its token, not create a
 // second one: exactly one child, and none after the release.
-void lost_create_reply(std::chrono::milliseconds wait) {
+void lost_create_reply(std::chrono::milliseconds wait, bool shared = false) {
   auto proxy = proxy_to_server();
   ASSERT_NE(proxy, nullptr);
   ZkObserver zk(shared_server().hostport());
@@ -56,6 +56,7 @@ void lost_create_reply(std::chrono::milliseconds wait) {
   proxy->set_delay(400ms);  // the reply sits 400 ms in the proxy
   auto pending = std::async(std::launch::async, [&] {
     const auto o = opts(30s, "retrying");
+    if (shared) return c->acquire_shared(name, wait, o);
     return wait > 0ms ? c->acquire(name, wait, o) : c->try_acquire(name, o);
   });
   // The create ran: the server has the node while its reply is delayed.
@@ -73,10 +74,14 @@ void lost_create_reply(std::chrono::milliseconds wait) {
   ASSERT_EQ(kids.size(), 1u) << "a retry created a second request node";
   EXPECT_NE(kids[0].find(lease->token.to_string()), std::string::npos)
       << kids[0];
+  EXPECT_EQ(lease->shared, shared);
+  EXPECT_NE(kids[0].find(shared ? "-1-r-" : "-1-b-"), std::string::npos)
+      << kids[0];
   auto info = c->describe(name);
   ASSERT_TRUE(info.ok()) << info.error().to_string();
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_EQ(info->holders[0].fencing_token, lease->fencing_token);
+  EXPECT_EQ(info->holders[0].shared, shared);
   EXPECT_TRUE(info->waiters.empty());
   auto released = c->release(*lease);
   ASSERT_TRUE(released.ok()) << released.error().to_string();
@@ -90,6 +95,11 @@ TEST(ZkFault, LostTryAcquireCreateReplyLeavesOneNode) {
 
 TEST(ZkFault, LostBlockingAcquireCreateReplyLeavesOneNode) {
   lost_create_reply(10s);
+}
+
+// The same for a shared request (rule 18): the retry finds its `r` node.
+TEST(ZkFault, LostSharedAcquireCreateReplyLeavesOneNode) {
+  lost_create_reply(10s, true);
 }
 
 // A release after the holder's session expired must not delete another

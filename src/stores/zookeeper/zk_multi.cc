@@ -68,7 +68,7 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
       QNode& n = q->nodes[i];
       if (Status s = load(n); !s.ok()) return s.error();
       if (!n.gone && n.data.state == State::kHolding &&
-          i < static_cast<int>(q->capacity())) {
+          i < static_cast<int>(q->front())) {
         auto now = server_now();
         if (!now.ok()) return std::move(now).error();
         if (expiry_of(n) > *now) {
@@ -128,7 +128,7 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
       }
       auto back = held_back(*q, pos);
       if (!back.ok()) return std::move(back).error();
-      if (pos < static_cast<int>(q->capacity()) && !*back) {
+      if (pos < static_cast<int>(q->front()) && !*back) {
         NodeData d = queued;
         d.state = State::kHolding;
         Stat st;
@@ -287,7 +287,7 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
       }
       auto back = held_back(queues[k], pos);
       if (!back.ok()) return std::move(back).error();
-      if (pos >= static_cast<int>(queues[k].capacity()) || *back) all = false;
+      if (pos >= static_cast<int>(queues[k].front()) || *back) all = false;
     }
     if (again) continue;
     if (all) {

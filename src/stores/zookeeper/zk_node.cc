@@ -92,7 +92,7 @@ std::optional<NodeName> parse_node_name(std::string_view child) {
     return std::nullopt;
   }
   const char k = rest[dash + 1];
-  if (k != 'b' && k != 's' && k != 'a') return std::nullopt;
+  if (k != 'b' && k != 's' && k != 'a' && k != 'r') return std::nullopt;
   n.kind = static_cast<Kind>(k);
   if (!parse_number(rest.substr(dash + 3), &n.seq)) return std::nullopt;
   return n;

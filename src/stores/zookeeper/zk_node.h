@@ -2,6 +2,7 @@
 // data (docs/stores/zookeeper.md, "Node layout"). Pure functions, no I/O.
 //
 //   <root>/locks/<esc(name)>/q-<token>-<capacity>-<kind>-<seq>   a request
+//     (<kind> r: a shared request; every other kind is exclusive)
 //   <root>/counters/<esc(name)>                                  a counter
 //   <root>/clock                                                 time probe
 //
@@ -30,6 +31,7 @@ enum class Kind : char {
   kSingle = 'b',  // acquire / try_acquire
   kSome = 's',    // acquire_some
   kAll = 'a',     // acquire_all
+  kShared = 'r',  // acquire_shared (rule 18): the one shared (read) kind
 };
 
 // "q-<32 hex token>-<capacity>-<kind>-" (ZooKeeper appends 10 digits).
@@ -42,6 +44,8 @@ struct NodeName {
   std::uint32_t capacity = 1;
   Kind kind = Kind::kSingle;
   std::int64_t seq = 0;
+  // Rule 18: a shared (read) request; every other kind is exclusive.
+  bool shared() const { return kind == Kind::kShared; }
 };
 std::optional<NodeName> parse_node_name(std::string_view child);
 

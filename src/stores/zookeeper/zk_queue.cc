@@ -37,7 +37,24 @@ Error withdrawn(std::string_view name) {
                                        " was withdrawn while it waited");
 }
 
-// Was the never-written request at `first` among the first `capacity`
+// Why a try was refused: " is not free", or with shared mode (rule 18)
+// what kind of holder or waiter stood in its way.
+std::string busy(const std::vector<HolderInfo>& holders, bool shared) {
+  const auto readers =
+      std::count_if(holders.begin(), holders.end(),
+                    [](const HolderInfo& h) { return h.shared; });
+  if (readers > 0 && !shared) {
+    return " is held shared by " + std::to_string(readers) +
+           (readers == 1 ? " holder" : " holders");
+  }
+  if (shared && !holders.empty() && readers == 0) return " is held exclusively";
+  if (shared && readers > 0) {
+    return " has an exclusive request waiting ahead of this one (FIFO)";
+  }
+  return " is not free";
+}
+
+// Was the never-written request at `first` at the front (Queue::front())
 // when it was made, so that its create started its lease (token = czxid)?
 // `mine` (at `second`, made later by this call) shows it: no request left
 // between the two creates (every sequence number between them is still
@@ -65,6 +82,16 @@ int Queue::index_of(const OwnerToken& token) const {
     if (nodes[i].name.token == token) return static_cast<int>(i);
   }
   return -1;
+}
+
+std::size_t Queue::front() const {
+  if (nodes.empty()) return 0;
+  if (!nodes[0].name.shared()) {
+    return std::min<std::size_t>(capacity(), nodes.size());
+  }
+  std::size_t n = 0;
+  while (n < nodes.size() && nodes[n].name.shared()) ++n;
+  return n;
 }
 
 std::int64_t expiry_of(const QNode& n) {
@@ -167,11 +194,11 @@ Result<std::pair<std::string, Stat>> ZkStore::create_request(
 Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
                               std::int64_t* next_expiry) {
   *next_expiry = kNever;
-  const std::size_t cap = q.capacity();
+  const std::size_t front = q.front();
   std::vector<QNode*> due;
   for (std::size_t i = 0; i < upto && i < q.nodes.size(); ++i) {
     QNode& n = q.nodes[i];
-    if (i >= cap && n.name.kind != Kind::kSome) continue;
+    if (i >= front && n.name.kind != Kind::kSome) continue;
     if (!n.loaded) {
       if (Status s = load(n); !s.ok()) return s.error();
     }
@@ -224,7 +251,16 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
   // Our own node too: a release by owner token withdraws it (rule 5), and
   // the waiting call must end at once.
   std::vector<std::size_t> watch = {pos, pos - 1};
-  if (pos == cap) {
+  if (q.nodes[pos].name.shared()) {
+    // Rule 18: a shared request waits only for the exclusive requests
+    // ahead of it; the nearest one leaves last (FIFO), so watch that one.
+    for (std::size_t i = pos; i-- > 0;) {
+      if (!q.nodes[i].name.shared()) {
+        watch[1] = i;
+        break;
+      }
+    }
+  } else if (pos == cap) {
     for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
   }
   // Data watches fire when a node changes (a waiter ahead becoming a
@@ -251,8 +287,8 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
 
 std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
   std::vector<HolderInfo> out;
-  const std::size_t cap = q.capacity();
-  for (std::size_t i = 0; i < cap && i < q.nodes.size(); ++i) {
+  const std::size_t front = q.front();
+  for (std::size_t i = 0; i < front; ++i) {
     QNode& n = q.nodes[i];
     if (!n.loaded && !load(n).ok()) continue;
     if (n.gone || n.data.state != State::kHolding) continue;
@@ -263,6 +299,7 @@ std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
     h.fencing_token = fencing_of(n);
     h.time_left = milliseconds(e - now);
     h.holds = n.data.holds;
+    h.shared = n.name.shared();
     out.push_back(std::move(h));
   }
   return out;
@@ -294,6 +331,7 @@ Grant ZkStore::grant_of(std::string_view name, const QNode& n,
   g.ttl = milliseconds(n.data.ttl_ms);
   g.holds = n.data.holds;
   g.capacity = n.name.capacity;
+  g.shared = n.name.shared();
   const std::int64_t end =
       std::min(expiry_ms, contact_ms + conn_->session_timeout_ms());
   g.valid_for =
@@ -312,8 +350,11 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   mine.ttl_ms = spec.ttl.count();
   mine.reentrancy_key = spec.reentrancy_key;
   mine.label = spec.label;
-  auto created = create_request(
-      parent, node_prefix(spec.token, spec.capacity, Kind::kSingle), mine);
+  auto created =
+      create_request(parent,
+                     node_prefix(spec.token, spec.capacity,
+                                 spec.shared ? Kind::kShared : Kind::kSingle),
+                     mine);
   if (!created.ok()) return std::move(created).error();
   std::string my_path = created->first;
   Stat my_stat = created->second;
@@ -359,8 +400,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         if (d.data.state != State::kHolding) conn_->remove(d.path, -1);
         continue;
       }
-      const bool holder = i < static_cast<int>(q->capacity()) &&
-                          d.data.state == State::kHolding;
+      const bool holder =
+          i < static_cast<int>(q->front()) && d.data.state == State::kHolding;
       if (holder && expiry_of(d) <= my_stat.ctime) continue;  // over
       if (holder && (d.stat.mzxid != d.stat.czxid ||
                      created_at_front(*q, i, pos, my_stat))) {
@@ -389,9 +430,10 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                        std::to_string(spec.capacity));
     }
     QNode& me = q->nodes[pos];
+    const int front = static_cast<int>(q->front());
     // Rule 12: join a live lease with the same reentrancy key.
     if (!spec.reentrancy_key.empty()) {
-      for (int i = 0; i < pos && i < static_cast<int>(cap); ++i) {
+      for (int i = 0; i < pos && i < front; ++i) {
         QNode& h = q->nodes[i];
         if (Status s = load(h); !s.ok()) return s.error();
         if (h.gone || h.data.state != State::kHolding ||
@@ -435,7 +477,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       if (again) continue;
     }
-    for (int i = 0; i < pos && i < static_cast<int>(cap); ++i) {
+    for (int i = 0; i < pos && i < front; ++i) {
       QNode& h = q->nodes[i];
       if (!h.loaded && !load(h).ok()) continue;
       if (!h.gone && std::find(h.data.aliases.begin(), h.data.aliases.end(),
@@ -454,11 +496,11 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     auto back = held_back(*q, pos);
     if (!back.ok()) return std::move(back).error();
 
-    if (pos < static_cast<int>(cap) && !*back) {
+    if (pos < front && !*back) {
       if (fresh && q->parent_stat.pzxid == my_stat.czxid &&
           my_path == created->first) {
-        // Nobody joined or left the queue since our create, so we were
-        // among the first `capacity` then: the create started the lease.
+        // Nobody joined or left the queue since our create, so we were at
+        // the front then: the create started the lease.
         me.data = mine;
         me.stat = my_stat;
         me.data.fencing = static_cast<std::uint64_t>(my_stat.czxid);
@@ -491,10 +533,10 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (wait <= milliseconds::zero()) {
       conn_->remove(my_path, -1);
       note_idle(parent);
-      auto now = conn_->server_time_lower_bound();
-      return Error(Errc::not_acquired,
-                   "lock " + core::quote_name(spec.name) + " is not free")
-          .with_holders(holders_of(*q, now));
+      auto holders = holders_of(*q, conn_->server_time_lower_bound());
+      return Error(Errc::not_acquired, "lock " + core::quote_name(spec.name) +
+                                           busy(holders, spec.shared))
+          .with_holders(std::move(holders));
     }
     if (fresh && steady_clock::now() >= rewrite_at) {
       // A waiter's node has no lease: it stays until granted, withdrawn or

@@ -56,6 +56,13 @@ struct Queue {
   std::uint32_t capacity() const {
     return nodes.empty() ? 0 : nodes[0].name.capacity;
   }
+  // How many requests at the head may hold (rules 1 and 18): the first
+  // `capacity`; when the head is shared (capacity 1), every shared request
+  // before the first exclusive one. A request only ever moves towards the
+  // head and nothing joins ahead of it, so once there it stays there
+  // until it leaves, and the head is either one exclusive request or
+  // shared requests only.
+  std::size_t front() const;
   int index_of(std::string_view path) const;
   int index_of(const OwnerToken& token) const;
 };
@@ -82,6 +89,8 @@ class ZkStore final : public Store {
                                    std::int64_t delta) override;
   Result<std::int64_t> counter_take(std::string_view name,
                                     std::int64_t n) override;
+  // Rule 18: shared requests are nodes of kind `r` (zk_node.h).
+  bool supports_shared() const override { return true; }
   std::string safe_url() const override { return options_.url; }
 
   // ---- shared by the source files ----

@@ -216,7 +216,7 @@ Result<std::optional<QNode>> ZkStore::find(std::string_view name,
     if (!q->nodes[i].gone) return std::optional<QNode>(q->nodes[i]);
   }
   // A reentrant joiner's token is an alias in its lease's node.
-  for (std::size_t k = 0; k < q->capacity() && k < q->nodes.size(); ++k) {
+  for (std::size_t k = 0; k < q->front(); ++k) {
     QNode& n = q->nodes[k];
     if (Status s = load(n); !s.ok()) return s.error();
     if (n.gone) continue;
@@ -247,7 +247,7 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
       if (!f->has_value()) return lost(name, "no such lease (expired?)");
       n = std::move(**f);
       const int pos = q.index_of(n.path);
-      if (pos >= static_cast<int>(q.capacity()) ||
+      if (pos >= static_cast<int>(q.front()) ||
           n.data.state != State::kHolding) {
         return lost(name, "the request is still queued");
       }
@@ -297,8 +297,8 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       if (!f->has_value()) return ReleaseResult{};
       n = std::move(**f);
       const int pos = q.index_of(n.path);
-      holder = pos < static_cast<int>(q.capacity()) &&
-               n.data.state == State::kHolding;
+      holder =
+          pos < static_cast<int>(q.front()) && n.data.state == State::kHolding;
     }
     if (!holder) {
       // Only queued: withdraw the request (rule 5).
@@ -360,29 +360,34 @@ LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
   LockInfo info;
   info.name = std::string(name);
   // last_fencing_token: >= every token granted on this name. Every
-  // request that left changed the parent (pzxid) after its grant write; a
-  // mutex's holder started the latest lease, so its token is the latest.
+  // request that left changed the parent (pzxid) after its grant write; an
+  // exclusive holder of a mutex started the latest lease, so its token is
+  // the latest. Shared holders (rule 18) may have seen later readers come
+  // and go: the larger of pzxid and their tokens.
   info.last_fencing_token = static_cast<std::uint64_t>(q->parent_stat.pzxid);
   if (q->nodes.empty()) return info;
   info.capacity = q->capacity();
   info.holders = holders_of(*q, now);
-  if (info.capacity == 1 && info.holders.size() == 1) {
+  const bool many = info.capacity > 1 || q->nodes[0].name.shared();
+  if (!many && info.holders.size() == 1) {
     info.last_fencing_token = info.holders[0].fencing_token;
   }
+  const std::size_t front = q->front();
   for (std::size_t i = 0; i < q->nodes.size(); ++i) {
     QNode& n = q->nodes[i];
     if (!n.loaded && !load(n).ok()) continue;
     if (n.gone) continue;
-    if (n.data.state == State::kHolding && info.capacity > 1) {
+    const bool holding = i < front && n.data.state == State::kHolding;
+    if (holding && many) {
       info.last_fencing_token =
           std::max(info.last_fencing_token, fencing_of(n));
     }
-    const bool holding = i < info.capacity && n.data.state == State::kHolding;
     if (holding || expiry_of(n) <= now) continue;  // a holder, or over
     WaiterInfo w;
     w.label = n.data.label;
     w.waited = milliseconds(std::max<std::int64_t>(0, now - n.stat.ctime));
     w.all_or_nothing = n.name.kind == Kind::kAll;
+    w.shared = n.name.shared();
     info.waiters.push_back(std::move(w));
   }
   return info;
