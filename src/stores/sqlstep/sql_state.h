@@ -1,11 +1,12 @@
 // stores/sqlstep/sql_state.h — the scheduling step of the table-backed SQL
 // stores (mysql://, sqlite://): the rows of some lock names as one
 // transaction read them (locks, holders, queue), and the step (seed 000:
-// expire what is due, grant the oldest requests while capacity allows)
-// computed in C++ and written back as SQL statements that run in the same
-// transaction before its COMMIT. The stores differ only in how they read
-// the rows, in one upsert's syntax (Dialect) and in how their store clock
-// maps to the Unix epoch; this file is their one copy of the rest.
+// expire what is due, grant the oldest requests while they fit: capacity,
+// and rule 18's shared and exclusive modes) computed in C++ and written back as
+// SQL statements that run in the same transaction before its COMMIT. The stores
+// differ only in how they read the rows, in one upsert's syntax (Dialect) and
+// in how their store clock maps to the Unix epoch; this file is their one copy
+// of the rest.
 //
 // No I/O. Thread safety: a Tx belongs to one store call.
 #ifndef BATON_STORES_SQLSTEP_SQL_STATE_H_
