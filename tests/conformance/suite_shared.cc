@@ -4,7 +4,8 @@
 // (a reader behind a waiting writer waits; consecutive readers at the head
 // are granted together), a writer is not starved by a stream of readers,
 // fencing tokens increase across kinds, each shared lease has its own
-// owner token, describe() shows the mode of every holder and waiter.
+// owner token, describe() shows the mode of every holder and waiter,
+// multi-lock requests are exclusive (they wait for readers).
 //
 // A store without shared mode marks "shared" in StoreTraits::unsupported;
 // each test then checks that the store refuses a shared request with
@@ -405,6 +406,61 @@ TEST_P(ConformanceTest, Shared_StopEndsASharedWaitAndLeavesNoTrace) {
   EXPECT_TRUE(*client().release(*w));
   EXPECT_EQ(modes(client(), name),
             std::make_pair(std::string(""), std::string("")));
+}
+
+// Multi-lock requests are exclusive: acquire_all waits for a reader (and a
+// later reader waits behind it), acquire_some takes the free name and
+// queues for the read-held one.
+TEST_P(ConformanceTest, Shared_MultiLockRequestsWaitForReaders) {
+  BATON_REQUIRE_SHARED();
+  const std::string a = lock_name("multi-a"), b = lock_name("multi-b");
+  auto r = client().acquire_shared(a, 0ms, opts(30s, 1, "r"));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_FALSE(client().acquire_all({a, b}, 0ms, opts(30s)).ok())
+      << "acquire_all was granted beside a reader";
+  auto all = std::async(std::launch::async, [&] {
+    return client().acquire_all({a, b}, 30s, opts(30s, 1, "all"));
+  });
+  ASSERT_TRUE(eventually([&] { return waiters_of(client(), a) == 1; }))
+      << "acquire_all never showed up in the queue";
+  EXPECT_EQ(modes(client(), a),
+            std::make_pair(std::string("S"), std::string("X")));
+  auto late = client().acquire_shared(a, 0ms, opts(30s));
+  ASSERT_FALSE(late.ok()) << "a reader passed a waiting acquire_all";
+  EXPECT_EQ(late.error().code(), Errc::not_acquired);
+  EXPECT_EQ(all.wait_for(100ms), std::future_status::timeout);
+  EXPECT_TRUE(*client().release(*r));
+  auto got = all.get();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  ASSERT_EQ(got->size(), 2u);
+  for (const auto& l : *got) {
+    EXPECT_FALSE(l.shared);
+    if (l.name == a) {
+      EXPECT_GT(l.fencing_token, r->fencing_token);
+    }
+  }
+  EXPECT_EQ(modes(client(), a),
+            std::make_pair(std::string("X"), std::string()));
+  for (const auto& l : *got) EXPECT_TRUE(*client().release(l));
+
+  auto rb = client().acquire_shared(b, 0ms, opts(30s, 1, "rb"));
+  ASSERT_TRUE(rb.ok()) << rb.error().to_string();
+  const OwnerToken reservation = OwnerToken::random();
+  auto some = client().acquire_some({a, b}, reservation, 300ms, opts(30s));
+  ASSERT_TRUE(some.ok()) << some.error().to_string();
+  ASSERT_EQ(some->size(), 1u);
+  EXPECT_EQ((*some)[0].name, a);
+  EXPECT_EQ(modes(client(), b),
+            std::make_pair(std::string("S"), std::string("X")));
+  EXPECT_TRUE(*client().release(*rb));
+  auto rest = client().acquire_some({b}, reservation, 5s, opts(30s));
+  ASSERT_TRUE(rest.ok()) << rest.error().to_string();
+  ASSERT_EQ(rest->size(), 1u);
+  EXPECT_EQ((*rest)[0].name, b);
+  EXPECT_FALSE((*rest)[0].shared);
+  EXPECT_GT((*rest)[0].fencing_token, rb->fencing_token);
+  EXPECT_TRUE(*client().release((*some)[0]));
+  EXPECT_TRUE(*client().release((*rest)[0]));
 }
 
 TEST_P(ConformanceTest, Shared_ListShowsModes) {

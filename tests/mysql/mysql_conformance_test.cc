@@ -2,7 +2,7 @@
 // mysql://, against one private MariaDB 10.11 started for this binary
 // (tests/mysql/my_process.h), durable commits on. Every client opens its
 // own store (own connection pool), as separate processes would. No rule is
-// marked unsupported.
+// marked unsupported (shared mode, rule 18, included).
 #include <cstdlib>
 
 #include "conformance.h"
@@ -27,9 +27,6 @@ baton::Result<baton::Client> open_under_test(
 
 baton::conformance::StoreTraits traits() {
   baton::conformance::StoreTraits t;
-  t.unsupported["shared"] =
-      "not implemented on mysql:// yet (issue 17): it refuses acquire_shared "
-      "with unsupported";
   return t;
 }
 

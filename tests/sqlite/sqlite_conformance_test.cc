@@ -5,8 +5,8 @@
 // only made it slow (31 s instead of 20; 118 s under ASan). Durability on a
 // real disk (synchronous=FULL, kill -9 mid-transaction, disk full) is
 // sqlite_store_test's part, which stays in the temp directory. Every client
-// opens its own store (own connections), as separate processes would. Only
-// shared mode (rule 18) is marked unsupported: not implemented here yet.
+// opens its own store (own connections), as separate processes would. No
+// rule is marked unsupported (shared mode, rule 18, included).
 #include <cstdlib>
 
 #include "conformance.h"
@@ -23,9 +23,6 @@ baton::Result<baton::Client> open_under_test(
 
 baton::conformance::StoreTraits traits() {
   baton::conformance::StoreTraits t;
-  t.unsupported["shared"] =
-      "not implemented on sqlite:// yet (issue 17): it refuses "
-      "acquire_shared with unsupported";
   return t;
 }
 

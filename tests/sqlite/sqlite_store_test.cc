@@ -2,7 +2,8 @@
 // URL forms and settings, bad files (each refused naming the path, nothing
 // overwritten), the schema racing 8 processes, 8 forked workers handing a
 // lock off, kill -9 of a holder mid-transaction, dead waiters leaving the
-// queue, the boot-id rule, the inotify bell, and a wall-clock step
+// queue, the boot-id rule, the inotify bell, a schema version 1 file
+// migrated by 8 processes at once, and a wall-clock step
 // (libfaketime) that changes nothing.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -91,6 +92,34 @@ int wait_exit(pid_t pid) {
   int st = 0;
   ::waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Forks `n` processes that open `path` at the same instant and run `fn` on
+// their client (its return value is the exit code; 1: the open failed, 4:
+// the start signal was lost); returns the exit codes.
+std::vector<int> open_at_once(int n, const std::string& path,
+                              const std::function<int(Client&)>& fn) {
+  int go[2];
+  if (::pipe(go) != 0) return {};
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    kids.push_back(spawn([&] {
+      ::close(go[1]);
+      char b;
+      if (::read(go[0], &b, 1) != 0) return 4;
+      auto c = Client::open("sqlite://" + path);
+      if (!c.ok()) {
+        std::fprintf(stderr, "open: %s\n", c.error().to_string().c_str());
+        return 1;
+      }
+      return fn(*c);
+    }));
+  }
+  ::close(go[0]);
+  ::close(go[1]);  // all children start now
+  std::vector<int> codes;
+  for (pid_t k : kids) codes.push_back(wait_exit(k));
+  return codes;
 }
 
 TEST(SqliteUrl, FormsAndSettings) {
@@ -216,33 +245,76 @@ TEST(SqliteFiles, ReadOnlyFileIsNamedAndLeftUntouched) {
 TEST(SqliteSchema, EightProcessesCreateItAtOnce) {
   static int run = 0;  // a fresh file per run (--gtest_repeat)
   const std::string path = dir().file("race" + std::to_string(run++) + ".db");
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 8; ++i) {
-    kids.push_back(spawn([&] {
-      ::close(go[1]);
-      char b;
-      if (::read(go[0], &b, 1) != 0) return 4;
-      auto c = Client::open("sqlite://" + path);
-      if (!c.ok()) {
-        std::fprintf(stderr, "open: %s\n", c.error().to_string().c_str());
-        return 1;
-      }
-      auto l = c->acquire("race", 10s, opts(5s));
-      if (!l.ok()) return 2;
-      return c->release(*l).ok() ? 0 : 3;
-    }));
-  }
-  ::close(go[0]);
-  ::close(go[1]);  // all children start now
-  for (pid_t k : kids) EXPECT_EQ(wait_exit(k), 0);
+  const auto codes = open_at_once(8, path, [](Client& c) {
+    auto l = c.acquire("race", 10s, opts(5s));
+    if (!l.ok()) return 2;
+    return c.release(*l).ok() ? 0 : 3;
+  });
+  EXPECT_EQ(codes, std::vector<int>(8, 0));
   EXPECT_EQ(sql(path, "SELECT COUNT(*) FROM baton_schema_version"), "1");
   EXPECT_EQ(sql(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(sql(path,
                 "SELECT last_fencing FROM baton_locks WHERE name = "
                 "CAST('race' AS BLOB)"),
             "8");
+}
+
+// A file made by schema version 1 (no mode column; made here by dropping
+// the column version 2 added, which leaves version 1's tables) opened by 8
+// processes at once: one migration, no error, the old lease kept (as
+// exclusive), and shared mode works on it.
+TEST(SqliteSchema, EightProcessesMigrateAVersion1FileAtOnce) {
+  static int run = 0;  // a fresh file per run (--gtest_repeat)
+  const std::string path = dir().file("v1-" + std::to_string(run++) + ".db");
+  const std::string held = unique("v1-held");
+  std::uint64_t first = 0;
+  {
+    auto c = Client::open("sqlite://" + path);
+    ASSERT_TRUE(c.ok());
+    auto l = c->try_acquire(held, opts(3600s, "old"));
+    ASSERT_TRUE(l.ok());
+    first = l->fencing_token;  // kept: the Client ends holding it
+  }
+  for (const char* stmt : {"ALTER TABLE baton_holders DROP COLUMN shared",
+                           "ALTER TABLE baton_queue DROP COLUMN shared",
+                           "DELETE FROM baton_schema_version",
+                           "INSERT INTO baton_schema_version VALUES (1, 0)"}) {
+    ASSERT_EQ(sql(path, stmt), "") << stmt;
+  }
+  ASSERT_EQ(sql(path,
+                "SELECT COUNT(*) FROM pragma_table_info('baton_holders') "
+                "WHERE name = 'shared'"),
+            "0");
+  const auto codes = open_at_once(8, path, [&](Client& c) {
+    auto other = c.try_acquire(held, opts(5s));
+    if (other.ok() || other.error().code() != Errc::not_acquired) return 2;
+    auto l = c.acquire_shared(held + "/readers", 10s, opts(5s));
+    if (!l.ok() || !l->shared) return 3;
+    return c.release(*l).ok() ? 0 : 5;
+  });
+  EXPECT_EQ(codes, std::vector<int>(8, 0));
+  EXPECT_EQ(sql(path,
+                "SELECT group_concat(version) FROM "
+                "baton_schema_version"),
+            "1,2");
+  for (const char* t : {"baton_holders", "baton_queue"}) {
+    EXPECT_EQ(
+        sql(path, std::string("SELECT COUNT(*) FROM pragma_table_info('") + t +
+                      "') WHERE name = 'shared'"),
+        "1")
+        << t;
+  }
+  auto c = Client::open("sqlite://" + path);
+  ASSERT_TRUE(c.ok());
+  auto info = c->describe(held);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, first);
+  EXPECT_EQ(info->holders[0].label, "old");
+  EXPECT_FALSE(info->holders[0].shared);
+  auto r = c->acquire_shared(held, 0ms, opts(5s));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::not_acquired);
 }
 
 // Seed 001's unique-index lock is in the tables: a second holder row for a

@@ -57,7 +57,7 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
 // that the server acknowledges only durable commits.
 Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
                       TimePoint deadline);
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 }  // namespace my
 
 // The factory behind mysql:// and mariadb://. Connects and installs the

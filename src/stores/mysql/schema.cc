@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS @P@holders (
   label      VARBINARY(256) NOT NULL,
   rkey       VARBINARY(512) NOT NULL,
   aliases    BLOB NOT NULL,
+  shared     TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (name, slot),
   KEY holders_token (token)
 ) ENGINE=InnoDB;
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS @P@queue (
   deadline_us  BIGINT NOT NULL,
   heartbeat_us BIGINT NULL,
   withdrawn    TINYINT NOT NULL DEFAULT 0,
+  shared       TINYINT NOT NULL DEFAULT 0,
   UNIQUE KEY queue_name_token (name, token),
   KEY queue_token (token)
 ) ENGINE=InnoDB;
@@ -78,6 +80,11 @@ BEGIN
   RETURN (SELECT highest FROM @P@fences WHERE resource = p_resource) = p_token;
 END
 )SQL";
+
+// Version 2 (rule 18): the mode of each lease and request. A table made by
+// version 1 gets the column here (CREATE TABLE IF NOT EXISTS leaves it
+// as it was); rows from before read as exclusive.
+const char* const kModeTables[] = {"holders", "queue"};
 
 std::string with_prefix(const std::string& prefix, const char* text = kTables) {
   std::string in = text, out;
@@ -161,6 +168,22 @@ Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
   if (version < kSchemaVersion) {
     auto created = conn.query(with_prefix(o.prefix), deadline);
     if (!created.ok()) return finish(std::move(created).error());
+    for (const char* t : kModeTables) {
+      // Idempotent: only when the column is missing (the GET_LOCK above
+      // orders concurrent starts; a migration cut short is redone).
+      auto has = conn.query(
+          "SELECT COUNT(*) FROM information_schema.columns WHERE "
+          "table_schema = DATABASE() AND table_name = '" +
+              o.prefix + t + "' AND column_name = 'shared'",
+          deadline);
+      if (!has.ok()) return finish(std::move(has).error());
+      if (has->front().num(0, 0) != 0) continue;
+      auto added = conn.query("ALTER TABLE " + o.prefix + t +
+                                  " ADD COLUMN shared TINYINT NOT NULL "
+                                  "DEFAULT 0",
+                              deadline);
+      if (!added.ok()) return finish(std::move(added).error());
+    }
     // Needs CREATE ROUTINE (and, with binary logging, SUPER or
     // log_bin_trust_function_creators); without them the store works and
     // only the helper is missing (docs/stores/mysql.md).

@@ -123,10 +123,12 @@ class MysqlStore final : public Store {
     return counter("take", name, n);
   }
 
+  bool supports_shared() const override { return true; }
+
   std::string safe_url() const override { return safe_url_; }
 
  private:
-  enum class Mode { try_, wait, withdraw };
+  using Mode = sqlstep::MultiMode;
 
   // In-process wake-ups (Bell): a release or a withdrawal rings; waiters of
   // other processes re-check on their timer. Timed waits on the system clock,

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS @P@holders (
   label      BLOB NOT NULL,
   rkey       BLOB NOT NULL,
   aliases    BLOB NOT NULL,
+  shared     INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (name, slot)
 );
 CREATE INDEX IF NOT EXISTS @P@holders_token ON @P@holders (token);
@@ -49,6 +50,7 @@ CREATE TABLE IF NOT EXISTS @P@queue (
   deadline_us  INTEGER NOT NULL,
   heartbeat_us INTEGER NULL,
   withdrawn    INTEGER NOT NULL DEFAULT 0,
+  shared       INTEGER NOT NULL DEFAULT 0,
   UNIQUE (name, token)
 );
 CREATE INDEX IF NOT EXISTS @P@queue_token ON @P@queue (token);
@@ -115,6 +117,22 @@ Status install_schema(Conn& conn, const StoreOptions& o) {
   if (version < kSchemaVersion) {
     if (Status st = conn.exec(with_prefix(o.prefix, kTables)); !st.ok()) {
       return fail(st.error());
+    }
+    // Version 2 (rule 18): the mode column, added to tables version 1
+    // made (CREATE TABLE IF NOT EXISTS leaves them as they were); old rows
+    // read as exclusive. BEGIN IMMEDIATE orders concurrent openers, and
+    // the column is added only when missing.
+    for (const char* t : {"holders", "queue"}) {
+      auto has = conn.query("SELECT COUNT(*) FROM pragma_table_info(" +
+                            quote(o.prefix + t) + ") WHERE name = 'shared'");
+      if (!has.ok()) return fail(std::move(has).error());
+      if (has->num(0, 0) != 0) continue;
+      if (Status st = conn.exec("ALTER TABLE " + o.prefix + t +
+                                " ADD COLUMN shared INTEGER NOT NULL "
+                                "DEFAULT 0");
+          !st.ok()) {
+        return fail(st.error());
+      }
     }
     if (Status st = conn.exec("INSERT OR IGNORE INTO " + o.prefix +
                               "schema_version (version, applied_at) VALUES (" +

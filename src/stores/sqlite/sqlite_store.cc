@@ -159,86 +159,15 @@ Result<std::vector<LockInfo>> SqliteStore::list(std::string_view prefix,
 Result<Pass> SqliteStore::pass(const AcquireSpec& spec,
                                const std::string& token, Mode mode,
                                long long wait_ms, std::int64_t* arrival) {
-  const std::string& name = spec.name;
-  const int cap = static_cast<int>(spec.capacity);
   const std::int64_t hb_us = o_.waiter_timeout.count() * 1000;
-  return transact<Pass>({name}, [&](Tx& tx) -> Result<Pass> {
-    if (*arrival == 0) *arrival = tx.now();
-    tx.schedule(name);
-    NameState& s = tx.at(name);
-    if (s.active(tx.now()) && s.capacity != cap) {
-      return Error(Errc::invalid_argument,
-                   "lock " + core::quote_name(name) + " has capacity " +
-                       std::to_string(s.capacity) + "; this request asks " +
-                       std::to_string(cap));
-    }
-    if (const sq::Holder* h = s.holder_of(token)) {
-      return Pass{tx.to_grant(*h, s.capacity, *arrival), 0, kNever};
-    }
-    if (sq::Request* q = s.request_of(token)) {
-      if (q->withdrawn) {
-        tx.remove_request(name, q->id);
-        return Error(Errc::not_acquired, "the request for lock " +
-                                             core::quote_name(name) +
-                                             " was withdrawn while it waited");
-      }
-      if (mode != Mode::wait || wait_ms <= 0) {
-        tx.remove_request(name, q->id);
-        tx.pump(name);
-        return Error(Errc::timeout, "wait deadline for lock " +
-                                        core::quote_name(name) + " passed");
-      }
-      if (q->kind == 0 && *q->heartbeat_us < tx.now() + hb_us / 2) {
-        tx.refresh(*q, tx.now() + wait_ms * 1000, tx.now() + hb_us);
-      }
-      int pos = 0;
-      for (const auto& x : s.queue) {
-        if (!x.withdrawn) ++pos;
-        if (&x == q) break;
-      }
-      return Pass{std::nullopt, std::max(pos, 1), next_due(s, q, tx.now())};
-    }
-    if (!spec.reentrancy_key.empty()) {
-      for (auto& h : s.holders) {
-        if (h.rkey != spec.reentrancy_key) continue;
-        if (h.holds >= 2147483647) {
-          return Error(Errc::invalid_argument,
-                       "lock " + core::quote_name(name) +
-                           " has reached the maximum hold count");
-        }
-        tx.join(h, token, spec.ttl.count());
-        return Pass{tx.to_grant(h, s.capacity, *arrival), 0, kNever};
-      }
-    }
-    if (s.waiting(tx.now()) == 0 && s.live_holders(tx.now()) < cap) {
-      auto& h = tx.grant(name, token, spec.ttl.count(), cap, spec.label,
-                         spec.reentrancy_key);
-      return Pass{tx.to_grant(h, cap, *arrival), 0, kNever};
-    }
-    if (mode == Mode::try_) {
-      std::string why;
-      if (s.live_holders(tx.now()) >= s.capacity) {
-        why = " is held (" + std::to_string(s.live_holders(tx.now())) + " of " +
-              std::to_string(s.capacity) + ")";
-      } else {
-        why = " has " + std::to_string(s.waiting(tx.now())) +
-              " waiters ahead of this request";
-      }
-      Error e(Errc::not_acquired, "lock " + core::quote_name(name) + why);
-      auto hs = tx.holder_infos(name);
-      if (!hs.empty()) e.with_holders(std::move(hs));
-      return e;
-    }
-    if (mode == Mode::withdraw || wait_ms <= 0) {
-      return Error(Errc::timeout, "wait deadline for lock " +
-                                      core::quote_name(name) +
-                                      " passed before it was free");
-    }
-    tx.enqueue(name, token, 0, spec.ttl.count(), cap, spec.label,
-               spec.reentrancy_key, tx.now() + wait_ms * 1000,
-               tx.now() + hb_us);
-    const int pos = s.waiting(tx.now());
-    return Pass{std::nullopt, pos, next_due(s, s.request_of(token), tx.now())};
+  return transact<Pass>({spec.name}, [&](Tx& tx) -> Result<Pass> {
+    auto r =
+        sqlstep::acquire_step(tx, spec, token, mode, wait_ms, hb_us, arrival);
+    if (!r.ok()) return std::move(r).error();
+    const std::int64_t due = r->mine != nullptr
+                                 ? next_due(tx.at(spec.name), r->mine, tx.now())
+                                 : kNever;
+    return Pass{std::move(r->grant), r->position, due};
   });
 }
 
@@ -257,23 +186,9 @@ Result<Pass> SqliteStore::peek(const std::string& name,
   }
   Pass p;
   const sq::Request* mine = s.request_of(token);
-  if (mine == nullptr || mine->withdrawn || !mine->live(now) ||
-      mine->kind != 0 ||
-      *mine->heartbeat_us < now + o_.waiter_timeout.count() * 1000 / 2) {
-    return p;
-  }
-  for (const auto& h : s.holders) {
-    if (h.expires_us <= now) return p;
-  }
-  for (const auto& q : s.queue) {
-    if (!q.live(now)) return p;
-  }
-  if (static_cast<int>(s.holders.size()) < s.capacity) return p;
-  for (const auto& q : s.queue) {
-    if (!q.withdrawn) ++p.position;
-    if (&q == mine) break;
-  }
-  p.due_us = next_due(s, mine, now);
+  p.position =
+      sqlstep::quiet_position(s, mine, now, o_.waiter_timeout.count() * 1000);
+  if (p.position > 0) p.due_us = next_due(s, mine, now);
   return p;
 }
 
@@ -284,25 +199,7 @@ Result<std::vector<LockInfo>> SqliteStore::infos(
   if (!st.ok()) return std::move(st).error();
   std::vector<LockInfo> out;
   for (const auto& n : names) {
-    const NameState& s = (*st)[n];
-    LockInfo info;
-    info.name = n;
-    info.last_fencing_token = static_cast<std::uint64_t>(s.last_fencing);
-    info.capacity = s.active(now) ? static_cast<std::uint32_t>(s.capacity) : 1u;
-    for (const auto& h : s.holders) {
-      if (h.expires_us <= now) continue;
-      info.holders.push_back({h.label, static_cast<std::uint64_t>(h.fencing),
-                              milliseconds{(h.expires_us - now) / 1000},
-                              static_cast<std::uint32_t>(h.holds)});
-    }
-    for (const auto& q : s.queue) {
-      if (q.withdrawn || !q.live(now)) continue;
-      info.waiters.push_back(
-          {q.label,
-           milliseconds{std::max<std::int64_t>(0, now - q.arrived_us) / 1000},
-           q.kind == 2});
-    }
-    out.push_back(std::move(info));
+    out.push_back(sqlstep::lock_info(n, (*st)[n], now));
   }
   return out;
 }

@@ -47,7 +47,7 @@ struct StoreOptions {
 // malformed setting, or a URL that is not a file path).
 Result<StoreOptions> parse_options(std::string_view url);
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 }  // namespace sq
 
 // The factory behind sqlite://. Opens (creating if needed) the file and

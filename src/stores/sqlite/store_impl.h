@@ -130,10 +130,12 @@ class SqliteStore final : public Store {
     return counter("take", name, n);
   }
 
+  bool supports_shared() const override { return true; }
+
   std::string safe_url() const override { return safe_url_; }
 
  private:
-  enum class Mode { try_, wait, withdraw };
+  using Mode = sqlstep::MultiMode;
 
   TimePoint request_deadline() const {
     return cap_to_call_deadline(Clock::now() + o_.request_timeout);

@@ -20,12 +20,7 @@ Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
   for (const auto& n : spec.names) tx.schedule(n);
   for (const auto& n : spec.names) {
     NameState& s = tx.at(n);
-    if (s.active(now) && s.capacity != cap) {
-      return Error(Errc::invalid_argument,
-                   "lock " + core::quote_name(n) + " has capacity " +
-                       std::to_string(s.capacity) + "; this request asks " +
-                       std::to_string(cap));
-    }
+    if (auto e = capacity_conflict(n, s, cap, now)) return *e;
     if (Request* q = s.request_of(token); q != nullptr && q->kind != kind) {
       return Error(Errc::invalid_argument,
                    "reservation is already queued on lock " +

@@ -69,6 +69,16 @@ int NameState::waiting(std::int64_t now) const {
   return n;
 }
 
+bool NameState::fits(bool shared, std::int64_t now) const {
+  int live = 0;
+  for (const auto& h : holders) {
+    if (h.expires_us <= now) continue;
+    ++live;
+    if (h.shared != shared) return false;
+  }
+  return shared || live < capacity;
+}
+
 const Holder* NameState::holder_of(const std::string& token) const {
   for (const auto& h : holders) {
     if (h.has(token)) return &h;
@@ -122,9 +132,12 @@ void Tx::pump(const std::string& name) {
         continue;
       }
     }
-    if (s.live_holders(now_) >= s.capacity) break;
+    // Rule 18: the head is granted while it fits the holders, so
+    // consecutive shared requests at the head are granted together and
+    // nothing passes a request that does not fit.
+    if (!s.fits(q.shared, now_)) break;
     remove_request(name, q.id);
-    grant(name, q.token, q.ttl_ms, s.capacity, q.label, q.rkey);
+    grant(name, q.token, q.ttl_ms, s.capacity, q.label, q.rkey, q.shared);
   }
 }
 
@@ -143,7 +156,7 @@ void Tx::set_lock_row(const std::string& name, NameState& s, int capacity) {
 
 Holder& Tx::grant(const std::string& name, const std::string& token,
                   std::int64_t ttl_ms, int capacity, const std::string& label,
-                  const std::string& rkey) {
+                  const std::string& rkey, bool shared) {
   NameState& s = at(name);
   s.last_fencing += 1;
   set_lock_row(name, s, capacity);
@@ -162,15 +175,17 @@ Holder& Tx::grant(const std::string& name, const std::string& token,
   h.holds = 1;
   h.label = label;
   h.rkey = rkey;
+  h.shared = shared;
   // The unique index on (name, slot) is seed 001's lock: a second insert
   // of a taken slot fails, whatever the scheduling step decided.
   w_ += "INSERT INTO " + p_ +
         "holders (name, slot, token, fencing, ttl_ms, granted_us, "
-        "expires_us, holds, label, rkey, aliases) VALUES (" +
+        "expires_us, holds, label, rkey, aliases, shared) VALUES (" +
         hex_literal(name) + ", " + sql_int(slot) + ", " + hex_literal(token) +
         ", " + sql_int(h.fencing) + ", " + sql_int(ttl_ms) + ", " +
         sql_int(now_) + ", " + sql_int(h.expires_us) + ", 1, " +
-        hex_literal(label) + ", " + hex_literal(rkey) + ", '');";
+        hex_literal(label) + ", " + hex_literal(rkey) + ", '', " +
+        (shared ? "1" : "0") + ");";
   s.holders.push_back(std::move(h));
   return s.holders.back();
 }
@@ -229,7 +244,7 @@ void Tx::remove_request(const std::string& name, std::int64_t id) {
 void Tx::enqueue(const std::string& name, const std::string& token, int kind,
                  std::int64_t ttl_ms, int capacity, const std::string& label,
                  const std::string& rkey, std::int64_t deadline_us,
-                 std::optional<std::int64_t> heartbeat_us) {
+                 std::optional<std::int64_t> heartbeat_us, bool shared) {
   NameState& s = at(name);
   if (!s.active(now_)) set_lock_row(name, s, capacity);
   Request q;
@@ -243,13 +258,15 @@ void Tx::enqueue(const std::string& name, const std::string& token, int kind,
   q.arrived_us = now_;
   q.deadline_us = deadline_us;
   q.heartbeat_us = heartbeat_us;
+  q.shared = shared;
   w_ += "INSERT INTO " + p_ +
         "queue (name, token, kind, ttl_ms, label, rkey, arrived_us, "
-        "deadline_us, heartbeat_us) VALUES (" +
+        "deadline_us, heartbeat_us, shared) VALUES (" +
         hex_literal(name) + ", " + hex_literal(token) + ", " + sql_int(kind) +
         ", " + sql_int(ttl_ms) + ", " + hex_literal(label) + ", " +
         hex_literal(rkey) + ", " + sql_int(now_) + ", " + sql_int(deadline_us) +
-        ", " + (heartbeat_us ? sql_int(*heartbeat_us) : "NULL") + ");";
+        ", " + (heartbeat_us ? sql_int(*heartbeat_us) : "NULL") + ", " +
+        (shared ? "1" : "0") + ");";
   s.queue.push_back(std::move(q));
 }
 
@@ -285,6 +302,7 @@ Grant Tx::to_grant(const Holder& h, int capacity,
   g.ttl = milliseconds{h.ttl_ms};
   g.holds = static_cast<std::uint32_t>(h.holds);
   g.capacity = static_cast<std::uint32_t>(capacity);
+  g.shared = h.shared;
   g.valid_for = std::chrono::microseconds{h.expires_us - arrival_us};
   g.store_expires_at_ms = (h.expires_us + epoch_offset_us_) / 1000;
   return g;
@@ -296,9 +314,19 @@ std::vector<HolderInfo> Tx::holder_infos(const std::string& name) {
     if (h.expires_us <= now_) continue;
     out.push_back({h.label, static_cast<std::uint64_t>(h.fencing),
                    milliseconds{(h.expires_us - now_) / 1000},
-                   static_cast<std::uint32_t>(h.holds)});
+                   static_cast<std::uint32_t>(h.holds), h.shared});
   }
   return out;
+}
+
+std::optional<Error> capacity_conflict(const std::string& name,
+                                       const NameState& s, int cap,
+                                       std::int64_t now) {
+  if (!s.active(now) || s.capacity == cap) return std::nullopt;
+  return Error(Errc::invalid_argument,
+               "lock " + core::quote_name(name) + " has capacity " +
+                   std::to_string(s.capacity) + "; this request asks " +
+                   std::to_string(cap));
 }
 
 Result<Grant> extend_step(Tx& tx, const std::string& name,

@@ -1,11 +1,12 @@
 // stores/sqlstep/sql_state.h — the scheduling step of the table-backed SQL
 // stores (mysql://, sqlite://): the rows of some lock names as one
 // transaction read them (locks, holders, queue), and the step (seed 000:
-// expire what is due, grant the oldest requests while capacity allows)
-// computed in C++ and written back as SQL statements that run in the same
-// transaction before its COMMIT. The stores differ only in how they read
-// the rows, in one upsert's syntax (Dialect) and in how their store clock
-// maps to the Unix epoch; this file is their one copy of the rest.
+// expire what is due, grant the oldest requests while they fit: capacity,
+// and rule 18's shared and exclusive modes) computed in C++ and written back as
+// SQL statements that run in the same transaction before its COMMIT. The stores
+// differ only in how they read the rows, in one upsert's syntax (Dialect) and
+// in how their store clock maps to the Unix epoch; this file is their one copy
+// of the rest.
 //
 // No I/O. Thread safety: a Tx belongs to one store call.
 #ifndef BATON_STORES_SQLSTEP_SQL_STATE_H_
@@ -39,6 +40,7 @@ struct Holder {
   std::int64_t fencing = 0, ttl_ms = 0, granted_us = 0, expires_us = 0;
   int holds = 1;
   std::string label, rkey, aliases;  // aliases: comma-separated tokens
+  bool shared = false;               // a shared (read) lease (rule 18)
   bool has(const std::string& t) const;
 };
 
@@ -51,6 +53,7 @@ struct Request {
   std::int64_t arrived_us = 0, deadline_us = 0;
   std::optional<std::int64_t> heartbeat_us;
   bool withdrawn = false;
+  bool shared = false;  // waits for a shared (read) lease (rule 18)
   bool live(std::int64_t now) const {
     return deadline_us > now && (!heartbeat_us || *heartbeat_us > now);
   }
@@ -68,16 +71,20 @@ struct NameState {
   Request* request_of(const std::string& token);
   // Live, not withdrawn requests.
   int waiting(std::int64_t now) const;
+  // Rule 18: whether a request of this kind fits beside the live holders
+  // (shared: no exclusive holder; exclusive: capacity left, no shared
+  // holder). Queue order is the caller's part.
+  bool fits(bool shared, std::int64_t now) const;
 };
 
 // The columns the step reads, in the order the add_* functions parse them.
 inline constexpr const char* kLockColumns = "name, capacity, last_fencing";
 inline constexpr const char* kHolderColumns =
     "name, slot, token, fencing, ttl_ms, granted_us, expires_us, holds, "
-    "label, rkey, aliases";
+    "label, rkey, aliases, shared";
 inline constexpr const char* kQueueColumns =
     "id, name, token, kind, ttl_ms, label, rkey, arrived_us, deadline_us, "
-    "heartbeat_us, withdrawn";
+    "heartbeat_us, withdrawn, shared";
 // "(X'…',X'…')" for WHERE name IN.
 std::string in_list(const std::vector<std::string>& names);
 
@@ -108,6 +115,7 @@ void add_holders(const Rows& rs, std::map<std::string, NameState>* out) {
     h.label = rs.at(r, 8);
     h.rkey = rs.at(r, 9);
     h.aliases = rs.at(r, 10);
+    h.shared = rs.num(r, 11) != 0;
     (*out)[h.name].holders.push_back(std::move(h));
   }
 }
@@ -126,6 +134,7 @@ void add_requests(const Rows& rs, std::map<std::string, NameState>* out) {
     q.deadline_us = rs.num(r, 8);
     if (rs.rows[r][9]) q.heartbeat_us = rs.num(r, 9);
     q.withdrawn = rs.num(r, 10) != 0;
+    q.shared = rs.num(r, 11) != 0;
     (*out)[q.name].queue.push_back(std::move(q));
   }
 }
@@ -160,7 +169,7 @@ class Tx {
   // A new lease (next fencing token); sets the capacity when idle.
   Holder& grant(const std::string& name, const std::string& token,
                 std::int64_t ttl_ms, int capacity, const std::string& label,
-                const std::string& rkey);
+                const std::string& rkey, bool shared = false);
   // One more hold on `h` for `token` with `ttl_ms`.
   void join(Holder& h, const std::string& token, std::int64_t ttl_ms);
   void extend(Holder& h, std::int64_t ttl_ms);
@@ -170,7 +179,7 @@ class Tx {
   void enqueue(const std::string& name, const std::string& token, int kind,
                std::int64_t ttl_ms, int capacity, const std::string& label,
                const std::string& rkey, std::int64_t deadline_us,
-               std::optional<std::int64_t> heartbeat_us);
+               std::optional<std::int64_t> heartbeat_us, bool shared = false);
   void refresh(Request& q, std::int64_t deadline_us,
                std::optional<std::int64_t> heartbeat_us);
   // Marks every queued request with `token` (on `name`, or every name for
@@ -193,6 +202,12 @@ class Tx {
 
 std::string sql_int(std::int64_t v);
 
+// The lock's capacity is fixed while it is in use: invalid_argument naming
+// `name` when `s` is active with another capacity than `cap`.
+std::optional<Error> capacity_conflict(const std::string& name,
+                                       const NameState& s, int cap,
+                                       std::int64_t now);
+
 // extend (rule 4) of `token`'s lease on `name`, which the transaction
 // holds: the lease with its new expiry, or lock_lost naming the lock.
 Result<Grant> extend_step(Tx& tx, const std::string& name,
@@ -202,8 +217,38 @@ Result<Grant> extend_step(Tx& tx, const std::string& name,
 ReleaseResult release_step(Tx& tx, const std::string& name,
                            const std::string& token);
 
-// acquire_some / acquire_all (rule 11) on names the transaction holds.
+// How a call asks: answer now, wait (queue or refresh the queued
+// request), or end the wait (return the lease if granted, else leave).
 enum class MultiMode { try_, wait, withdraw };
+
+// One acquire pass (rules 6-8, 12, 17, 18) on `spec.name`, which the
+// transaction holds: the lease (new, joined, or granted earlier to this
+// token), or position > 0 with `mine` the caller's queued request.
+// `hb_us`: the waiter heartbeat (waiter_timeout); `*arrival` is set on the
+// first pass.
+struct AcquireOutcome {
+  std::optional<Grant> grant;
+  int position = 0;
+  const Request* mine = nullptr;  // into the Tx's state
+};
+Result<AcquireOutcome> acquire_step(Tx& tx, const AcquireSpec& spec,
+                                    const std::string& token, MultiMode mode,
+                                    long long wait_ms, std::int64_t hb_us,
+                                    std::int64_t* arrival);
+
+// A waiter's non-locking look at rows read without the lock: the caller's
+// place in line when a locking pass could change nothing now (its plain
+// request is queued, its heartbeat fresher than `hb_us` / 2, nothing on the
+// name is due and the first request in line does not fit), else 0.
+int quiet_position(const NameState& s, const Request* mine, std::int64_t now,
+                   std::int64_t hb_us);
+
+// describe() of one name from its rows (holders and waiters with their
+// mode, rule 18).
+LockInfo lock_info(const std::string& name, const NameState& s,
+                   std::int64_t now);
+
+// acquire_some / acquire_all (rule 11) on names the transaction holds.
 struct MultiOutcome {
   std::vector<Grant> grants;  // leases the reservation holds, names' order
   int pending = 0;            // requests still queued
