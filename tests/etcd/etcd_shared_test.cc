@@ -56,6 +56,30 @@ AcquireSpec spec_of(const std::string& name, bool shared,
   return s;
 }
 
+// The second reader of a lock is granted by the fast path's nested Txn
+// (every value of the lock > the floor): its key is created held, so its
+// create revision is its fencing token (a queued request's claim is a
+// later write).
+TEST(EtcdShared, ASecondReaderIsCreatedHeldInOneTxn) {
+  auto t = open_test_store(shared_cluster().url());
+  const std::string name = unique_name("shared-fast");
+  auto r1 = t.etcd->acquire(spec_of(name, true, "r1"), 0ms);
+  auto r2 = t.etcd->acquire(spec_of(name, true, "r2"), 0ms);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  for (const auto* g : {&*r1, &*r2}) {
+    auto e = t.etcd->read_entry(name, g->token);
+    ASSERT_TRUE(e.ok() && e->has_value());
+    EXPECT_TRUE((*e)->v.shared && (*e)->v.held);
+    EXPECT_EQ((*e)->create_rev, (*e)->mod_rev) << "not created held";
+    EXPECT_EQ(static_cast<std::uint64_t>((*e)->create_rev), g->fencing_token);
+  }
+  ASSERT_TRUE(t.etcd->release(name, r1->token)->was_held);
+  ASSERT_TRUE(t.etcd->release(name, r2->token)->was_held);
+  auto info = t.etcd->describe(name);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->holders.empty() && info->waiters.empty());
+}
+
 // Queue behind a writer: 10 readers, a writer, 10 readers. The writer's
 // release grants the first 10 together and wakes only them (the second
 // writer watches the reader just ahead, the last 10 readers the second
