@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -167,8 +168,10 @@ TEST(EtcdFault, UnreachableEndpointIsUnavailableNamingIt) {
 // was dropped in flight and the connection reset. The client's retries with
 // the same owner token must find that key (it carries the token), not
 // create a second one: one holder, no waiter, and nothing after the
-// release. A waiter's blocking acquire and a try both.
-void lost_create_reply(std::chrono::milliseconds wait) {
+// release. A waiter's blocking acquire and a try both; and a shared
+// (rule 18) request queued behind a writer, whose retry must find its
+// waiting key and be granted when the writer leaves.
+void lost_create_reply(std::chrono::milliseconds wait, bool shared = false) {
   EtcdCluster& cluster = shared_cluster();
   auto proxy = TcpProxy::start("127.0.0.1", cluster.client_port(0));
   ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
@@ -182,21 +185,39 @@ void lost_create_reply(std::chrono::milliseconds wait) {
     auto info = observer->describe(name);
     return info.ok() ? info->holders.size() + info->waiters.size() : 99;
   };
+  std::optional<Lease> writer;
+  if (shared) {
+    AcquireOptions o;
+    o.ttl = 30s;
+    o.label = "writer";
+    auto w = observer->try_acquire(name, o);
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    writer = *w;
+  }
+  const std::size_t before = writer ? 1 : 0;
 
   (*proxy)->set_delay(400ms);  // every reply sits 400 ms in the proxy
   auto pending = std::async(std::launch::async, [&] {
     AcquireOptions o;
     o.ttl = 30s;
     o.label = "retrying";
+    if (shared) return c->acquire_shared(name, wait, o);
     return wait > 0ms ? c->acquire(name, wait, o) : c->try_acquire(name, o);
   });
   // The creation ran: the cluster has the key while its reply is delayed.
-  ASSERT_TRUE(eventually([&] { return entries() == 1; }, 10s))
+  ASSERT_TRUE(eventually([&] { return entries() == before + 1; }, 10s))
       << "the request key never appeared";
   (*proxy)->set_mode(TcpProxy::Mode::blackhole);  // drops the queued reply
   (*proxy)->set_delay(0ms);
   (*proxy)->set_mode(TcpProxy::Mode::pass);
   (*proxy)->cut_all();  // the connection resets: the outcome is unknown
+  if (writer) {
+    // The retry finds its waiting key (still one waiter), then the grant.
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(entries(), 2u) << "a retry queued a second request";
+    auto r = observer->release(*writer);
+    ASSERT_TRUE(r.ok() && *r);
+  }
 
   auto lease = pending.get();
   ASSERT_TRUE(lease.ok()) << lease.error().to_string();
@@ -205,6 +226,11 @@ void lost_create_reply(std::chrono::milliseconds wait) {
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_TRUE(info->waiters.empty()) << "a retry queued a second request";
   EXPECT_EQ(info->holders[0].fencing_token, lease->fencing_token);
+  EXPECT_EQ(info->holders[0].shared, shared);
+  EXPECT_EQ(lease->shared, shared);
+  if (writer) {
+    EXPECT_GT(lease->fencing_token, writer->fencing_token);
+  }
   auto released = c->release(*lease);
   ASSERT_TRUE(released.ok()) << released.error().to_string();
   EXPECT_TRUE(*released);
@@ -217,6 +243,10 @@ TEST(EtcdFault, LostTryAcquireCreateReplyLeavesOneKey) {
 
 TEST(EtcdFault, LostBlockingAcquireCreateReplyLeavesOneKey) {
   lost_create_reply(10s);
+}
+
+TEST(EtcdFault, LostSharedWaiterCreateReplyLeavesOneKey) {
+  lost_create_reply(10s, true);
 }
 
 }  // namespace

@@ -18,9 +18,6 @@ inline baton::conformance::StoreTraits etcd_traits() {
       "etcd leases are whole seconds (at least 1 s): a sub-second extend "
       "keeps the key up to 1 s; the holder's deadline follows the TTL asked "
       "for (extend-to with whole seconds: etcd_store_test)";
-  t.unsupported["shared"] =
-      "not implemented on etcd:// yet (issue 17): it refuses acquire_shared "
-      "with unsupported";
   return t;
 }
 

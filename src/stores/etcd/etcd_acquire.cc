@@ -44,6 +44,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   mine.queued_at_ms = wall_ms();
   mine.label = spec.label;
   mine.reentrancy_key = spec.reentrancy_key;
+  mine.shared = spec.shared;
 
   // 1. A lease (the store's shared one, or one of its own with
   // lease=own), then one transaction: if the lock has no key at all, the
@@ -81,18 +82,44 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   }
   mine.shared_lease = lease_shared;
   pb::TxnRequest fast;
+  auto set_put = [&](pb::PutRequest* put) {
+    put->set_key(key);
+    put->set_value(encode(mine));
+    put->set_lease(lease_id);
+  };
   {
     auto* c = fast.add_compare();
     c->set_key(dir);
     c->set_range_end(prefix_end(dir));
     c->set_target(pb::Compare::CREATE);
     c->set_create_revision(0);  // no key in the lock's range
-    auto* put = fast.add_success()->mutable_request_put();
-    put->set_key(key);
-    put->set_value(encode(mine));
-    put->set_lease(lease_id);
+    set_put(fast.add_success()->mutable_request_put());
+    if (spec.shared) {
+      // Rule 18: a shared request is granted at once too if every key of
+      // the lock is shared (no writer holds or waits) and it has no key
+      // yet (a retry finds its own below).
+      auto* inner = fast.add_failure()->mutable_request_txn();
+      auto* absent = inner->add_compare();
+      absent->set_key(key);
+      absent->set_target(pb::Compare::CREATE);
+      absent->set_create_revision(0);
+      auto* readers = inner->add_compare();
+      readers->set_key(dir);
+      readers->set_range_end(prefix_end(dir));
+      readers->set_target(pb::Compare::VALUE);
+      readers->set_result(pb::Compare::GREATER);
+      readers->set_value(std::string(kSharedFloor));
+      set_put(inner->add_success()->mutable_request_put());
+    }
     *fast.add_failure()->mutable_request_range() = dir_range(dir);
   }
+  // The response of the failure branch's range (after the shared one's
+  // transaction, if any), and whether that transaction granted.
+  const int range_at = spec.shared ? 1 : 0;
+  auto shared_fast = [&](const pb::TxnResponse& t) {
+    return spec.shared && !t.succeeded() &&
+           t.responses(0).response_txn().succeeded();
+  };
   auto r = conn_->txn(fast);
   if (!r.ok() && lease_shared && r.error().code() == Errc::lock_lost) {
     // etcd no longer knows the shared lease (a stall, a restored member):
@@ -101,16 +128,20 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     lease_id = 0;
     if (Status s = grant_own(); !s.ok()) return s.error();
     mine.shared_lease = false;
-    auto* put = fast.mutable_success(0)->mutable_request_put();
-    put->set_value(encode(mine));
-    put->set_lease(lease_id);
+    set_put(fast.mutable_success(0)->mutable_request_put());
+    if (spec.shared) {
+      set_put(fast.mutable_failure(0)
+                  ->mutable_request_txn()
+                  ->mutable_success(0)
+                  ->mutable_request_put());
+    }
     r = conn_->txn(fast);
   }
   if (!r.ok()) {
     drop_lease();
     return std::move(r).error();
   }
-  if (r->succeeded()) {
+  if (r->succeeded() || shared_fast(*r)) {
     Entry e;
     e.key = key;
     e.token = spec.token;
@@ -119,7 +150,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     e.v = mine;
     return grant_of(spec.name, e, spec.ttl, start, refreshed);
   }
-  Queue q = queue_of(dir, r->responses(0).response_range());
+  Queue q = queue_of(dir, r->responses(range_at).response_range());
   q.revision = r->header().revision();
 
   std::unique_ptr<WatchStream> watch;
@@ -210,7 +241,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       // A try that could not be granted leaves no key behind.
       if (wait.count() == 0 &&
-          q.taken_before(q.entries.size()) >= spec.capacity) {
+          q.blocked(q.entries.size(), spec.shared, spec.capacity)) {
         drop_lease();
         return busy(spec.name, holders_of(q));
       }
@@ -285,7 +316,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       (void)remove(me);
       return wrong_capacity(spec.name, q.entries[0].v.capacity, spec.capacity);
     }
-    if (q.taken_before(static_cast<std::size_t>(pos)) < spec.capacity) {
+    if (!q.blocked(static_cast<std::size_t>(pos), me.v.shared, spec.capacity)) {
       auto claimed = claim(q, static_cast<std::size_t>(pos));
       if (!claimed.ok()) return std::move(claimed).error();
       if (*claimed) return granted(std::move(**claimed), rounds > 1);
@@ -299,15 +330,22 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     } else {
       // 3. Wait for the key just ahead to go (a mutex with only single
       // requests; or our own key, withdrawn by a release), else for any key
-      // of the lock to go. The watch covers just those two keys (else the
-      // lock's keys: etcd then sends every waiter every delete) and is
-      // opened before the read it guards, again when the key ahead
-      // changed; it stays open until the next keep-alive.
+      // of the lock to go. A shared request waits for the nearest exclusive
+      // request ahead instead (rule 18): the shared requests between two
+      // exclusive ones all go when the first of them does, and a release
+      // wakes only those and the exclusive request right behind it. The
+      // watch covers just those two keys (else the lock's keys: etcd then
+      // sends every waiter every delete) and is opened before the read it
+      // guards, again when the key ahead changed; it stays open until the
+      // next keep-alive.
       const SteadyTime next_keepalive = last_keepalive + keepalive_every;
+      const int ahead_at =
+          spec.capacity != 1 || q.has_all() || pos == 0 ? -1
+          : me.v.shared ? q.exclusive_before(static_cast<std::size_t>(pos))
+                        : pos - 1;
       const std::string ahead =
-          spec.capacity == 1 && !q.has_all() && pos > 0
-              ? q.entries[static_cast<std::size_t>(pos) - 1].key
-              : std::string();
+          ahead_at < 0 ? std::string()
+                       : q.entries[static_cast<std::size_t>(ahead_at)].key;
       if (!watch || watched_ahead != ahead) {
         std::vector<WatchSpec> keys;
         if (ahead.empty()) {
@@ -335,9 +373,11 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
           wakeups_.fetch_add(1, std::memory_order_relaxed);
           if (!ahead.empty() && q.entries[0].v.capacity == 1) {
             // The key just ahead went: claim at once if this request is
-            // now first (the claim reads the queue if it is not).
+            // now first, or (shared) has no exclusive request ahead any
+            // more (the claim reads the queue if not).
             const Entry waiter = me;
-            auto claimed = claim_first(waiter, &q);
+            auto claimed = waiter.v.shared ? claim_shared(waiter, &q)
+                                           : claim_first(waiter, &q);
             if (!claimed.ok()) return std::move(claimed).error();
             if (*claimed) return granted(std::move(**claimed), true);
             continue;

@@ -1,6 +1,7 @@
 // stores/etcd/etcd_entry.cc — keys and values of the etcd:// store.
 #include "stores/etcd/etcd_entry.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace baton::store::etcd {
@@ -19,11 +20,11 @@ bool number(std::string_view s, std::size_t* pos, T* out) {
 
 }  // namespace
 
-// "b1 <held + 2 if the lease is shared> <all> <cap> <holds> <lease_s> <fencing>
-// <queued_at> <label length> <key length> " then the label and the reentrancy
-// key.
+// "b1 " ("b2 " for a shared request), then "<held + 2 if the lease is shared>
+// <all> <cap> <holds> <lease_s> <fencing> <queued_at> <label length> <key
+// length> " then the label and the reentrancy key.
 std::string encode(const Value& v) {
-  std::string s = "b1 ";
+  std::string s = v.shared ? "b2 " : "b1 ";
   auto add = [&](std::int64_t n) { s += std::to_string(n) + " "; };
   add((v.held ? 1 : 0) | (v.shared_lease ? 2 : 0));
   add(v.all ? 1 : 0);
@@ -40,9 +41,11 @@ std::string encode(const Value& v) {
 }
 
 std::optional<Value> decode(std::string_view data) {
-  if (data.substr(0, 3) != "b1 ") return std::nullopt;
+  const std::string_view head = data.substr(0, 3);
+  if (head != "b1 " && head != "b2 ") return std::nullopt;
   std::size_t pos = 3;
   Value v;
+  v.shared = head == "b2 ";
   int held = 0, all = 0;
   std::size_t llen = 0, klen = 0;
   if (!number(data, &pos, &held) || !number(data, &pos, &all) ||
@@ -87,6 +90,24 @@ std::size_t Queue::taken_before(std::size_t pos) const {
     if (!entries[i].v.held && !entries[i].v.all) ++n;
   }
   return n;
+}
+
+bool Queue::blocked(std::size_t pos, bool shared,
+                    std::uint32_t capacity) const {
+  if (!shared) return taken_before(pos) >= capacity;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Value& v = entries[i].v;
+    if (v.shared || (i >= pos && !v.held)) continue;
+    if (v.held || !v.all) return true;
+  }
+  return false;
+}
+
+int Queue::exclusive_before(std::size_t pos) const {
+  for (std::size_t i = std::min(pos, entries.size()); i-- > 0;) {
+    if (!entries[i].v.shared) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 std::string escape_name(std::string_view name) {

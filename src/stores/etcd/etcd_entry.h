@@ -26,6 +26,11 @@ namespace baton::store::etcd {
 struct Value {
   bool held = false;  // a transaction granted it (the claim)
   bool all = false;   // part of an acquire_all
+  // A shared (read) request (rule 18). Encoded as the value's first bytes
+  // ("b2 " where an exclusive request has "b1 "), so that one Txn compare
+  // over the lock's range (every value > kSharedFloor) tells that every key
+  // of the lock is shared.
+  bool shared = false;
   // Its etcd lease is the store's shared lease (EtcdStore::shared_lease):
   // other keys may be on it, so it is never kept alive nor revoked for
   // this key; an extend moves the key to a lease of its own.
@@ -41,6 +46,8 @@ struct Value {
   std::string reentrancy_key;
 };
 std::string encode(const Value& v);
+// Every shared request's value sorts above this, every exclusive one below.
+inline constexpr std::string_view kSharedFloor = "b2";
 std::optional<Value> decode(std::string_view data);
 
 // One request key as read.
@@ -68,8 +75,17 @@ struct Queue {
   bool has_all() const;
   // Granted requests (held) plus single requests ahead of `pos` that wait:
   // the slots taken from the view of position `pos` (entries.size() for a
-  // request not queued yet). A request may claim if this is < capacity.
+  // request not queued yet). An exclusive request may claim if this is <
+  // capacity.
   std::size_t taken_before(std::size_t pos) const;
+  // Whether a request at `pos` (entries.size(): not queued yet) of kind
+  // `shared` must wait. Exclusive: taken_before(pos) >= capacity. Shared
+  // (rule 18, capacity 1): an exclusive holder, or an exclusive single
+  // request waiting ahead of it (a waiting acquire_all is passed, as
+  // exclusive single requests pass it).
+  bool blocked(std::size_t pos, bool shared, std::uint32_t capacity) const;
+  // The position of the nearest exclusive request ahead of `pos`; -1: none.
+  int exclusive_before(std::size_t pos) const;
 };
 
 std::string escape_name(std::string_view name);

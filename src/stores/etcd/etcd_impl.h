@@ -68,6 +68,7 @@ class EtcdStore final : public Store {
   Result<std::int64_t> counter_take(std::string_view name,
                                     std::int64_t n) override;
   std::string safe_url() const override { return options_.url; }
+  bool supports_shared() const override { return true; }
 
   // ---- shared by the source files (and the store's tests) ----
   // "<prefix>/l/<escaped name>/": the lock's request keys.
@@ -92,6 +93,12 @@ class EtcdStore final : public Store {
   // before it (it is first in line) and reads the queue into *q if not —
   // a waiter woken by the delete of the key ahead needs no read first.
   Result<std::optional<Entry>> claim_first(const Entry& me, Queue* q);
+  // The claim of a shared request `me` woken by the delete of the nearest
+  // exclusive request ahead of it (rule 18): one transaction grants it if
+  // its key is the same and none of the exclusive requests that were ahead
+  // of it in *q (the last read) exists any more, and reads the queue into
+  // *q if not. Keys created later are behind it, so they cannot block it.
+  Result<std::optional<Entry>> claim_shared(const Entry& me, Queue* q);
   // Deletes e's key only if it is still the same key (create revision).
   // True if this call deleted it. `revoke`: then revoke its lease in the
   // background (a withdrawn waiter's lease is left to its waiter, which

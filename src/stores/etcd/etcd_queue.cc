@@ -138,6 +138,43 @@ Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
   return std::optional<Entry>{std::move(out)};
 }
 
+Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me,
+                                                     Queue* q) {
+  const std::string dir = me.key.substr(0, me.key.size() - 32);
+  pb::TxnRequest t;
+  auto* c = t.add_compare();
+  c->set_key(me.key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(me.create_rev);
+  for (const auto& e : q->entries) {
+    if (e.create_rev >= me.create_rev) break;
+    if (e.v.shared) continue;
+    auto* gone = t.add_compare();  // no such key (any more)
+    gone->set_key(e.key);
+    gone->set_target(pb::Compare::CREATE);
+    gone->set_create_revision(0);
+  }
+  Value v = me.v;
+  v.held = true;
+  v.fencing = 0;  // the claim's revision
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(me.key);
+  put->set_value(encode(v));
+  put->set_ignore_lease(true);
+  *t.add_failure()->mutable_request_range() = dir_range(dir);
+  auto r = conn_->txn(t);
+  if (!r.ok()) return std::move(r).error();
+  if (!r->succeeded()) {
+    *q = queue_of(dir, r->responses(0).response_range());
+    q->revision = r->header().revision();
+    return std::optional<Entry>{};
+  }
+  Entry out = me;
+  out.v = v;
+  out.mod_rev = r->header().revision();
+  return std::optional<Entry>{std::move(out)};
+}
+
 Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
   pb::TxnRequest t;
   auto* c = t.add_compare();
@@ -221,6 +258,7 @@ std::vector<HolderInfo> EtcdStore::holders_of(const Queue& q) {
     h.label = e.v.label;
     h.fencing_token = e.fencing();
     h.holds = e.v.holds;
+    h.shared = e.v.shared;
     // etcd reports whole seconds left, rounded down: the lease ends within
     // the next second after that.
     auto left = e.lease == 0 ? Result<std::int64_t>(std::int64_t{0})
@@ -248,6 +286,7 @@ Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
   g.ttl = ttl;
   g.holds = e.v.holds;
   g.capacity = e.v.capacity;
+  g.shared = e.v.shared;
   // A key on a shared lease: the lease's grant was sent before the call
   // (by at most shared_window(ttl)), and validity runs from that send.
   const auto since = refreshed - call_start;

@@ -312,6 +312,7 @@ LockInfo EtcdStore::info_of(std::string_view name, const Queue& q) {
     w.label = e.v.label;
     w.waited = milliseconds(std::max<std::int64_t>(0, now - e.v.queued_at_ms));
     w.all_or_nothing = e.v.all;
+    w.shared = e.v.shared;
     info.waiters.push_back(std::move(w));
   }
   // The newest grant of a mutex is its holder; otherwise the read's
