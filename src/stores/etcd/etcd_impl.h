@@ -99,6 +99,11 @@ class EtcdStore final : public Store {
   // of it in *q (the last read) exists any more, and reads the queue into
   // *q if not. Keys created later are behind it, so they cannot block it.
   Result<std::optional<Entry>> claim_shared(const Entry& me, Queue* q);
+  // claim_first's and claim_shared's common end: `t` holds their compares;
+  // adds the put marking `me` held (its revision the fencing token) and,
+  // on failure, the read of the lock's keys into *q; runs it.
+  Result<std::optional<Entry>> claim_or_read(pb::TxnRequest& t, const Entry& me,
+                                             const std::string& dir, Queue* q);
   // Deletes e's key only if it is still the same key (create revision).
   // True if this call deleted it. `revoke`: then revoke its lease in the
   // background (a withdrawn waiter's lease is left to its waiter, which

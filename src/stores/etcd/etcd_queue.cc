@@ -117,25 +117,7 @@ Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
   first->set_target(pb::Compare::CREATE);
   first->set_result(pb::Compare::GREATER);
   first->set_create_revision(me.create_rev - 1);
-  Value v = me.v;
-  v.held = true;
-  v.fencing = 0;  // the claim's revision
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(me.key);
-  put->set_value(encode(v));
-  put->set_ignore_lease(true);
-  *t.add_failure()->mutable_request_range() = dir_range(dir);
-  auto r = conn_->txn(t);
-  if (!r.ok()) return std::move(r).error();
-  if (!r->succeeded()) {
-    *q = queue_of(dir, r->responses(0).response_range());
-    q->revision = r->header().revision();
-    return std::optional<Entry>{};
-  }
-  Entry out = me;
-  out.v = v;
-  out.mod_rev = r->header().revision();
-  return std::optional<Entry>{std::move(out)};
+  return claim_or_read(t, me, dir, q);
 }
 
 Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me,
@@ -154,6 +136,13 @@ Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me,
     gone->set_target(pb::Compare::CREATE);
     gone->set_create_revision(0);
   }
+  return claim_or_read(t, me, dir, q);
+}
+
+Result<std::optional<Entry>> EtcdStore::claim_or_read(pb::TxnRequest& t,
+                                                      const Entry& me,
+                                                      const std::string& dir,
+                                                      Queue* q) {
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
