@@ -64,6 +64,14 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
         c->listen = v.as<std::string>();
       } else if (key == "metrics_listen") {
         c->metrics_listen = v.as<std::string>();
+      } else if (key == "tls_listen") {
+        c->tls_listen = v.as<std::string>();
+      } else if (key == "tls_cert_file") {
+        c->tls_cert_file = v.as<std::string>();
+      } else if (key == "tls_key_file") {
+        c->tls_key_file = v.as<std::string>();
+      } else if (key == "tls_ca_file") {
+        c->tls_ca_file = v.as<std::string>();
       } else if (key == "data_dir") {
         c->data_dir = v.as<std::string>();
       } else if (key == "fsync") {
@@ -132,6 +140,14 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
   app.add_option("--listen", c->listen, "host:port to serve RESP on");
   app.add_option("--metrics-listen", c->metrics_listen,
                  "host:port for Prometheus /metrics (off if empty)");
+  app.add_option("--tls-listen", c->tls_listen,
+                 "host:port to serve RESP over TLS on (off if empty)");
+  app.add_option("--tls-cert-file", c->tls_cert_file,
+                 "PEM certificate (chain) of the TLS listener");
+  app.add_option("--tls-key-file", c->tls_key_file,
+                 "PEM private key of the TLS listener");
+  app.add_option("--tls-ca-file", c->tls_ca_file,
+                 "PEM CA: TLS clients must present a certificate it signed");
   app.add_option("--data-dir", c->data_dir,
                  "journal directory ('' = no persistence)");
   app.add_option("--fsync", fsync, "always | batch | never");
@@ -190,6 +206,25 @@ Status check_config(const ServerConfig& c) {
     return bad("refusing to listen on non-loopback address " + c.listen +
                " without a password (set requirepass / --password-file, or "
                "--allow-insecure-bind)");
+  }
+  if (!c.tls_listen.empty() && !is_loopback(c.tls_listen) &&
+      c.requirepass.empty() && c.tls_ca_file.empty() &&
+      !c.allow_insecure_bind) {
+    return bad("refusing to listen on non-loopback address " + c.tls_listen +
+               " without a password or client certificates (set requirepass "
+               "/ --password-file or tls_ca_file, or --allow-insecure-bind)");
+  }
+  const bool tls_files = !c.tls_cert_file.empty() || !c.tls_key_file.empty() ||
+                         !c.tls_ca_file.empty();
+  if (c.tls_listen.empty() && tls_files) {
+    return bad(
+        "tls_cert_file / tls_key_file / tls_ca_file are set but "
+        "tls_listen is not");
+  }
+  if (!c.tls_listen.empty() &&
+      (c.tls_cert_file.empty() || c.tls_key_file.empty())) {
+    return bad("tls_listen " + c.tls_listen +
+               " needs tls_cert_file and tls_key_file");
   }
   if (c.max_request_bytes < 1024) return bad("max_request_bytes < 1024");
   if (c.max_args < 16) return bad("max_args < 16");

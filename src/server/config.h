@@ -19,6 +19,11 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:7420";
   // host:port of the Prometheus /metrics HTTP listener; empty = off.
   std::string metrics_listen;
+  // host:port of the TLS listener (beside `listen`); empty = off. Needs
+  // tls_cert_file and tls_key_file; with tls_ca_file, clients must present
+  // a certificate signed by that CA.
+  std::string tls_listen;
+  std::string tls_cert_file, tls_key_file, tls_ca_file;
   // Directory for the journal and snapshot; empty = no persistence.
   std::string data_dir = "batond-data";
   FsyncPolicy fsync = FsyncPolicy::batch;

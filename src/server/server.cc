@@ -65,6 +65,7 @@ Server::Server(ServerConfig config)
                                   core::Limits{}.max_locks}),
       acceptor_(io_),
       metrics_acceptor_(io_),
+      tls_acceptor_(io_),
       signals_(io_),
       deadline_timer_(io_),
       batch_timer_(io_) {}
@@ -107,7 +108,18 @@ Status Server::start() {
   }
   Status s = bind_listener(acceptor_, config_.listen, &port_);
   if (!s) return s;
-  asio::co_spawn(io_, accept_loop(acceptor_), asio::detached);
+  asio::co_spawn(io_, accept_loop(acceptor_, false), asio::detached);
+  if (!config_.tls_listen.empty()) {
+    auto ctx = make_server_tls_context(config_);
+    if (!ctx) return ctx.error();
+    tls_ctx_ = std::move(*ctx);
+    s = bind_listener(tls_acceptor_, config_.tls_listen, &tls_port_);
+    if (!s) return s;
+    asio::co_spawn(io_, accept_loop(tls_acceptor_, true), asio::detached);
+    spdlog::info("TLS listener on {} (port {}), client certificates {}",
+                 config_.tls_listen, tls_port_,
+                 config_.tls_ca_file.empty() ? "not required" : "required");
+  }
   if (!config_.metrics_listen.empty()) {
     s = bind_listener(metrics_acceptor_, config_.metrics_listen,
                       &metrics_port_);
@@ -140,6 +152,7 @@ void Server::stop() {
     std::error_code ec;
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
+    tls_acceptor_.close(ec);
     // Graceful: parked requests answered `unavailable`, nothing new runs,
     // staged replies go out as the journal makes them durable; then each
     // connection closes. Bounded: after kStopDrain whatever is left closes.
@@ -177,7 +190,8 @@ void Server::finish_stop() {
   io_.stop();
 }
 
-asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor) {
+asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor,
+                                          bool tls) {
   for (;;) {
     std::error_code ec;
     asio::ip::tcp::socket socket = co_await acceptor.async_accept(
@@ -197,7 +211,8 @@ asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor) {
     std::error_code oec;
     socket.set_option(asio::ip::tcp::no_delay(true), oec);
     auto c =
-        std::make_shared<Connection>(*this, std::move(socket), next_session_++);
+        std::make_shared<Connection>(*this, std::move(socket), next_session_++,
+                                     tls ? tls_ctx_.get() : nullptr);
     connections_.insert(c);
     ++stats_.connections_total;
     c->start();

@@ -27,6 +27,7 @@
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/journal.h"
+#include "server/tls.h"
 
 namespace baton::server {
 
@@ -52,6 +53,7 @@ class Server {
   void stop();  // thread-safe
   std::uint16_t port() const { return port_; }
   std::uint16_t metrics_port() const { return metrics_port_; }
+  std::uint16_t tls_port() const { return tls_port_; }
 
   // --- used by Connection / command handlers (io thread) -----------------
   const ServerConfig& config() const { return config_; }
@@ -112,7 +114,9 @@ class Server {
     std::shared_ptr<asio::steady_timer> timer;  // acquire_some wait
   };
 
-  asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor);
+  // tls: connections accepted here speak TLS (tls_ctx_).
+  asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor,
+                                    bool tls);
   asio::awaitable<void> metrics_loop(asio::ip::tcp::acceptor& acceptor);
   // True if no connection in `who` can still be sent a reply (each is
   // closed or its peer has gone).
@@ -135,7 +139,9 @@ class Server {
   std::unique_ptr<Journal> journal_;
   asio::ip::tcp::acceptor acceptor_;
   asio::ip::tcp::acceptor metrics_acceptor_;
-  std::uint16_t port_ = 0, metrics_port_ = 0;
+  asio::ip::tcp::acceptor tls_acceptor_;
+  std::unique_ptr<asio::ssl::context> tls_ctx_;  // tls_listen only
+  std::uint16_t port_ = 0, metrics_port_ = 0, tls_port_ = 0;
   asio::signal_set signals_;
   asio::steady_timer deadline_timer_;
   std::optional<core::Instant> armed_;
