@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "baton/error.h"
+#include "server/acl.h"
 #include "server/journal.h"
 
 namespace baton::server {
@@ -44,6 +46,11 @@ struct ServerConfig {
   std::chrono::milliseconds session_timeout{10'000};
   // Password required by AUTH; empty = none. Never logged.
   std::string requirepass;
+  // Users (AUTH user password) and their per-prefix rules; when set, every
+  // connection must AUTH (docs/server.md, "Users and rules").
+  std::vector<User> users;
+  // A failed AUTH is answered this much later (brute-force brake).
+  std::chrono::milliseconds auth_fail_delay{250};
   // Allow a non-loopback listen address without a password.
   bool allow_insecure_bind = false;
   // trace, debug, info, warn, error, off.

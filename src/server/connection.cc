@@ -50,7 +50,8 @@ Connection::Connection(Server& server, asio::ip::tcp::socket socket,
       session_(session),
       parser_(proto::ProtoLimits{server.config().max_request_bytes,
                                  server.config().max_args}),
-      authed_(server.config().requirepass.empty()) {}
+      authed_(server.config().requirepass.empty() &&
+              server.config().users.empty()) {}
 
 void Connection::start() {
   asio::co_spawn(socket_.get_executor(), read_loop(), asio::detached);

@@ -138,6 +138,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool parked_ = false;
   std::uint64_t park_id_ = 0;
   bool authed_ = false;
+  // The user this connection AUTHed as (null: no users, or the
+  // requirepass password: every command allowed).
+  const User* user_ = nullptr;
+  // False (and a permission_denied reply sent) if user_ may not run `req`.
+  bool permitted(const std::string& cmd, const proto::Request& req);
+  // A failed AUTH: answered after auth_fail_delay, later requests wait.
+  void auth_failed(std::string message);
   bool had_ephemeral_ = false;
   bool close_after_flush_ = false;
   bool closed_ = false;

@@ -52,6 +52,10 @@ std::vector<Metric> collect(const Server& s, const core::TableStats& t,
       {"batond_undone_grants_total", "counter",
        "Grants undone because they could not be persisted",
        double(st.undone_grants)},
+      {"batond_permission_denied_total", "counter",
+       "Commands refused by a user's rules", double(st.permission_denied)},
+      {"batond_auth_failures_total", "counter", "Failed AUTH attempts",
+       double(st.auth_failures)},
   };
   if (j != nullptr) {
     const auto& js = j->stats();

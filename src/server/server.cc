@@ -139,7 +139,9 @@ Status Server::start() {
                config_.fsync == FsyncPolicy::always  ? "always"
                : config_.fsync == FsyncPolicy::batch ? "batch"
                                                      : "never",
-               config_.requirepass.empty() ? "off" : "on");
+               !config_.users.empty()        ? "users"
+               : config_.requirepass.empty() ? "off"
+                                             : "on");
   return {};
 }
 

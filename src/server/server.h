@@ -38,6 +38,7 @@ struct ServerStats {
   std::uint64_t commands = 0, errors = 0, protocol_errors = 0;
   std::uint64_t waits = 0, wait_grants = 0, wait_timeouts = 0;
   std::uint64_t expirations = 0, refused_unavailable = 0, undone_grants = 0;
+  std::uint64_t permission_denied = 0, auth_failures = 0;
 };
 
 class Server {
@@ -60,6 +61,9 @@ class Server {
   core::LockTable& table() { return table_; }
   const core::Clock& clock() const { return clock_; }
   ServerStats& stats() { return stats_; }
+  // User name -> quick_digest of the password last verified for it (acl.h):
+  // AUTH runs PBKDF2 only for a password not seen before.
+  std::map<std::string, std::string>& auth_cache() { return auth_cache_; }
   std::size_t connection_count() const { return connections_.size(); }
   // Journal sequence a reply must wait for (0 if none).
   std::uint64_t reply_seq() const;
@@ -160,6 +164,7 @@ class Server {
   std::map<OwnerToken, std::vector<ParkedMulti>> parked_multi_;
   std::map<core::SessionId, std::shared_ptr<asio::steady_timer>> ephemeral_;
   ServerStats stats_;
+  std::map<std::string, std::string> auth_cache_;
   friend class Connection;
 };
 

@@ -1,5 +1,6 @@
 // tests/server/baton_conformance_test.cc — the conformance suite on
-// baton:// and on batons:// (TLS, client certificate), against one real
+// baton:// and on batons:// (TLS, client certificate), as a user with every
+// permission (AUTH user password), against one real
 // batond with both listeners, started on free loopback ports.
 #include <memory>
 
@@ -9,7 +10,7 @@
 namespace {
 
 baton::Result<baton::Client> open_baton(const baton::ClientOptions& options) {
-  return baton::Client::open(baton::testing::test_server().url(), options);
+  return baton::Client::open(baton::testing::baton_url(), options);
 }
 
 baton::Result<baton::Client> open_batons(const baton::ClientOptions& options) {

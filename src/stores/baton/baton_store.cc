@@ -376,7 +376,10 @@ class BatonStore final : public Store {
       backoff_ = milliseconds(0);
     }
     if (!password_.empty()) {
-      auto r = (*c)->call({"AUTH", password_}, deadline);
+      // baton://user:pass@host: AUTH user pass (batond's users).
+      auto r = url_.user.empty()
+                   ? (*c)->call({"AUTH", password_}, deadline)
+                   : (*c)->call({"AUTH", url_.user, password_}, deadline);
       if (!r) return r.error();
       if (proto::is_failure(*r)) {
         Error e = proto::error_from_reply(*r);
