@@ -30,6 +30,9 @@ struct AclRule {
 struct User {
   std::string name;
   std::string password_hash;  // pbkdf2-sha256$<iterations>$<salt>$<hash>
+  // A TLS client whose verified certificate has this subject CN is this
+  // user without AUTH (empty: none).
+  std::string client_cert_cn;
   std::vector<AclRule> rules;
 };
 

@@ -54,6 +54,8 @@ Status parse_users(const YAML::Node& n, std::vector<User>* users) {
         if (Status s = check_hash_format(user.password_hash); !s) {
           return bad(where + ": " + s.error().message());
         }
+      } else if (key == "client_cert_cn") {
+        user.client_cert_cn = kv.second.as<std::string>();
       } else if (key == "rules") {
         if (!kv.second.IsMap()) {
           return bad(where + ".rules must map a prefix to permissions");

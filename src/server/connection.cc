@@ -136,6 +136,16 @@ asio::awaitable<void> Connection::read_loop() {
     close();
     co_return;
   }
+  if (tls_ && !authed_) {
+    // A client certificate may name a user (users.<name>.client_cert_cn).
+    const std::string cn = peer_common_name(tls_->native_handle());
+    for (const auto& u : server_.config().users) {
+      if (!cn.empty() && u.client_cert_cn == cn) {
+        authed_ = true;
+        user_ = &u;
+      }
+    }
+  }
   std::vector<char> buf(16 * 1024);
   while (!closed_) {
     std::error_code ec;

@@ -70,4 +70,15 @@ std::string tls_failure(const std::error_code& ec, SSL* ssl) {
   return why;
 }
 
+std::string peer_common_name(SSL* ssl) {
+  if (SSL_get_verify_result(ssl) != X509_V_OK) return std::string();
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return std::string();
+  char buf[256] = {0};
+  int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName,
+                                    buf, sizeof buf);
+  X509_free(cert);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
 }  // namespace baton::server

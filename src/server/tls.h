@@ -25,6 +25,9 @@ Result<std::unique_ptr<asio::ssl::context>> make_server_tls_context(
 // verdict on the client certificate when there was one.
 std::string tls_failure(const std::error_code& ec, SSL* ssl);
 
+// The subject CN of the peer's verified certificate ("" if none).
+std::string peer_common_name(SSL* ssl);
+
 }  // namespace baton::server
 
 #endif  // BATON_SERVER_TLS_H_

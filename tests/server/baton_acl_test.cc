@@ -180,6 +180,33 @@ TEST(BatonAcl, AuthIsRequiredAndFailedAuthIsSlowed) {
               proto::Reply::Type::array);
 }
 
+TEST(BatonAcl, ClientCertificateMapsToUser) {
+  // batons:// with client.pem (CN client1) and no AUTH: the user "jobs".
+  TestCertificates& c = test_certs();
+  auto s = store::open_store(
+      "batons://127.0.0.1:" + std::to_string(test_server().tls_port()) +
+      "?ca=" + c.path("ca.pem") + "&cert=" + c.path("client.pem") +
+      "&key=" + c.path("client.key"));
+  ASSERT_TRUE(s) << s.error().to_string();
+  const OwnerToken t = OwnerToken::random();
+  auto g = (*s)->acquire(spec("jobs/by-cert", t), milliseconds(0));
+  ASSERT_TRUE(g) << g.error().to_string();
+  EXPECT_TRUE((*s)->release("jobs/by-cert", t));
+  auto denied = (*s)->acquire(spec("other/by-cert", t), milliseconds(0));
+  ASSERT_FALSE(denied);
+  expect_denied(denied.error(), "LOCK.ACQUIRE", "other/by-cert");
+  // Without a mapped certificate the plain port still asks for AUTH.
+  auto anon = store::open_store("baton://127.0.0.1:" +
+                                std::to_string(test_server().port()));
+  ASSERT_TRUE(anon);
+  auto r = (*anon)->describe("jobs/by-cert");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Errc::permission_denied);
+  EXPECT_NE(r.error().message().find("authentication required"),
+            std::string::npos)
+      << r.error().message();
+}
+
 TEST(BatonAcl, ConfigRefusesPlainPasswordsAndUnknownKeys) {
   TestCertificates& c = test_certs();
   const std::string cfg = c.path("bad.yaml");

@@ -3,7 +3,8 @@
 // the test CA required), with two users (config written at test time, the
 // hashes made by `batond --hash-password`):
 //   admin  every permission on every name (the conformance suite's user)
-//   jobs   read, lock and counter on names under "jobs/" only
+//   jobs   read, lock and counter on names under "jobs/" only; also the
+//          user of a TLS client presenting client.pem (CN client1)
 // Started on first use, stopped at exit.
 #ifndef BATON_TESTS_SERVER_BATON_TEST_SERVER_H_
 #define BATON_TESTS_SERVER_BATON_TEST_SERVER_H_
@@ -49,6 +50,7 @@ inline BatondProcess& test_server() {
         << "    rules: { \"\": [read, lock, counter, admin] }\n"
         << "  jobs:\n"
         << "    password_hash: \"" << hash_with_batond(kJobsPassword) << "\"\n"
+        << "    client_cert_cn: client1\n"
         << "    rules: { \"jobs/\": [read, lock, counter] }\n";
     }
     auto* s = new BatondProcess(
