@@ -148,6 +148,26 @@ std::string quick_digest(const std::string& hash, std::string_view password) {
   return std::string(reinterpret_cast<char*>(md), sizeof md);
 }
 
+const User* authenticate(const std::vector<User>& users,
+                         std::map<std::string, std::string>& cache,
+                         std::string_view name, std::string_view password) {
+  const User* found = nullptr;
+  for (const auto& u : users) {
+    if (u.name == name) found = &u;
+  }
+  if (found == nullptr) {
+    if (!users.empty())
+      (void)verify_password(users.front().password_hash, password);
+    return nullptr;
+  }
+  const std::string quick = quick_digest(found->password_hash, password);
+  auto it = cache.find(found->name);
+  if (it != cache.end() && equal_constant_time(it->second, quick)) return found;
+  if (!verify_password(found->password_hash, password)) return nullptr;
+  cache[found->name] = quick;
+  return found;
+}
+
 unsigned perms_on(const User& user, std::string_view name) {
   unsigned p = 0;
   for (const auto& r : user.rules) {

@@ -6,12 +6,13 @@
 //   read     LOCK.DESCRIBE, LOCK.LIST (entries under the prefix only)
 //   lock     LOCK.ACQUIRE, LOCK.EXTEND, LOCK.RELEASE, ACQUIRE_SOME/ALL
 //   counter  COUNTER.GET, COUNTER.ADD, COUNTER.TAKE
-//   admin    INFO (needs admin on the prefix "")
+//   admin    INFO, GET /metrics (needs admin on the prefix "")
 //
 // Thread safety: pure functions over immutable values.
 #ifndef BATON_SERVER_ACL_H_
 #define BATON_SERVER_ACL_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,14 @@ std::string quick_digest(const std::string& hash, std::string_view password);
 // Constant-time equality of two strings of the same length (false if the
 // lengths differ).
 bool equal_constant_time(std::string_view a, std::string_view b);
+
+// The user `name` if `password` is its password, else null. An unknown
+// user costs the same PBKDF2 work as a wrong password. `cache` (user name
+// -> quick_digest of the password last verified for it, in memory only)
+// lets a password seen before skip PBKDF2.
+const User* authenticate(const std::vector<User>& users,
+                         std::map<std::string, std::string>& cache,
+                         std::string_view name, std::string_view password);
 
 // The permissions `user` has on the name `name` (every rule whose prefix
 // starts it).

@@ -186,26 +186,9 @@ void Connection::cmd_auth(const proto::Request& req) {
   const std::string& given = req.back();
   if (req.size() == 3) {
     // AUTH user password (Redis 6).
-    const User* found = nullptr;
-    for (const auto& u : config.users) {
-      if (u.name == req[1]) found = &u;
-    }
-    if (found == nullptr) {
-      // The same work and answer as a wrong password: no user probing.
-      if (!config.users.empty()) {
-        (void)verify_password(config.users.front().password_hash, given);
-      }
-      return auth_failed("invalid user name or password");
-    }
-    std::string quick = quick_digest(found->password_hash, given);
-    auto& cache = server_.auth_cache();
-    auto it = cache.find(found->name);
-    bool ok = it != cache.end() && equal_constant_time(it->second, quick);
-    if (!ok && verify_password(found->password_hash, given)) {
-      cache[found->name] = quick;
-      ok = true;
-    }
-    if (!ok) return auth_failed("invalid user name or password");
+    const User* found =
+        authenticate(config.users, server_.auth_cache(), req[1], given);
+    if (found == nullptr) return auth_failed("invalid user name or password");
     authed_ = true;
     user_ = found;
   } else {

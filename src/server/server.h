@@ -122,6 +122,8 @@ class Server {
   asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor,
                                     bool tls);
   asio::awaitable<void> metrics_loop(asio::ip::tcp::acceptor& acceptor);
+  enum class Access { allowed, unauthorized, forbidden };
+  Access metrics_access(const std::string& request);
   // True if no connection in `who` can still be sent a reply (each is
   // closed or its peer has gone).
   bool clients_gone(const std::vector<Parked>& who);

@@ -1,7 +1,11 @@
 // tests/server/baton_acl_test.cc — batond's users and per-prefix rules,
 // against the conformance_baton binary's batond (baton_test_server.h): the
 // user "jobs" may read, lock and count under "jobs/" only.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -205,6 +209,54 @@ TEST(BatonAcl, ClientCertificateMapsToUser) {
   EXPECT_NE(r.error().message().find("authentication required"),
             std::string::npos)
       << r.error().message();
+}
+
+// One HTTP GET on the metrics listener; the whole response.
+std::string http_get(const std::string& path, const std::string& basic) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(test_server().metrics_port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n";
+    if (!basic.empty()) req += "Authorization: Basic " + basic + "\r\n";
+    req += "\r\n";
+    (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, n);
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string base64(const std::string& s) {
+  return run("printf '%s' '" + s + "' | base64 -w0");
+}
+
+TEST(BatonAcl, MetricsNeedAnAdminUser) {
+  ASSERT_NE(test_server().metrics_port(), 0);
+  std::string none = http_get("/metrics", "");
+  EXPECT_EQ(none.rfind("HTTP/1.1 401 Unauthorized", 0), 0u) << none;
+  EXPECT_NE(none.find("WWW-Authenticate: Basic"), std::string::npos) << none;
+  EXPECT_EQ(none.find("batond_leases"), std::string::npos) << none;
+  std::string wrong = http_get("/metrics", base64("admin:guess"));
+  EXPECT_EQ(wrong.rfind("HTTP/1.1 401 Unauthorized", 0), 0u) << wrong;
+  std::string jobs =
+      http_get("/metrics", base64(std::string("jobs:") + kJobsPassword));
+  EXPECT_EQ(jobs.rfind("HTTP/1.1 403 Forbidden", 0), 0u) << jobs;
+  EXPECT_EQ(jobs.find("batond_leases"), std::string::npos) << jobs;
+  std::string admin =
+      http_get("/metrics", base64(std::string("admin:") + kAdminPassword));
+  EXPECT_EQ(admin.rfind("HTTP/1.1 200 OK", 0), 0u) << admin;
+  EXPECT_NE(admin.find("batond_permission_denied_total"), std::string::npos)
+      << admin;
+  EXPECT_NE(admin.find("batond_auth_failures_total"), std::string::npos)
+      << admin;
 }
 
 TEST(BatonAcl, ConfigRefusesPlainPasswordsAndUnknownKeys) {

@@ -57,7 +57,7 @@ inline BatondProcess& test_server() {
         "",
         {"--config", config, "--tls-listen", "127.0.0.1:0", "--tls-cert-file",
          c.path("server.pem"), "--tls-key-file", c.path("server.key"),
-         "--tls-ca-file", c.path("ca.pem")},
+         "--tls-ca-file", c.path("ca.pem"), "--metrics-listen", "127.0.0.1:0"},
         /*keep_output=*/true);
     std::atexit([] {
       delete p;

@@ -130,6 +130,11 @@ class BatondProcess {
       return false;
     }
     port_ = static_cast<std::uint16_t>(std::stoi(line.substr(at + 5)));
+    auto m_at = line.find(" metrics_port=");
+    metrics_port_ =
+        m_at == std::string::npos
+            ? 0
+            : static_cast<std::uint16_t>(std::stoi(line.substr(m_at + 14)));
     auto tls_at = line.find(" tls_port=");
     tls_port_ =
         tls_at == std::string::npos
@@ -170,6 +175,8 @@ class BatondProcess {
   // waitpid() status of the last process stopped (or that exited).
   int exit_status() const { return status_; }
   std::uint16_t port() const { return port_; }
+  // The /metrics listener's port (0 without --metrics-listen).
+  std::uint16_t metrics_port() const { return metrics_port_; }
   // The TLS listener's port (0 without --tls-listen).
   std::uint16_t tls_port() const { return tls_port_; }
   const std::string& dir() const { return dir_; }
@@ -205,7 +212,7 @@ class BatondProcess {
   pid_t pid_ = -1;
   int status_ = 0;
   std::string startup_output_;
-  std::uint16_t port_ = 0, tls_port_ = 0;
+  std::uint16_t port_ = 0, tls_port_ = 0, metrics_port_ = 0;
 };
 
 // Runs a shell command, returns its stdout.
