@@ -444,4 +444,34 @@ void Connection::reply_error(Errc code, std::string_view message) {
   reply(std::move(out));
 }
 
+// Server's accept loop (here, beside the connection it makes).
+asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor,
+                                          bool tls) {
+  for (;;) {
+    std::error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor.async_accept(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;
+    }
+    if (connections_.size() >= config_.max_connections) {
+      ++stats_.connections_refused;
+      std::string err = "-unavailable too many connections\r\n";
+      std::error_code wec;
+      asio::write(socket, asio::buffer(err), wec);
+      continue;
+    }
+    std::error_code oec;
+    socket.set_option(asio::ip::tcp::no_delay(true), oec);
+    auto c =
+        std::make_shared<Connection>(*this, std::move(socket), next_session_++,
+                                     tls ? tls_ctx_.get() : nullptr);
+    connections_.insert(c);
+    ++stats_.connections_total;
+    c->start();
+  }
+}
+
 }  // namespace baton::server
