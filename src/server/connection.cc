@@ -57,12 +57,6 @@ void Connection::start() {
   asio::co_spawn(socket_.get_executor(), read_loop(), asio::detached);
 }
 
-// Reads with async_read_some (Asio tries a non-blocking recv first and
-// waits for readiness only if nothing is there). Every request read in one
-// go is executed, then the replies staged meanwhile go out in one write.
-// (Waiting with async_wait(wait_read) instead saves the recv that finds
-// nothing, but Asio re-arms epoll with an epoll_ctl for every such wait,
-// which measured slower with 50 clients; see docs/bench/batond.md.)
 std::string Connection::peer_name() const {
   std::error_code ec;
   auto ep = socket_.remote_endpoint(ec);
@@ -130,6 +124,12 @@ bool Connection::tls_on_plain_port(const char* data, std::size_t n) {
   return true;
 }
 
+// Reads with async_read_some (Asio tries a non-blocking recv first and
+// waits for readiness only if nothing is there). Every request read in one
+// go is executed, then the replies staged meanwhile go out in one write.
+// (Waiting with async_wait(wait_read) instead saves the recv that finds
+// nothing, but Asio re-arms epoll with an epoll_ctl for every such wait,
+// which measured slower with 50 clients; see docs/bench/batond.md.)
 asio::awaitable<void> Connection::read_loop() {
   auto self = shared_from_this();
   if (tls_ && !co_await tls_handshake()) {

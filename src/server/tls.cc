@@ -3,6 +3,10 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace baton::server {
 
@@ -17,8 +21,14 @@ std::string openssl_reason() {
 }
 
 Error bad_file(const char* key, const std::string& path) {
+  std::string why = openssl_reason();
+  if (::access(path.c_str(), R_OK) != 0) {
+    why = std::string("cannot read it: ") + std::strerror(errno);
+  } else if (why == "key values mismatch") {
+    why += " (this key does not belong to tls_cert_file)";
+  }
   return Error(Errc::invalid_argument,
-               std::string(key) + " " + path + ": " + openssl_reason());
+               std::string(key) + " " + path + ": " + why);
 }
 
 }  // namespace

@@ -208,7 +208,8 @@ TEST(BatonTls, BadOptionsAreRefusedAtOpen) {
   auto missing = open_store(base + "?ca=/nonexistent/ca.pem");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code(), Errc::invalid_argument);
-  EXPECT_NE(missing.error().message().find("ca=/nonexistent/ca.pem"),
+  EXPECT_NE(missing.error().message().find(
+                "ca=/nonexistent/ca.pem: cannot read it: No such file"),
             std::string::npos)
       << missing.error().message();
 
@@ -217,6 +218,37 @@ TEST(BatonTls, BadOptionsAreRefusedAtOpen) {
   EXPECT_NE(half.error().message().find("cert and key go together"),
             std::string::npos)
       << half.error().message();
+}
+
+TEST(BatonTls, BatondRefusesBadTlsSettings) {
+  TestCertificates& c = test_certs();
+  auto start = [](const std::string& flags) {
+    return run(BATOND_PATH " --data-dir '' --listen 127.0.0.1:0 " + flags +
+               " 2>&1");
+  };
+  std::string out = start("--tls-listen 127.0.0.1:0");
+  EXPECT_NE(out.find("tls_listen 127.0.0.1:0 needs tls_cert_file and "
+                     "tls_key_file"),
+            std::string::npos)
+      << out;
+  out = start(
+      "--tls-listen 127.0.0.1:0 --tls-cert-file /nonexistent.pem "
+      "--tls-key-file " +
+      c.path("server.key"));
+  EXPECT_NE(out.find("tls_cert_file /nonexistent.pem: cannot read it: No "
+                     "such file or directory"),
+            std::string::npos)
+      << out;
+  out = start("--tls-listen 127.0.0.1:0 --tls-cert-file " +
+              c.path("server.pem") + " --tls-key-file " + c.path("client.key"));
+  EXPECT_NE(out.find("key values mismatch (this key does not belong to "
+                     "tls_cert_file)"),
+            std::string::npos)
+      << out;
+  out = start("--tls-cert-file " + c.path("server.pem"));
+  EXPECT_NE(out.find("are set but tls_listen is not"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("batond ready"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -23,8 +24,14 @@ std::string openssl_reason() {
 }
 
 Error bad_file(const char* key, const std::string& path) {
-  return Error(Errc::invalid_argument, std::string("TLS option ") + key + "=" +
-                                           path + ": " + openssl_reason());
+  std::string why = openssl_reason();
+  if (::access(path.c_str(), R_OK) != 0) {
+    why = std::string("cannot read it: ") + std::strerror(errno);
+  } else if (why == "key values mismatch") {
+    why += " (this key does not belong to cert)";
+  }
+  return Error(Errc::invalid_argument,
+               std::string("TLS option ") + key + "=" + path + ": " + why);
 }
 
 bool is_ip_literal(const std::string& host) {
