@@ -220,6 +220,20 @@ TEST(BatonTls, BadOptionsAreRefusedAtOpen) {
       << half.error().message();
 }
 
+TEST(BatonTls, ServerClosingMidWriteIsAnErrorNotSigpipe) {
+  // 8 MiB request: batond refuses it past max_request_bytes (1 MiB) and
+  // closes while the client still writes. OpenSSL's own socket BIO would
+  // raise SIGPIPE (this binary does not ignore it) and kill the process.
+  ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);
+  auto s = open_store(batons_url("127.0.0.1", "&timeout_ms=5000"));
+  ASSERT_TRUE(s) << s.error().to_string();
+  auto r = (*s)->describe(std::string(8u << 20, 'n'));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Errc::unavailable) << r.error().to_string();
+  auto ok = (*s)->describe("tls/after");  // a new connection works
+  EXPECT_TRUE(ok) << ok.error().to_string();
+}
+
 TEST(BatonTls, BatondRefusesBadTlsSettings) {
   TestCertificates& c = test_certs();
   auto start = [](const std::string& flags) {

@@ -5,9 +5,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace baton::store {
@@ -46,6 +48,54 @@ int ms_left(TlsChannel::Deadline deadline) {
   if (left.count() <= 0) return 0;
   return left.count() > 2'000'000'000 ? 2'000'000'000
                                       : static_cast<int>(left.count()) + 1;
+}
+
+// A socket BIO that sends with MSG_NOSIGNAL: OpenSSL's own writes with
+// write(2), which raises SIGPIPE in a program that has not ignored it when
+// batond has closed the connection. The fd is not owned.
+int fd_of(BIO* b) {
+  return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b)));
+}
+
+int bio_write(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  ssize_t n =
+      ::send(fd_of(b), data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_write(b);
+  }
+  return static_cast<int>(n);
+}
+
+int bio_read(BIO* b, char* data, int len) {
+  BIO_clear_retry_flags(b);
+  ssize_t n = ::recv(fd_of(b), data, static_cast<std::size_t>(len), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_read(b);
+  }
+  return static_cast<int>(n);
+}
+
+long bio_ctrl(BIO*, int cmd, long, void*) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int bio_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+const BIO_METHOD* nosignal_socket_method() {
+  static BIO_METHOD* m = [] {
+    BIO_METHOD* mm = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+                                  "baton nosignal socket");
+    BIO_meth_set_write(mm, bio_write);
+    BIO_meth_set_read(mm, bio_read);
+    BIO_meth_set_ctrl(mm, bio_ctrl);
+    BIO_meth_set_create(mm, bio_create);
+    return mm;
+  }();
+  return m;
 }
 
 }  // namespace
@@ -109,7 +159,10 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(
   ERR_clear_error();
   t->ssl_ = SSL_new(t->ctx_->get());
   if (t->ssl_ == nullptr) return fail(openssl_reason());
-  SSL_set_fd(t->ssl_, fd);
+  BIO* bio = BIO_new(nosignal_socket_method());
+  if (bio == nullptr) return fail(openssl_reason());
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
+  SSL_set_bio(t->ssl_, bio, bio);  // the SSL owns the BIO, not the fd
   // The certificate must name what the URL names.
   X509_VERIFY_PARAM* param = SSL_get0_param(t->ssl_);
   if (is_ip_literal(host)) {
