@@ -3,6 +3,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,14 @@ Result<std::unique_ptr<asio::ssl::context>> make_server_tls_context(
   if (SSL_CTX_use_PrivateKey_file(raw, c.tls_key_file.c_str(),
                                   SSL_FILETYPE_PEM) != 1) {
     return bad_file("tls_key_file", c.tls_key_file);
+  }
+  if (X509* cert = SSL_CTX_get0_certificate(raw);
+      cert != nullptr && X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) {
+    // Clients will refuse it ("certificate has expired"); say so at start.
+    spdlog::warn(
+        "tls_cert_file {} has expired: TLS clients will refuse the "
+        "handshake until it is replaced",
+        c.tls_cert_file);
   }
   if (SSL_CTX_check_private_key(raw) != 1) {
     return Error(Errc::invalid_argument, "tls_key_file " + c.tls_key_file +

@@ -259,6 +259,15 @@ TEST(BatonTls, BatondRefusesBadTlsSettings) {
                      "tls_cert_file)"),
             std::string::npos)
       << out;
+  // An expired certificate is named at start (the bad port then stops
+  // this batond before it serves).
+  out = start("--tls-listen 127.0.0.1:99999 --tls-cert-file " +
+              c.path("expired_server.pem") + " --tls-key-file " +
+              c.path("server.key"));
+  EXPECT_NE(out.find("tls_cert_file " + c.path("expired_server.pem") +
+                     " has expired: TLS clients will refuse the handshake"),
+            std::string::npos)
+      << out;
   out = start("--tls-cert-file " + c.path("server.pem"));
   EXPECT_NE(out.find("are set but tls_listen is not"), std::string::npos)
       << out;
