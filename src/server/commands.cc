@@ -144,8 +144,11 @@ void Connection::execute(const proto::Request& req) {
   }
   if (!authed_) {
     return reply_error(Errc::permission_denied,
-                       "authentication required (AUTH password)");
+                       server_.config().users.empty()
+                           ? "authentication required (AUTH password)"
+                           : "authentication required (AUTH user password)");
   }
+  if (user_ != nullptr && !permitted(cmd, req)) return;
   if (is_mutating(cmd) && server_.persistence_failed()) {
     ++server_.stats().refused_unavailable;
     return reply_error(Errc::unavailable,
@@ -179,25 +182,93 @@ void Connection::execute(const proto::Request& req) {
 }
 
 void Connection::cmd_auth(const proto::Request& req) {
+  const ServerConfig& config = server_.config();
   const std::string& given = req.back();
-  const std::string& want = server_.config().requirepass;
-  if (want.empty()) {
-    return reply_error(Errc::invalid_argument,
-                       "AUTH called but no password is configured");
+  if (req.size() == 3) {
+    // AUTH user password (Redis 6).
+    const User* found =
+        authenticate(config.users, server_.auth_cache(), req[1], given);
+    if (found == nullptr) return auth_failed("invalid user name or password");
+    authed_ = true;
+    user_ = found;
+  } else {
+    const std::string& want = config.requirepass;
+    if (want.empty()) {
+      return reply_error(
+          Errc::invalid_argument,
+          config.users.empty()
+              ? "AUTH called but no password is configured"
+              : "AUTH needs a user name here: AUTH user password");
+    }
+    if (!equal_constant_time(given, want)) {
+      return auth_failed("invalid password");
+    }
+    authed_ = true;
+    user_ = nullptr;
   }
-  // Constant-time comparison.
-  unsigned diff = given.size() == want.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned>(given[i] ^ want[i % want.size()]);
-  }
-  if (diff != 0) {
-    authed_ = false;
-    return reply_error(Errc::permission_denied, "invalid password");
-  }
-  authed_ = true;
   std::string out;
   proto::RespWriter(out).simple("OK");
   reply(std::move(out));
+}
+
+void Connection::auth_failed(std::string message) {
+  authed_ = false;
+  user_ = nullptr;
+  ++server_.stats().auth_failures;
+  ++server_.stats().errors;
+  std::string bytes;
+  proto::RespWriter w(bytes);
+  proto::write_error(w, Error(Errc::permission_denied, std::move(message)));
+  const auto delay = server_.config().auth_fail_delay;
+  if (delay.count() <= 0) return reply(std::move(bytes));
+  // Parked like a blocking request: later requests (more guesses) wait.
+  parked_ = true;
+  const std::uint64_t id = ++park_id_;
+  auto timer =
+      std::make_shared<asio::steady_timer>(socket_.get_executor(), delay);
+  timer->async_wait([self = shared_from_this(), timer, id,
+                     bytes = std::move(bytes)](std::error_code) mutable {
+    self->complete_parked(id, std::move(bytes), {}, false);
+  });
+}
+
+bool Connection::permitted(const std::string& cmd, const proto::Request& req) {
+  unsigned need = 0;
+  std::vector<std::string_view> names;
+  if (cmd == "PING" || cmd == "HELLO") return true;
+  if (cmd == "INFO") {
+    need = kAdmin;
+    names.push_back("");
+  } else if (cmd == "LOCK.LIST") {
+    if (may_list(*user_, req[1])) return true;  // filtered in cmd_list
+    need = kRead;
+    names.push_back(req[1]);
+  } else if (cmd == "LOCK.DESCRIBE") {
+    need = kRead;
+    names.push_back(req[1]);
+  } else if (cmd == "LOCK.ACQUIRE_SOME" || cmd == "LOCK.ACQUIRE_ALL") {
+    need = kLock;
+    for (std::size_t i = 6; i < req.size(); ++i) names.push_back(req[i]);
+  } else if (cmd.rfind("LOCK.", 0) == 0) {
+    need = kLock;
+    names.push_back(req[1]);
+  } else {
+    need = kCounter;  // COUNTER.*
+    names.push_back(req[1]);
+  }
+  for (std::string_view n : names) {
+    if ((perms_on(*user_, n) & need) != 0) continue;
+    ++server_.stats().permission_denied;
+    spdlog::info("session {}: user {} refused {} on {}", session_,
+                 core::quote_name(user_->name), cmd, core::quote_name(n));
+    reply_error(Errc::permission_denied,
+                "user " + core::quote_name(user_->name) + " may not run " +
+                    cmd + " on " + core::quote_name(n) + ": no " +
+                    perm_name(need) + " permission for that prefix (rules: " +
+                    describe_rules(*user_) + ")");
+    return false;
+  }
+  return true;
 }
 
 void Connection::cmd_hello(const proto::Request& req) {
@@ -338,7 +409,18 @@ void Connection::cmd_describe(const proto::Request& req) {
 void Connection::cmd_list(const proto::Request& req) {
   auto limit = int_arg(req[2], "limit", 0, 100'000);
   if (!limit) return reply_result_error(limit.error());
-  auto infos = server_.table().list(req[1], static_cast<std::size_t>(*limit));
+  std::vector<LockInfo> infos;
+  if (user_ == nullptr) {
+    infos = server_.table().list(req[1], static_cast<std::size_t>(*limit));
+  } else {
+    // Only the locks this user may read (a prefix wider than its rules).
+    for (auto& i : server_.table().list(req[1], 100'000)) {
+      if (infos.size() >= static_cast<std::size_t>(*limit)) break;
+      if ((perms_on(*user_, i.name) & kRead) != 0) {
+        infos.push_back(std::move(i));
+      }
+    }
+  }
   std::string bytes;
   proto::RespWriter w(bytes);
   w.array(infos.size());

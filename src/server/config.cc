@@ -38,6 +38,62 @@ Result<std::string> read_secret(const std::string& path) {
   return s;
 }
 
+// users: { name: { password_hash: ..., rules: { "prefix": [perm, ...] } } }
+Status parse_users(const YAML::Node& n, std::vector<User>* users) {
+  if (!n.IsMap()) return bad("users must be a map of user name to settings");
+  for (const auto& u : n) {
+    User user;
+    user.name = u.first.as<std::string>();
+    const std::string where = "users." + user.name;
+    if (user.name.empty()) return bad("users: a user name is empty");
+    if (!u.second.IsMap()) return bad(where + " must be a map");
+    for (const auto& kv : u.second) {
+      const std::string key = kv.first.as<std::string>();
+      if (key == "password_hash") {
+        user.password_hash = kv.second.as<std::string>();
+        if (Status s = check_hash_format(user.password_hash); !s) {
+          return bad(where + ": " + s.error().message());
+        }
+      } else if (key == "client_cert_cn") {
+        user.client_cert_cn = kv.second.as<std::string>();
+      } else if (key == "rules") {
+        if (!kv.second.IsMap()) {
+          return bad(where + ".rules must map a prefix to permissions");
+        }
+        for (const auto& r : kv.second) {
+          AclRule rule;
+          rule.prefix = r.first.as<std::string>();
+          if (!r.second.IsSequence()) {
+            return bad(where + ".rules.\"" + rule.prefix +
+                       "\" must be a list of permissions");
+          }
+          for (const auto& w : r.second) {
+            auto perm = parse_perm(w.as<std::string>());
+            if (!perm) {
+              return bad(where + ".rules.\"" + rule.prefix +
+                         "\": " + perm.error().message());
+            }
+            rule.perms |= *perm;
+          }
+          user.rules.push_back(std::move(rule));
+        }
+      } else if (key == "password") {
+        return bad(where +
+                   ": plain-text passwords are not accepted; store "
+                   "password_hash (batond --hash-password)");
+      } else {
+        return bad(where + ": unknown key \"" + key + "\"");
+      }
+    }
+    if (user.password_hash.empty()) return bad(where + " has no password_hash");
+    for (const auto& other : *users) {
+      if (other.name == user.name) return bad(where + " is defined twice");
+    }
+    users->push_back(std::move(user));
+  }
+  return {};
+}
+
 bool is_loopback(const std::string& listen) {
   auto colon = listen.rfind(':');
   std::string host = listen.substr(0, colon);
@@ -64,6 +120,14 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
         c->listen = v.as<std::string>();
       } else if (key == "metrics_listen") {
         c->metrics_listen = v.as<std::string>();
+      } else if (key == "tls_listen") {
+        c->tls_listen = v.as<std::string>();
+      } else if (key == "tls_cert_file") {
+        c->tls_cert_file = v.as<std::string>();
+      } else if (key == "tls_key_file") {
+        c->tls_key_file = v.as<std::string>();
+      } else if (key == "tls_ca_file") {
+        c->tls_ca_file = v.as<std::string>();
       } else if (key == "data_dir") {
         c->data_dir = v.as<std::string>();
       } else if (key == "fsync") {
@@ -98,6 +162,15 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
         auto s = read_secret(v.as<std::string>());
         if (!s) return s.error();
         c->requirepass = *s;
+      } else if (key == "users") {
+        c->users.clear();
+        if (Status s = parse_users(v, &c->users); !s) {
+          return bad("config " + path + ": " + s.error().message());
+        }
+      } else if (key == "auth_fail_delay") {
+        auto d = duration_of(v);
+        if (!d) return d.error();
+        c->auth_fail_delay = *d;
       } else if (key == "allow_insecure_bind") {
         c->allow_insecure_bind = v.as<bool>();
       } else if (key == "log_level") {
@@ -126,12 +199,23 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
     }
   }
   CLI::App app{"batond — the baton lock server (RESP2)"};
+  bool hash_pw = false;
+  app.add_flag("--hash-password", hash_pw,
+               "read a password on stdin, print its password_hash, exit");
   std::string config_file, password_file, fsync, fsync_interval,
       session_timeout;
   app.add_option("--config", config_file, "YAML config file");
   app.add_option("--listen", c->listen, "host:port to serve RESP on");
   app.add_option("--metrics-listen", c->metrics_listen,
                  "host:port for Prometheus /metrics (off if empty)");
+  app.add_option("--tls-listen", c->tls_listen,
+                 "host:port to serve RESP over TLS on (off if empty)");
+  app.add_option("--tls-cert-file", c->tls_cert_file,
+                 "PEM certificate (chain) of the TLS listener");
+  app.add_option("--tls-key-file", c->tls_key_file,
+                 "PEM private key of the TLS listener");
+  app.add_option("--tls-ca-file", c->tls_ca_file,
+                 "PEM CA: TLS clients must present a certificate it signed");
   app.add_option("--data-dir", c->data_dir,
                  "journal directory ('' = no persistence)");
   app.add_option("--fsync", fsync, "always | batch | never");
@@ -161,6 +245,16 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
     *exit_code = 2;
     return false;
   };
+  if (hash_pw) {
+    std::string pw;
+    std::getline(std::cin, pw);
+    while (!pw.empty() && pw.back() == '\r') pw.pop_back();
+    auto h = hash_password(pw);
+    if (!h) return fail(h.error());
+    std::cout << *h << "\n";
+    *exit_code = 0;
+    return false;
+  }
   if (!fsync.empty()) {
     auto f = parse_fsync(fsync);
     if (!f) return fail(f.error());
@@ -185,11 +279,33 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
 }
 
 Status check_config(const ServerConfig& c) {
-  if (!is_loopback(c.listen) && c.requirepass.empty() &&
+  if (!is_loopback(c.listen) && c.requirepass.empty() && c.users.empty() &&
       !c.allow_insecure_bind) {
     return bad("refusing to listen on non-loopback address " + c.listen +
                " without a password (set requirepass / --password-file, or "
                "--allow-insecure-bind)");
+  }
+  if (!c.tls_listen.empty() && !is_loopback(c.tls_listen) &&
+      c.requirepass.empty() && c.users.empty() && c.tls_ca_file.empty() &&
+      !c.allow_insecure_bind) {
+    return bad("refusing to listen on non-loopback address " + c.tls_listen +
+               " without a password or client certificates (set requirepass "
+               "/ --password-file or tls_ca_file, or --allow-insecure-bind)");
+  }
+  const bool tls_files = !c.tls_cert_file.empty() || !c.tls_key_file.empty() ||
+                         !c.tls_ca_file.empty();
+  if (c.tls_listen.empty() && tls_files) {
+    return bad(
+        "tls_cert_file / tls_key_file / tls_ca_file are set but "
+        "tls_listen is not");
+  }
+  if (!c.tls_listen.empty() &&
+      (c.tls_cert_file.empty() || c.tls_key_file.empty())) {
+    return bad("tls_listen " + c.tls_listen +
+               " needs tls_cert_file and tls_key_file");
+  }
+  if (c.auth_fail_delay > std::chrono::seconds(10)) {
+    return bad("auth_fail_delay > 10s");
   }
   if (c.max_request_bytes < 1024) return bad("max_request_bytes < 1024");
   if (c.max_args < 16) return bad("max_args < 16");

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "baton/error.h"
+#include "server/acl.h"
 #include "server/journal.h"
 
 namespace baton::server {
@@ -19,6 +21,11 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:7420";
   // host:port of the Prometheus /metrics HTTP listener; empty = off.
   std::string metrics_listen;
+  // host:port of the TLS listener (beside `listen`); empty = off. Needs
+  // tls_cert_file and tls_key_file; with tls_ca_file, clients must present
+  // a certificate signed by that CA.
+  std::string tls_listen;
+  std::string tls_cert_file, tls_key_file, tls_ca_file;
   // Directory for the journal and snapshot; empty = no persistence.
   std::string data_dir = "batond-data";
   FsyncPolicy fsync = FsyncPolicy::batch;
@@ -39,6 +46,11 @@ struct ServerConfig {
   std::chrono::milliseconds session_timeout{10'000};
   // Password required by AUTH; empty = none. Never logged.
   std::string requirepass;
+  // Users (AUTH user password) and their per-prefix rules; when set, every
+  // connection must AUTH (docs/server.md, "Users and rules").
+  std::vector<User> users;
+  // A failed AUTH is answered this much later (brute-force brake).
+  std::chrono::milliseconds auth_fail_delay{250};
   // Allow a non-loopback listen address without a password.
   bool allow_insecure_bind = false;
   // trace, debug, info, warn, error, off.

@@ -20,6 +20,8 @@ constexpr std::size_t kMaxHeldBytes = 64u << 20;
 // up; buffers larger than this are freed once written, not kept.
 constexpr std::size_t kChunkBytes = 256u << 10;
 constexpr std::size_t kKeepBufferBytes = kChunkBytes;
+// A TLS client has this long to finish its handshake.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
 // Memory a queued request takes (its strings and their headers).
 std::size_t request_bytes(const proto::Request& req) {
@@ -38,16 +40,88 @@ void drop_buffer(std::string& s) {
 }  // namespace
 
 Connection::Connection(Server& server, asio::ip::tcp::socket socket,
-                       core::SessionId session)
+                       core::SessionId session, asio::ssl::context* tls)
     : server_(server),
       socket_(std::move(socket)),
+      tls_(tls != nullptr
+               ? std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(
+                     socket_, *tls)
+               : nullptr),
       session_(session),
       parser_(proto::ProtoLimits{server.config().max_request_bytes,
                                  server.config().max_args}),
-      authed_(server.config().requirepass.empty()) {}
+      authed_(server.config().requirepass.empty() &&
+              server.config().users.empty()) {}
 
 void Connection::start() {
   asio::co_spawn(socket_.get_executor(), read_loop(), asio::detached);
+}
+
+std::string Connection::peer_name() const {
+  std::error_code ec;
+  auto ep = socket_.remote_endpoint(ec);
+  if (ec) return "?";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+asio::awaitable<bool> Connection::tls_handshake() {
+  const std::string peer = peer_name();
+  // A plain-text client on the TLS port: its first byte is not a TLS
+  // handshake record (0x16). Tell it in plain RESP, log it, close.
+  std::error_code ec;
+  asio::steady_timer timer(socket_.get_executor(), kHandshakeTimeout);
+  auto timed_out = std::make_shared<bool>(false);
+  timer.async_wait([self = shared_from_this(), timed_out](std::error_code tec) {
+    if (tec || self->closed_) return;
+    *timed_out = true;
+    std::error_code cec;
+    self->socket_.cancel(cec);
+  });
+  co_await socket_.async_wait(asio::socket_base::wait_read,
+                              asio::redirect_error(asio::use_awaitable, ec));
+  unsigned char first = 0;
+  if (!ec && ::recv(socket_.native_handle(), &first, 1, MSG_PEEK) == 1 &&
+      first != 0x16) {
+    timer.cancel();
+    spdlog::warn(
+        "session {}: TLS handshake from {} on {} failed: the client speaks "
+        "plain text, not TLS (first byte 0x{:02x}); closing",
+        session_, peer, server_.config().tls_listen, first);
+    std::string err =
+        "-unavailable this is batond's TLS port: connect with TLS "
+        "(batons://), or use the plain port\r\n";
+    std::error_code wec;
+    asio::write(socket_, asio::buffer(err), wec);
+    co_return false;
+  }
+  if (!ec) {
+    co_await tls_->async_handshake(
+        asio::ssl::stream_base::server,
+        asio::redirect_error(asio::use_awaitable, ec));
+  }
+  timer.cancel();
+  if (ec || closed_) {
+    spdlog::warn("session {}: TLS handshake from {} on {} failed: {}", session_,
+                 peer, server_.config().tls_listen,
+                 *timed_out ? std::string("no handshake within 10s")
+                            : tls_failure(ec, tls_->native_handle()));
+    co_return false;
+  }
+  co_return true;
+}
+
+bool Connection::tls_on_plain_port(const char* data, std::size_t n) {
+  if (n == 0 || static_cast<unsigned char>(data[0]) != 0x16) return false;
+  spdlog::warn(
+      "session {}: a TLS handshake from {} on the plain-text listener {}; "
+      "TLS clients must use tls_listen{}; closing",
+      session_, peer_name(), server_.config().listen,
+      server_.config().tls_listen.empty() ? " (not configured)" : "");
+  std::string err =
+      "-unavailable this is batond's plain-text port, not TLS\r\n";
+  std::error_code wec;
+  asio::write(socket_, asio::buffer(err), wec);
+  return true;
 }
 
 // Reads with async_read_some (Asio tries a non-blocking recv first and
@@ -58,12 +132,34 @@ void Connection::start() {
 // which measured slower with 50 clients; see docs/bench/batond.md.)
 asio::awaitable<void> Connection::read_loop() {
   auto self = shared_from_this();
+  if (tls_ && !co_await tls_handshake()) {
+    close();
+    co_return;
+  }
+  if (tls_ && !authed_) {
+    // A client certificate may name a user (users.<name>.client_cert_cn).
+    const std::string cn = peer_common_name(tls_->native_handle());
+    for (const auto& u : server_.config().users) {
+      if (!cn.empty() && u.client_cert_cn == cn) {
+        authed_ = true;
+        user_ = &u;
+      }
+    }
+  }
   std::vector<char> buf(16 * 1024);
   while (!closed_) {
     std::error_code ec;
-    std::size_t n = co_await socket_.async_read_some(
-        asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    std::size_t n = tls_ ? co_await tls_->async_read_some(
+                               asio::buffer(buf),
+                               asio::redirect_error(asio::use_awaitable, ec))
+                         : co_await socket_.async_read_some(
+                               asio::buffer(buf),
+                               asio::redirect_error(asio::use_awaitable, ec));
     if (ec || closed_) break;
+    if (first_read_) {
+      first_read_ = false;
+      if (!tls_ && tls_on_plain_port(buf.data(), n)) break;
+    }
     if (close_after_flush_) continue;  // discard input after a fatal error
     in_batch_ = true;
     peer_checked_ = false;
@@ -241,17 +337,20 @@ void Connection::flush() {
     return;
   }
   write_in_flight_ = true;
-  asio::async_write(
-      socket_, asio::buffer(writing_),
-      [self = shared_from_this()](std::error_code ec, std::size_t) {
-        self->write_in_flight_ = false;
-        drop_buffer(self->writing_);
-        if (ec) {
-          self->close();
-          return;
-        }
-        self->flush();
-      });
+  auto done = [self = shared_from_this()](std::error_code ec, std::size_t) {
+    self->write_in_flight_ = false;
+    drop_buffer(self->writing_);
+    if (ec) {
+      self->close();
+      return;
+    }
+    self->flush();
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_), std::move(done));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(done));
+  }
 }
 
 void Connection::cut_off(const char* what) {
@@ -343,6 +442,36 @@ void Connection::reply_error(Errc code, std::string_view message) {
   proto::RespWriter w(out);
   proto::write_error(w, Error(code, std::string(message)));
   reply(std::move(out));
+}
+
+// Server's accept loop (here, beside the connection it makes).
+asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor,
+                                          bool tls) {
+  for (;;) {
+    std::error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor.async_accept(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;
+    }
+    if (connections_.size() >= config_.max_connections) {
+      ++stats_.connections_refused;
+      std::string err = "-unavailable too many connections\r\n";
+      std::error_code wec;
+      asio::write(socket, asio::buffer(err), wec);
+      continue;
+    }
+    std::error_code oec;
+    socket.set_option(asio::ip::tcp::no_delay(true), oec);
+    auto c =
+        std::make_shared<Connection>(*this, std::move(socket), next_session_++,
+                                     tls ? tls_ctx_.get() : nullptr);
+    connections_.insert(c);
+    ++stats_.connections_total;
+    c->start();
+  }
 }
 
 }  // namespace baton::server

@@ -24,6 +24,7 @@
 #define BATON_SERVER_CONNECTION_H_
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <deque>
 #include <memory>
 #include <string>
@@ -39,8 +40,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Grants = std::vector<std::pair<std::string, OwnerToken>>;
 
+  // tls: the connection came in on the TLS listener; its handshake runs
+  // first (bounded by kHandshakeTimeout).
   Connection(Server& server, asio::ip::tcp::socket socket,
-             core::SessionId session);
+             core::SessionId session, asio::ssl::context* tls = nullptr);
   void start();
   // Closes the socket and ends the session. With give_back_unsent (every
   // close but the server's shutdown), grants created for this connection
@@ -100,6 +103,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static bool grants_locks(const proto::Request& req);
   void give_back_unsent();
   asio::awaitable<void> read_loop();
+  // TLS connections: the handshake; false (logged, closed) if it failed.
+  asio::awaitable<bool> tls_handshake();
+  // The first bytes on the plain listener open a TLS handshake: logged,
+  // answered with a plain error, closed.
+  bool tls_on_plain_port(const char* data, std::size_t n);
+  std::string peer_name() const;
   void process_pending();
   void execute(const proto::Request& req);  // commands.cc
   void flush();
@@ -119,6 +128,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Server& server_;
   asio::ip::tcp::socket socket_;
+  // TLS over socket_ (connections from the TLS listener only).
+  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> tls_;
+  bool first_read_ = true;
   core::SessionId session_;
   proto::RequestParser parser_;
   std::deque<proto::Request> pending_;
@@ -126,6 +138,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool parked_ = false;
   std::uint64_t park_id_ = 0;
   bool authed_ = false;
+  // The user this connection AUTHed as (null: no users, or the
+  // requirepass password: every command allowed).
+  const User* user_ = nullptr;
+  // False (and a permission_denied reply sent) if user_ may not run `req`.
+  bool permitted(const std::string& cmd, const proto::Request& req);
+  // A failed AUTH: answered after auth_fail_delay, later requests wait.
+  void auth_failed(std::string message);
   bool had_ephemeral_ = false;
   bool close_after_flush_ = false;
   bool closed_ = false;

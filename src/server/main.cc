@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   }
   // Tests read the bound port from this line (--listen host:0).
   std::cout << "batond ready port=" << server.port()
-            << " metrics_port=" << server.metrics_port() << std::endl;
+            << " metrics_port=" << server.metrics_port()
+            << " tls_port=" << server.tls_port() << std::endl;
   server.run();
   spdlog::info("batond stopped");
   return 0;

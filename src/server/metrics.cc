@@ -1,6 +1,9 @@
 // INFO text and the Prometheus /metrics endpoint of batond.
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <sstream>
 
 #include "server/connection.h"
@@ -52,6 +55,10 @@ std::vector<Metric> collect(const Server& s, const core::TableStats& t,
       {"batond_undone_grants_total", "counter",
        "Grants undone because they could not be persisted",
        double(st.undone_grants)},
+      {"batond_permission_denied_total", "counter",
+       "Commands refused by a user's rules", double(st.permission_denied)},
+      {"batond_auth_failures_total", "counter", "Failed AUTH attempts",
+       double(st.auth_failures)},
   };
   if (j != nullptr) {
     const auto& js = j->stats();
@@ -119,6 +126,48 @@ std::string Server::metrics_text() const {
   return o.str();
 }
 
+// With users configured, /metrics needs HTTP Basic credentials of a user
+// with admin on "" (docs/server.md, "Users and rules").
+Server::Access Server::metrics_access(const std::string& request) {
+  if (config_.users.empty()) return Access::allowed;
+  static constexpr std::string_view kHeader = "\r\nauthorization: basic ";
+  std::string lower = request;
+  for (char& ch : lower) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  auto at = lower.find(kHeader);
+  if (at == std::string::npos) {
+    ++stats_.auth_failures;
+    return Access::unauthorized;
+  }
+  at += kHeader.size();
+  auto end = request.find("\r\n", at);
+  std::string b64 = request.substr(at, end - at);
+  std::string plain((b64.size() / 4 + 1) * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(plain.data()),
+                          reinterpret_cast<const unsigned char*>(b64.data()),
+                          static_cast<int>(b64.size()));
+  if (n < 0) n = 0;
+  plain.resize(static_cast<std::size_t>(n));
+  while (!plain.empty() && plain.back() == '\0') plain.pop_back();  // padding
+  auto colon = plain.find(':');
+  const User* user =
+      colon == std::string::npos
+          ? nullptr
+          : authenticate(config_.users, auth_cache_, plain.substr(0, colon),
+                         plain.substr(colon + 1));
+  OPENSSL_cleanse(plain.data(), plain.size());
+  if (user == nullptr) {
+    ++stats_.auth_failures;
+    return Access::unauthorized;
+  }
+  if ((perms_on(*user, "") & kAdmin) == 0) {
+    ++stats_.permission_denied;
+    return Access::forbidden;
+  }
+  return Access::allowed;
+}
+
 asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
   for (;;) {
     std::error_code ec;
@@ -138,17 +187,31 @@ asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
       if (rec) break;
       req.append(buf, n);
     }
-    std::string body, status = "200 OK";
-    if (req.rfind("GET /metrics", 0) == 0) {
+    std::string body, status = "200 OK", extra;
+    const Access access = metrics_access(req);
+    if (access == Access::unauthorized) {
+      // Slowed like a failed AUTH (this loop serves one request at a time).
+      asio::steady_timer t(io_, config_.auth_fail_delay);
+      std::error_code tec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, tec));
+      status = "401 Unauthorized";
+      extra = "WWW-Authenticate: Basic realm=\"batond\"\r\n";
+      body =
+          "batond has users: send HTTP Basic credentials of a user with "
+          "admin on the prefix \"\"\n";
+    } else if (access == Access::forbidden) {
+      status = "403 Forbidden";
+      body = "this user has no admin permission on the prefix \"\"\n";
+    } else if (req.rfind("GET /metrics", 0) == 0) {
       body = metrics_text();
     } else {
       status = "404 Not Found";
       body = "try /metrics\n";
     }
     std::string resp = "HTTP/1.1 " + status +
-                       "\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                       "Content-Length: " +
-                       std::to_string(body.size()) +
+                       "\r\nContent-Type: text/plain; version=0.0.4\r\n" +
+                       extra +
+                       "Content-Length: " + std::to_string(body.size()) +
                        "\r\nConnection: close\r\n\r\n" + body;
     std::error_code wec;
     co_await asio::async_write(socket, asio::buffer(resp),

@@ -65,6 +65,7 @@ Server::Server(ServerConfig config)
                                   core::Limits{}.max_locks}),
       acceptor_(io_),
       metrics_acceptor_(io_),
+      tls_acceptor_(io_),
       signals_(io_),
       deadline_timer_(io_),
       batch_timer_(io_) {}
@@ -107,7 +108,18 @@ Status Server::start() {
   }
   Status s = bind_listener(acceptor_, config_.listen, &port_);
   if (!s) return s;
-  asio::co_spawn(io_, accept_loop(acceptor_), asio::detached);
+  asio::co_spawn(io_, accept_loop(acceptor_, false), asio::detached);
+  if (!config_.tls_listen.empty()) {
+    auto ctx = make_server_tls_context(config_);
+    if (!ctx) return ctx.error();
+    tls_ctx_ = std::move(*ctx);
+    s = bind_listener(tls_acceptor_, config_.tls_listen, &tls_port_);
+    if (!s) return s;
+    asio::co_spawn(io_, accept_loop(tls_acceptor_, true), asio::detached);
+    spdlog::info("TLS listener on {} (port {}), client certificates {}",
+                 config_.tls_listen, tls_port_,
+                 config_.tls_ca_file.empty() ? "not required" : "required");
+  }
   if (!config_.metrics_listen.empty()) {
     s = bind_listener(metrics_acceptor_, config_.metrics_listen,
                       &metrics_port_);
@@ -127,7 +139,9 @@ Status Server::start() {
                config_.fsync == FsyncPolicy::always  ? "always"
                : config_.fsync == FsyncPolicy::batch ? "batch"
                                                      : "never",
-               config_.requirepass.empty() ? "off" : "on");
+               !config_.users.empty()        ? "users"
+               : config_.requirepass.empty() ? "off"
+                                             : "on");
   return {};
 }
 
@@ -140,6 +154,7 @@ void Server::stop() {
     std::error_code ec;
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
+    tls_acceptor_.close(ec);
     // Graceful: parked requests answered `unavailable`, nothing new runs,
     // staged replies go out as the journal makes them durable; then each
     // connection closes. Bounded: after kStopDrain whatever is left closes.
@@ -175,33 +190,6 @@ void Server::finish_stop() {
   if (journal_) (void)journal_->sync();
   signals_.cancel();
   io_.stop();
-}
-
-asio::awaitable<void> Server::accept_loop(asio::ip::tcp::acceptor& acceptor) {
-  for (;;) {
-    std::error_code ec;
-    asio::ip::tcp::socket socket = co_await acceptor.async_accept(
-        asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (ec == asio::error::operation_aborted) co_return;
-      spdlog::warn("accept failed: {}", ec.message());
-      continue;
-    }
-    if (connections_.size() >= config_.max_connections) {
-      ++stats_.connections_refused;
-      std::string err = "-unavailable too many connections\r\n";
-      std::error_code wec;
-      asio::write(socket, asio::buffer(err), wec);
-      continue;
-    }
-    std::error_code oec;
-    socket.set_option(asio::ip::tcp::no_delay(true), oec);
-    auto c =
-        std::make_shared<Connection>(*this, std::move(socket), next_session_++);
-    connections_.insert(c);
-    ++stats_.connections_total;
-    c->start();
-  }
 }
 
 std::uint64_t Server::reply_seq() const {

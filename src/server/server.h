@@ -27,6 +27,7 @@
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/journal.h"
+#include "server/tls.h"
 
 namespace baton::server {
 
@@ -37,6 +38,7 @@ struct ServerStats {
   std::uint64_t commands = 0, errors = 0, protocol_errors = 0;
   std::uint64_t waits = 0, wait_grants = 0, wait_timeouts = 0;
   std::uint64_t expirations = 0, refused_unavailable = 0, undone_grants = 0;
+  std::uint64_t permission_denied = 0, auth_failures = 0;
 };
 
 class Server {
@@ -52,12 +54,16 @@ class Server {
   void stop();  // thread-safe
   std::uint16_t port() const { return port_; }
   std::uint16_t metrics_port() const { return metrics_port_; }
+  std::uint16_t tls_port() const { return tls_port_; }
 
   // --- used by Connection / command handlers (io thread) -----------------
   const ServerConfig& config() const { return config_; }
   core::LockTable& table() { return table_; }
   const core::Clock& clock() const { return clock_; }
   ServerStats& stats() { return stats_; }
+  // User name -> quick_digest of the password last verified for it (acl.h):
+  // AUTH runs PBKDF2 only for a password not seen before.
+  std::map<std::string, std::string>& auth_cache() { return auth_cache_; }
   std::size_t connection_count() const { return connections_.size(); }
   // Journal sequence a reply must wait for (0 if none).
   std::uint64_t reply_seq() const;
@@ -112,8 +118,12 @@ class Server {
     std::shared_ptr<asio::steady_timer> timer;  // acquire_some wait
   };
 
-  asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor);
+  // tls: connections accepted here speak TLS (tls_ctx_).
+  asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor,
+                                    bool tls);
   asio::awaitable<void> metrics_loop(asio::ip::tcp::acceptor& acceptor);
+  enum class Access { allowed, unauthorized, forbidden };
+  Access metrics_access(const std::string& request);
   // True if no connection in `who` can still be sent a reply (each is
   // closed or its peer has gone).
   bool clients_gone(const std::vector<Parked>& who);
@@ -135,7 +145,9 @@ class Server {
   std::unique_ptr<Journal> journal_;
   asio::ip::tcp::acceptor acceptor_;
   asio::ip::tcp::acceptor metrics_acceptor_;
-  std::uint16_t port_ = 0, metrics_port_ = 0;
+  asio::ip::tcp::acceptor tls_acceptor_;
+  std::unique_ptr<asio::ssl::context> tls_ctx_;  // tls_listen only
+  std::uint16_t port_ = 0, metrics_port_ = 0, tls_port_ = 0;
   asio::signal_set signals_;
   asio::steady_timer deadline_timer_;
   std::optional<core::Instant> armed_;
@@ -154,6 +166,7 @@ class Server {
   std::map<OwnerToken, std::vector<ParkedMulti>> parked_multi_;
   std::map<core::SessionId, std::shared_ptr<asio::steady_timer>> ephemeral_;
   ServerStats stats_;
+  std::map<std::string, std::string> auth_cache_;
   friend class Connection;
 };
 

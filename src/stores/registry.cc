@@ -53,6 +53,7 @@ struct KnownStore {
 
 constexpr KnownStore kKnown[] = {
     {"baton", "baton://", "BATON_WITH_SERVER"},
+    {"batons", "batons://", "BATON_WITH_SERVER"},
     {"postgres", "postgres://", "BATON_WITH_POSTGRES"},
     {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
     {"redis", "redis://", "BATON_WITH_REDIS"},
@@ -70,7 +71,9 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
   if (url.scheme == "memory") return open_memory_store(url);
 #if BATON_WITH_SERVER
-  if (url.scheme == "baton") return open_baton_store(url);
+  if (url.scheme == "baton" || url.scheme == "batons") {
+    return open_baton_store(url);
+  }
 #endif
 #if BATON_WITH_POSTGRES
   if (url.scheme == "postgres" || url.scheme == "postgresql") {
@@ -148,7 +151,7 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
   return Error(
       Errc::invalid_argument,
       "store URL \"" + u.safe() + "\" has an unknown scheme \"" + u.scheme +
-          "\" (available: memory:, baton://, postgres://, "
+          "\" (available: memory:, baton://, batons://, postgres://, "
           "redis://, redlock://, zookeeper://, mysql://, etcd://, sqlite://)");
 }
 

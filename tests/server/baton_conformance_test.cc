@@ -1,27 +1,24 @@
 // tests/server/baton_conformance_test.cc — the conformance suite on
-// baton://, against one real batond started on a free loopback port.
+// baton:// and on batons:// (TLS, client certificate), as a user with every
+// permission (AUTH user password), against one real
+// batond with both listeners, started on free loopback ports.
 #include <memory>
 
-#include "batond_process.h"
+#include "baton_test_server.h"
 #include "conformance.h"
 
 namespace {
 
-baton::testing::BatondProcess& server() {
-  static auto* p = new baton::testing::BatondProcess();
-  static bool registered = [] {
-    std::atexit([] { delete p; });
-    return true;
-  }();
-  (void)registered;
-  return *p;
+baton::Result<baton::Client> open_baton(const baton::ClientOptions& options) {
+  return baton::Client::open(baton::testing::baton_url(), options);
 }
 
-baton::Result<baton::Client> open_baton(const baton::ClientOptions& options) {
-  return baton::Client::open(server().url(), options);
+baton::Result<baton::Client> open_batons(const baton::ClientOptions& options) {
+  return baton::Client::open(baton::testing::batons_url(), options);
 }
 
 }  // namespace
 
 INSTANTIATE_CONFORMANCE(Baton, open_baton);
 INSTANTIATE_ENDED_LEASE_SUITE(Baton, open_baton);
+INSTANTIATE_CONFORMANCE(Batons, open_batons);

@@ -22,9 +22,12 @@ namespace baton::testing {
 class BatondProcess {
  public:
   // `dir`: data dir parent ("" = a fresh temp dir). Extra flags appended.
+  // keep_output: batond's log lines after its ready line are kept in
+  // <dir>/batond.out (output()); otherwise they are discarded.
   explicit BatondProcess(std::string dir = "",
-                         std::vector<std::string> extra = {})
-      : extra_(std::move(extra)) {
+                         std::vector<std::string> extra = {},
+                         bool keep_output = false)
+      : extra_(std::move(extra)), keep_output_(keep_output) {
     if (dir.empty()) {
       char tmpl[] = "/tmp/batond-test-XXXXXX";
       dir = ::mkdtemp(tmpl);
@@ -103,7 +106,23 @@ class BatondProcess {
         line.clear();
       }
     }
-    ::close(out[0]);
+    if (ready && keep_output_) {
+      // Drains batond's stdout until it exits (joined in stop()).
+      const int fd = out[0];
+      const std::string path = dir_ + "/batond.out";
+      drain_ = std::thread([fd, path] {
+        int f = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        char buf[4096];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+          if (f >= 0 && ::write(f, buf, static_cast<std::size_t>(n)) < 0) break;
+        }
+        if (f >= 0) ::close(f);
+        ::close(fd);
+      });
+    } else {
+      ::close(out[0]);
+    }
     auto at = line.find("port=");
     if (!ready || at == std::string::npos) {
       startup_output_ += line;
@@ -111,6 +130,16 @@ class BatondProcess {
       return false;
     }
     port_ = static_cast<std::uint16_t>(std::stoi(line.substr(at + 5)));
+    auto m_at = line.find(" metrics_port=");
+    metrics_port_ =
+        m_at == std::string::npos
+            ? 0
+            : static_cast<std::uint16_t>(std::stoi(line.substr(m_at + 14)));
+    auto tls_at = line.find(" tls_port=");
+    tls_port_ =
+        tls_at == std::string::npos
+            ? 0
+            : static_cast<std::uint16_t>(std::stoi(line.substr(tls_at + 10)));
     return true;
   }
   void kill9() { signal_and_wait(SIGKILL); }
@@ -146,7 +175,22 @@ class BatondProcess {
   // waitpid() status of the last process stopped (or that exited).
   int exit_status() const { return status_; }
   std::uint16_t port() const { return port_; }
+  // The /metrics listener's port (0 without --metrics-listen).
+  std::uint16_t metrics_port() const { return metrics_port_; }
+  // The TLS listener's port (0 without --tls-listen).
+  std::uint16_t tls_port() const { return tls_port_; }
   const std::string& dir() const { return dir_; }
+  // batond's log lines after its ready line (keep_output only).
+  std::string output() const {
+    std::string out;
+    FILE* f = std::fopen((dir_ + "/batond.out").c_str(), "r");
+    if (f == nullptr) return out;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+    return out;
+  }
   std::string url() const {
     return "baton://127.0.0.1:" + std::to_string(port_);
   }
@@ -158,14 +202,17 @@ class BatondProcess {
     status_ = 0;
     ::waitpid(pid_, &status_, 0);
     pid_ = -1;
+    if (drain_.joinable()) drain_.join();
   }
   std::vector<std::string> extra_;
+  bool keep_output_ = false;
+  std::thread drain_;  // keep_output_: copies stdout to batond.out
   std::string dir_;
   bool owns_dir_ = false;
   pid_t pid_ = -1;
   int status_ = 0;
   std::string startup_output_;
-  std::uint16_t port_ = 0;
+  std::uint16_t port_ = 0, tls_port_ = 0, metrics_port_ = 0;
 };
 
 // Runs a shell command, returns its stdout.

@@ -17,6 +17,7 @@
 
 #include "proto/commands.h"
 #include "proto/resp.h"
+#include "stores/baton/tls_client.h"
 #include "stores/call_deadline.h"
 
 namespace baton::store {
@@ -30,15 +31,15 @@ Error unavailable(const std::string& what) {
   return Error(Errc::unavailable, what);
 }
 
-// One RESP connection to batond.
+// One RESP connection to batond (plain, or TLS when tls is set).
 class Conn {
  public:
   ~Conn() {
     if (fd_ >= 0) ::close(fd_);
   }
-  static Result<std::unique_ptr<Conn>> connect(const std::string& host,
-                                               std::uint16_t port,
-                                               Clock::time_point deadline) {
+  static Result<std::unique_ptr<Conn>> connect(
+      const std::string& host, std::uint16_t port, Clock::time_point deadline,
+      const std::shared_ptr<TlsContext>& tls) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -70,12 +71,19 @@ class Conn {
       if (rc == 0) {
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        // Blocking from here on, bounded by SO_RCVTIMEO/SO_SNDTIMEO: a call
-        // is then one send and one recv (no poll before each).
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         ::freeaddrinfo(res);
         auto c = std::make_unique<Conn>();
         c->fd_ = fd;
+        if (tls) {
+          // Stays non-blocking: OpenSSL driven by poll (tls_client.h).
+          auto t = TlsChannel::handshake(tls, fd, host, port, deadline);
+          if (!t) return t.error();
+          c->tls_ = std::move(*t);
+          return c;
+        }
+        // Blocking from here on, bounded by SO_RCVTIMEO/SO_SNDTIMEO: a call
+        // is then one send and one recv (no poll before each).
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         return c;
       }
       last = std::strerror(errno);
@@ -93,6 +101,12 @@ class Conn {
     w.array(args.size());
     for (const auto& a : args) w.bulk(a);
     std::string_view rest(out_);
+    if (tls_) {
+      if (Status s = tls_->write_all(rest, deadline); !s.ok()) {
+        return io_error(s.error().message());
+      }
+      rest = {};
+    }
     while (!rest.empty()) {
       if (!set_timeout(deadline)) return io_error("send timed out");
       ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
@@ -112,12 +126,27 @@ class Conn {
         last_used_ = Clock::now();
         return r;
       }
-      if (!set_timeout(deadline)) {
-        return io_error("no reply from batond within the timeout");
-      }
       char buf[16384];
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      ssize_t n = 0;
+      if (tls_) {
+        auto got_tls = tls_->read_some(buf, sizeof buf, deadline);
+        if (!got_tls) return io_error(got_tls.error().message());
+        n = static_cast<ssize_t>(*got_tls);
+      } else {
+        if (!set_timeout(deadline)) {
+          return io_error("no reply from batond within the timeout");
+        }
+        n = ::recv(fd_, buf, sizeof buf, 0);
+      }
       if (n == 0) return io_error("batond closed the connection");
+      if (n > 0 && first_reply_ && !tls_ &&
+          (static_cast<unsigned char>(buf[0]) == 0x15 ||
+           static_cast<unsigned char>(buf[0]) == 0x16)) {
+        return io_error(
+            "batond answered with TLS: this is its TLS port (tls_listen); "
+            "connect with batons://");
+      }
+      if (n > 0) first_reply_ = false;
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
         return io_error(std::string("recv: ") + std::strerror(errno));
@@ -133,6 +162,7 @@ class Conn {
   // without asking the kernel (one poll saved per call under load).
   bool healthy() const {
     if (broken_) return false;
+    if (tls_ && tls_->has_pending()) return false;
     if (Clock::now() - last_used_ < std::chrono::milliseconds(10)) return true;
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, 0) == 0;
@@ -178,6 +208,8 @@ class Conn {
   }
 
   int fd_ = -1;
+  std::unique_ptr<TlsChannel> tls_;  // batons:// (uses fd_, not owning)
+  bool first_reply_ = true;          // nothing received yet
   bool broken_ = false;
   std::int64_t timeout_us_ = 0;  // SO_RCVTIMEO/SO_SNDTIMEO now set
   Clock::time_point last_used_{};
@@ -188,11 +220,13 @@ class Conn {
 class BatonStore final : public Store {
  public:
   BatonStore(core::Url url, std::string password,
-             std::chrono::milliseconds timeout, std::size_t pool)
+             std::chrono::milliseconds timeout, std::size_t pool,
+             std::shared_ptr<TlsContext> tls)
       : url_(std::move(url)),
         password_(std::move(password)),
         timeout_(timeout),
-        pool_max_(pool) {}
+        pool_max_(pool),
+        tls_(std::move(tls)) {}
 
   Result<Grant> acquire(const AcquireSpec& s, milliseconds wait) override {
     std::vector<std::string> a = {"LOCK.ACQUIRE", s.name, s.token.to_string(),
@@ -328,7 +362,7 @@ class BatonStore final : public Store {
     }
     const auto& hp = url_.hosts.front();
     auto c = Conn::connect(hp.host, hp.port,
-                           std::min(deadline, Clock::now() + timeout_));
+                           std::min(deadline, Clock::now() + timeout_), tls_);
     if (!c) {
       std::lock_guard<std::mutex> g(mu_);
       backoff_ = backoff_.count() == 0
@@ -342,10 +376,14 @@ class BatonStore final : public Store {
       backoff_ = milliseconds(0);
     }
     if (!password_.empty()) {
-      auto r = (*c)->call({"AUTH", password_}, deadline);
+      // baton://user:pass@host: AUTH user pass (batond's users).
+      auto r = url_.user.empty()
+                   ? (*c)->call({"AUTH", password_}, deadline)
+                   : (*c)->call({"AUTH", url_.user, password_}, deadline);
       if (!r) return r.error();
       if (proto::is_failure(*r)) {
         Error e = proto::error_from_reply(*r);
+        if (e.code() == Errc::unavailable) return e;  // e.g. the wrong port
         return Error(Errc::permission_denied,
                      "batond refused the password for " + url_.safe() + ": " +
                          e.message());
@@ -363,6 +401,7 @@ class BatonStore final : public Store {
   const std::string password_;
   const std::chrono::milliseconds timeout_;
   const std::size_t pool_max_;
+  const std::shared_ptr<TlsContext> tls_;  // batons:// only
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;
   milliseconds backoff_{0};
@@ -380,9 +419,19 @@ Result<std::unique_ptr<Store>> open_baton_store(const core::Url& url) {
   std::string password = url.password;
   std::chrono::milliseconds timeout{5000};
   std::size_t pool = 32;  // idle connections kept for reuse
+  const bool use_tls = url.scheme == "batons";
+  TlsOptions tls_options;
   for (const auto& [k, v] : url.query) {
     if (k == "password") {
       password = v;
+    } else if (use_tls && (k == "ca" || k == "cert" || k == "key")) {
+      if (v.empty()) {
+        return Error(Errc::invalid_argument,
+                     "store URL " + url.safe() + ": " + k + " is empty");
+      }
+      (k == "ca"     ? tls_options.ca
+       : k == "cert" ? tls_options.cert
+                     : tls_options.key) = v;
     } else if (k == "timeout_ms" || k == "pool") {
       std::int64_t n = 0;
       try {
@@ -401,13 +450,23 @@ Result<std::unique_ptr<Store>> open_baton_store(const core::Url& url) {
         timeout = std::chrono::milliseconds(n);
       }
     } else {
-      return Error(
-          Errc::invalid_argument,
-          "store URL " + url.safe() + ": unknown option \"" + k + "\"");
+      const bool tls_key = k == "ca" || k == "cert" || k == "key";
+      return Error(Errc::invalid_argument,
+                   "store URL " + url.safe() + ": unknown option \"" + k +
+                       "\"" + (tls_key ? " (TLS options need batons://)" : ""));
     }
   }
+  std::shared_ptr<TlsContext> tls;
+  if (use_tls) {
+    auto t = TlsContext::create(tls_options);
+    if (!t) {
+      return Error(Errc::invalid_argument,
+                   "store URL " + url.safe() + ": " + t.error().message());
+    }
+    tls = std::move(*t);
+  }
   return std::unique_ptr<Store>(
-      std::make_unique<BatonStore>(url, password, timeout, pool));
+      std::make_unique<BatonStore>(url, password, timeout, pool, tls));
 }
 
 }  // namespace baton::store
