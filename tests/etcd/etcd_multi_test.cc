@@ -6,6 +6,8 @@
 // once, past the waiting acquire_all.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -146,6 +148,61 @@ TEST_P(EtcdAllAhead, ASingleRequestBehindAWaitingAcquireAllWaitsForIt) {
   }
   if (l_holder) {
     EXPECT_TRUE(s.release(l, l_holder->token)->was_held);
+  }
+}
+
+// acquire_all requests on the same locks in opposite orders, with single
+// requests among them: each acquire_all's keys share one create revision
+// (one Txn), so every queue orders them the same way and none waits for
+// another that waits for it (rule 11). A cycle would show as a timeout.
+TEST(EtcdAllAheadNoCycle, OppositeOrdersAndSinglesNeverDeadlock) {
+  auto t = open_test_store(shared_cluster().url());
+  auto& s = *t.etcd;
+  const std::string a = unique_name("cycle-a"), b = unique_name("cycle-b"),
+                    c = unique_name("cycle-c");
+  const std::vector<std::vector<std::string>> orders = {
+      {a, b, c}, {c, b, a}, {b, a}, {c, a}};
+  std::atomic<int> failures{0}, inside_a{0}, overlaps{0};
+  std::vector<std::thread> threads;
+  for (std::size_t w = 0; w < orders.size() + 1; ++w) {
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 15; ++round) {
+        if (w == orders.size()) {  // a single request on a
+          auto g = s.acquire(single(a, 1, "single"), 20s);
+          if (!g.ok()) {
+            failures.fetch_add(1);
+            continue;
+          }
+          if (inside_a.fetch_add(1) != 0) overlaps.fetch_add(1);
+          std::this_thread::sleep_for(1ms);
+          inside_a.fetch_sub(1);
+          if (!s.release(a, g->token).ok()) failures.fetch_add(1);
+          continue;
+        }
+        MultiSpec m = all_of(orders[w], 1);
+        auto r = s.acquire_multi(m, 20s);
+        if (!r.ok() || r->size() != orders[w].size()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        const bool has_a =
+            std::find(orders[w].begin(), orders[w].end(), a) != orders[w].end();
+        if (has_a && inside_a.fetch_add(1) != 0) overlaps.fetch_add(1);
+        std::this_thread::sleep_for(1ms);
+        if (has_a) inside_a.fetch_sub(1);
+        for (const auto& name : orders[w]) {
+          if (!s.release(name, m.reservation).ok()) failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << "an acquire timed out or failed";
+  EXPECT_EQ(overlaps.load(), 0) << "two holders of one lock";
+  for (const auto& name : {a, b, c}) {
+    auto info = s.describe(name);
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->holders.empty() && info->waiters.empty()) << name;
   }
 }
 
