@@ -328,19 +328,20 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       return Error(Errc::timeout,
                    "timed out waiting for lock " + core::quote_name(spec.name));
     } else {
-      // 3. Wait for the key just ahead to go (a mutex with only single
-      // requests; or our own key, withdrawn by a release), else for any key
-      // of the lock to go. A shared request waits for the nearest exclusive
-      // request ahead instead (rule 18): the shared requests between two
-      // exclusive ones all go when the first of them does, and a release
-      // wakes only those and the exclusive request right behind it. The
-      // watch covers just those two keys (else the lock's keys: etcd then
-      // sends every waiter every delete) and is opened before the read it
-      // guards, again when the key ahead changed; it stays open until the
-      // next keep-alive.
+      // 3. Wait for the key just ahead to go (a mutex, whether the key
+      // ahead is a single request or a waiting acquire_all, which counts as
+      // the exclusive request it is; or our own key, withdrawn by a
+      // release), else (a semaphore) for any key of the lock to go. A shared
+      // request waits for the nearest exclusive request ahead instead (rule
+      // 18): the shared requests between two exclusive ones all go when the
+      // first of them does, and a release wakes only those and the exclusive
+      // request right behind it. The watch covers just those two keys (else the
+      // lock's keys: etcd then sends every waiter every delete) and is opened
+      // before the read it guards, again when the key ahead changed; it stays
+      // open until the next keep-alive.
       const SteadyTime next_keepalive = last_keepalive + keepalive_every;
       const int ahead_at =
-          spec.capacity != 1 || q.has_all() || pos == 0 ? -1
+          spec.capacity != 1 || pos == 0 ? -1
           : me.v.shared ? q.exclusive_before(static_cast<std::size_t>(pos))
                         : pos - 1;
       const std::string ahead =

@@ -77,17 +77,10 @@ std::size_t Queue::held() const {
   return n;
 }
 
-bool Queue::has_all() const {
-  for (const auto& e : entries) {
-    if (e.v.all) return true;
-  }
-  return false;
-}
-
 std::size_t Queue::taken_before(std::size_t pos) const {
   std::size_t n = held();
   for (std::size_t i = 0; i < pos && i < entries.size(); ++i) {
-    if (!entries[i].v.held && !entries[i].v.all) ++n;
+    if (!entries[i].v.held) ++n;
   }
   return n;
 }
@@ -97,8 +90,8 @@ bool Queue::blocked(std::size_t pos, bool shared,
   if (!shared) return taken_before(pos) >= capacity;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Value& v = entries[i].v;
-    if (v.shared || (i >= pos && !v.held)) continue;
-    if (v.held || !v.all) return true;
+    if (v.shared) continue;
+    if (v.held || i < pos) return true;  // an exclusive holder, or one ahead
   }
   return false;
 }

@@ -72,17 +72,16 @@ struct Queue {
     return entries.empty() ? 0 : entries[0].v.capacity;
   }
   std::size_t held() const;
-  bool has_all() const;
-  // Granted requests (held) plus single requests ahead of `pos` that wait:
-  // the slots taken from the view of position `pos` (entries.size() for a
-  // request not queued yet). An exclusive request may claim if this is <
-  // capacity.
+  // Granted requests (held) plus every request ahead of `pos` that waits,
+  // single or acquire_all (issue 16: a waiting acquire_all counts as the
+  // exclusive request it is): the slots taken from the view of position
+  // `pos` (entries.size() for a request not queued yet). An exclusive
+  // request may claim if this is < capacity.
   std::size_t taken_before(std::size_t pos) const;
   // Whether a request at `pos` (entries.size(): not queued yet) of kind
   // `shared` must wait. Exclusive: taken_before(pos) >= capacity. Shared
-  // (rule 18, capacity 1): an exclusive holder, or an exclusive single
-  // request waiting ahead of it (a waiting acquire_all is passed, as
-  // exclusive single requests pass it).
+  // (rule 18, capacity 1): an exclusive holder, or an exclusive request
+  // (single or acquire_all) waiting ahead of it.
   bool blocked(std::size_t pos, bool shared, std::uint32_t capacity) const;
   // The position of the nearest exclusive request ahead of `pos`; -1: none.
   int exclusive_before(std::size_t pos) const;

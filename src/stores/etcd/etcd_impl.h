@@ -83,15 +83,17 @@ class EtcdStore final : public Store {
   // One key (nullopt: missing or not a request key).
   Result<std::optional<Entry>> read_entry(std::string_view name,
                                           const OwnerToken& token);
-  // Grants q.entries[pos] (a single request): one transaction marking it
-  // held, only if its key is the same (create revision) and no waiting
-  // acquire_all request of q was granted meanwhile. Its revision is the
-  // fencing token. nullopt: something changed (read again).
+  // Grants q.entries[pos] (a single request whose slots, counted in q, are
+  // free): one transaction marking it held, only if its key is the same
+  // (create revision). Nothing else needs comparing: requests ahead only
+  // leave, later keys are behind it, and a grant behind it counted it as
+  // taken (issue 16; docs/stores/etcd.md, "The queue"). Its revision is
+  // the fencing token. nullopt: the key changed (read again).
   Result<std::optional<Entry>> claim(const Queue& q, std::size_t pos);
-  // The claim of a mutex request `me` when the lock has single requests
-  // only: one transaction grants it if no key of the lock was created
-  // before it (it is first in line) and reads the queue into *q if not —
-  // a waiter woken by the delete of the key ahead needs no read first.
+  // The claim of a mutex request `me` (capacity 1): one transaction grants it
+  // if no key of the lock was created before it (it is first in line) and reads
+  // the queue into *q if not — a waiter woken by the delete of the key ahead
+  // needs no read first.
   Result<std::optional<Entry>> claim_first(const Entry& me, Queue* q);
   // The claim of a shared request `me` woken by the delete of the nearest
   // exclusive request ahead of it (rule 18): one transaction grants it if

@@ -1,8 +1,10 @@
 // stores/etcd/etcd_multi.cc — acquire_some / acquire_all on etcd:// (rule
 // 11). acquire_some queues one single request per name under the
 // reservation's token and claims what it may. acquire_all queues a waiting
-// request on every name and grants all of them in one transaction that
-// checks no key of any of the locks changed since the read it decided on.
+// request on every name in one transaction (one create revision: its place
+// in every queue), counts as the exclusive request it is for every request
+// behind it (issue 16), and grants all of its keys in one transaction once
+// each of them has room counting every request ahead.
 #include <algorithm>
 
 #include "core/validate.h"
@@ -38,16 +40,26 @@ Result<std::vector<Grant>> EtcdStore::acquire_multi(const MultiSpec& spec,
 
 namespace {
 
-// Creates, for each name of `names` without a key of `token` in `qs`, a
-// waiting request (own lease). Returns false if nothing was missing.
+// Creates, for each name of `spec` without a key of the reservation in
+// `qs`, a waiting request (each on a lease of its own), all in one
+// transaction: the keys of one acquire_all share one create revision, so
+// its place is the same in every queue and waits follow revision order
+// (no cycle, rule 11). Returns false if nothing was missing.
 Result<bool> enqueue_missing(EtcdStore& s, Conn& conn, const MultiSpec& spec,
                              const std::vector<Queue>& qs, bool all) {
-  bool any = false;
+  std::vector<std::int64_t> leases;
+  auto revoke_all = [&] {
+    for (auto id : leases) (void)conn.lease_revoke(id);
+  };
+  pb::TxnRequest t;
   for (std::size_t i = 0; i < spec.names.size(); ++i) {
     if (qs[i].index_of(spec.reservation) >= 0) continue;
-    any = true;
     auto lease = conn.lease_grant(lease_seconds(spec.ttl));
-    if (!lease.ok()) return std::move(lease).error();
+    if (!lease.ok()) {
+      revoke_all();
+      return std::move(lease).error();
+    }
+    leases.push_back(lease->id());
     Value v;
     v.all = all;
     v.capacity = spec.capacity;
@@ -55,7 +67,6 @@ Result<bool> enqueue_missing(EtcdStore& s, Conn& conn, const MultiSpec& spec,
     v.queued_at_ms = wall_ms();
     v.label = spec.label;
     const std::string key = s.key_of(spec.names[i], spec.reservation);
-    pb::TxnRequest t;
     auto* c = t.add_compare();
     c->set_key(key);
     c->set_target(pb::Compare::CREATE);
@@ -64,11 +75,12 @@ Result<bool> enqueue_missing(EtcdStore& s, Conn& conn, const MultiSpec& spec,
     put->set_key(key);
     put->set_value(encode(v));
     put->set_lease(lease->id());
-    auto r = conn.txn(t);
-    if (!r.ok() || !r->succeeded()) (void)conn.lease_revoke(lease->id());
-    if (!r.ok()) return std::move(r).error();
   }
-  return any;
+  if (leases.empty()) return false;
+  auto r = conn.txn(t);
+  if (!r.ok() || !r->succeeded()) revoke_all();  // (a retry made some)
+  if (!r.ok()) return std::move(r).error();
+  return true;
 }
 
 Status check_capacity(const MultiSpec& spec, const std::vector<Queue>& qs) {
@@ -212,6 +224,23 @@ Result<std::vector<Grant>> EtcdStore::acquire_all(const MultiSpec& spec,
       withdraw(*qs);
       return withdrawn();
     }
+    if (!enqueued && !all_queued(*qs, spec.reservation)) {
+      // Some of the reservation's keys left (e.g. a lease ended) before
+      // this retry: queue all of them again together (one revision), so
+      // that no waiting key of ours keeps an older place than the others.
+      bool any_held = false, any_waiting = false;
+      for (const auto& q : *qs) {
+        const int pos = q.index_of(spec.reservation);
+        if (pos < 0) continue;
+        (q.entries[static_cast<std::size_t>(pos)].v.held ? any_held
+                                                         : any_waiting) = true;
+      }
+      if (any_waiting && !any_held) {
+        withdraw(*qs);
+        qs = read_queues(spec.names);
+        if (!qs.ok()) return std::move(qs).error();
+      }
+    }
     auto added = enqueue_missing(*this, *conn_, spec, *qs, true);
     if (!added.ok()) return std::move(added).error();
     if (*added) {
@@ -232,18 +261,20 @@ Result<std::vector<Grant>> EtcdStore::acquire_all(const MultiSpec& spec,
     }
     if (held_all) break;  // a retry of a granted request (rule 17)
     if (free_all) {
+      // Each of our keys unchanged since the read (not withdrawn, not
+      // granted by a concurrent retry) is all it takes: on every lock the
+      // requests ahead of ours can only have left since, keys created
+      // since are behind ours, and a grant behind ours counted ours as
+      // taken (issue 16; docs/stores/etcd.md, "The queue").
       pb::TxnRequest t;
       for (std::size_t i = 0; i < qs->size(); ++i) {
         const Queue& q = (*qs)[i];
-        const std::string dir = lock_dir(spec.names[i]);
-        auto* c = t.add_compare();
-        c->set_key(dir);
-        c->set_range_end(prefix_end(dir));
-        c->set_target(pb::Compare::MOD);
-        c->set_result(pb::Compare::LESS);
-        c->set_mod_revision(q.revision + 1);  // no key changed since
         const Entry& e =
             q.entries[static_cast<std::size_t>(q.index_of(spec.reservation))];
+        auto* c = t.add_compare();
+        c->set_key(e.key);
+        c->set_target(pb::Compare::MOD);
+        c->set_mod_revision(e.mod_rev);
         Value v = e.v;
         v.held = true;
         v.fencing = 0;

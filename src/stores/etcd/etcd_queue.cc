@@ -79,15 +79,9 @@ Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
   c->set_key(me.key);
   c->set_target(pb::Compare::CREATE);
   c->set_create_revision(me.create_rev);
-  // A waiting acquire_all may be granted out of queue order: the slots
-  // counted here assume none was.
-  for (const auto& e : q.entries) {
-    if (!e.v.all || e.v.held) continue;
-    auto* a = t.add_compare();
-    a->set_key(e.key);
-    a->set_target(pb::Compare::MOD);
-    a->set_mod_revision(e.mod_rev);
-  }
+  // Nothing else to compare: every request ahead counted as taken (issue
+  // 16: acquire_all too), keys created since the read are behind this one,
+  // and any grant behind it counted it (docs/stores/etcd.md, "The queue").
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
