@@ -276,7 +276,10 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   auto past_deadline = [&] {
     return steady_clock::now() >= until || call_deadline_passed();
   };
-  bool look_all = true;        // look at the holders even if not next in line
+  // Look at the holders even if not next in line: a try does, a waiter
+  // after a re-check that no watch woke (in case the next in line is
+  // stuck).
+  bool look_all = wait <= milliseconds::zero();
   std::optional<Queue> reuse;  // the queue as read, less nodes found gone
 
   for (;;) {
@@ -388,8 +391,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     }
 
     std::int64_t next_expiry = 0;
-    // Holders' expiry is collected by the next in line; the others look
-    // too when they arrive and on each re-check (in case it is stuck).
+    // Holders' expiry is collected by the next in line.
     auto reclaimed = reclaim(*q, pos, &next_expiry, look_all || pos <= front);
     if (!reclaimed.ok()) return std::move(reclaimed).error();
     if (*reclaimed) {
