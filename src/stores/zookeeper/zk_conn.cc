@@ -123,7 +123,7 @@ int await(const PendingRef& p, SteadyTime until) {
   return p->rc;
 }
 
-void conn_watcher(zhandle_t* zh, int type, int state, const char* /*path*/,
+void conn_watcher(zhandle_t* zh, int type, int state, const char* path,
                   void* ctx) {
   auto* h = static_cast<Conn::Handle*>(const_cast<void*>(zoo_get_context(zh)));
   if (h == nullptr || h->conn == nullptr) return;
@@ -136,7 +136,11 @@ void conn_watcher(zhandle_t* zh, int type, int state, const char* /*path*/,
     h->conn->session_event(state);
     return;
   }
-  h->conn->notify_watch(reinterpret_cast<std::uintptr_t>(ctx));
+  const char what = type == ZOO_DELETED_EVENT   ? 'd'
+                    : type == ZOO_CHANGED_EVENT ? 'c'
+                                                : 'o';
+  h->conn->notify_watch(reinterpret_cast<std::uintptr_t>(ctx), what,
+                        path != nullptr ? path : "");
 }
 
 void global_watcher(zhandle_t* zh, int type, int state, const char* path,
@@ -147,26 +151,6 @@ void watch_fn(zhandle_t* zh, int type, int state, const char* path, void* ctx) {
   conn_watcher(zh, type, state, path, ctx);
 }
 }  // namespace
-
-void Waker::notify() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++gen_;
-  }
-  cv_.notify_all();
-}
-
-bool Waker::wait_until(SteadyTime until, std::uint64_t* seen) {
-  std::unique_lock<std::mutex> lk(mu_);
-  const bool woke = cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
-  *seen = gen_;
-  return woke;
-}
-
-std::uint64_t Waker::generation() {
-  std::lock_guard<std::mutex> lk(mu_);
-  return gen_;
-}
 
 Conn::Conn(Options options) : options_(std::move(options)) {}
 
@@ -252,7 +236,7 @@ std::uint64_t Conn::register_watch(const std::shared_ptr<Waker>& w) {
   return id;
 }
 
-void Conn::notify_watch(std::uint64_t id) {
+void Conn::notify_watch(std::uint64_t id, char what, std::string_view path) {
   std::shared_ptr<Waker> w;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -261,7 +245,7 @@ void Conn::notify_watch(std::uint64_t id) {
     w = it->second.lock();
     watches_.erase(it);  // a watch fires once
   }
-  if (w) w->notify();
+  if (w) w->notify(what, path);
 }
 
 void Conn::on_session_event(const std::shared_ptr<Waker>& w) {
@@ -482,15 +466,15 @@ int Conn::exists(const std::string& path, Stat* stat,
   return out;
 }
 
-int Conn::watch_then_stat(const std::vector<std::string>& paths,
-                          const std::shared_ptr<Waker>& watch,
-                          const std::string& after, std::vector<int>* rcs,
-                          std::vector<Stat>* stats, Stat* after_stat) {
+int Conn::watch(const std::vector<std::string>& paths,
+                const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
+                std::vector<Stat>* stats, std::vector<std::string>* datas) {
+  rcs->assign(paths.size(), kGaveUp);
+  stats->assign(paths.size(), Stat{});
+  datas->assign(paths.size(), std::string());
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
   std::vector<PendingRef> sent;
-  rcs->assign(paths.size(), ZOK);
-  stats->assign(paths.size(), Stat{});
   for (std::size_t i = 0; i < paths.size(); ++i) {
     auto p = std::make_shared<Pending>();
     PendingRef* ref = hold(p);
@@ -503,27 +487,16 @@ int Conn::watch_then_stat(const std::vector<std::string>& paths,
     }
     sent.push_back(std::move(p));
   }
-  auto last = std::make_shared<Pending>();
-  PendingRef* last_ref = hold(last);
-  const int rc = zoo_aexists(h->zh, after.c_str(), 0, on_stat, last_ref);
-  if (rc != ZOK) {
-    delete last_ref;
-    return rc;
-  }
   const SteadyTime until = call_until();
   for (std::size_t i = 0; i < sent.size(); ++i) {
     (*rcs)[i] = await(sent[i], until);
     if ((*rcs)[i] == ZOK) {
       std::lock_guard<std::mutex> lk(sent[i]->mu);
       (*stats)[i] = sent[i]->stat;
+      (*datas)[i] = std::move(sent[i]->value);
     }
   }
-  const int out = await(last, until);
-  if (out == ZOK && after_stat != nullptr) {
-    std::lock_guard<std::mutex> lk(last->mu);
-    *after_stat = last->stat;
-  }
-  return out;
+  return ZOK;
 }
 
 int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {

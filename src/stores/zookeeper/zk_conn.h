@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "baton/error.h"
@@ -51,7 +52,14 @@ struct Stat {
 // Woken by the watches and session events registered with it.
 class Waker {
  public:
-  void notify();
+  // What woke it: 'd' a watched node deleted, 'c' one changed (`path`),
+  // 'o' anything else (a session event).
+  void notify(char what = 'o', std::string_view path = {});
+  // Since the last forget_events(): a watch fired for the deletion of
+  // `path`; every event was a change of `path`.
+  bool was_deleted(std::string_view path);
+  bool only_changed(std::string_view path);
+  void forget_events();
   // Sleeps until notified after `*seen` (updated) or until `until`.
   // True if notified.
   bool wait_until(SteadyTime until, std::uint64_t* seen);
@@ -61,6 +69,7 @@ class Waker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint64_t gen_ = 0;
+  std::vector<std::pair<char, std::string>> events_;  // guarded by mu_
 };
 
 // One operation of an atomic multi().
@@ -106,14 +115,12 @@ class Conn {
                Stat* stat, const std::shared_ptr<Waker>& watch = nullptr);
   int exists(const std::string& path, Stat* stat,
              const std::shared_ptr<Waker>& watch = nullptr);
-  // Sets a data watch on each of `paths` and then reads `after`'s stat, as
-  // one pipelined batch (ZooKeeper answers a session's requests in order,
-  // so the stat is read after every watch is set). (*rcs)[i], (*stats)[i]
-  // per path; the return code is `after`'s.
-  int watch_then_stat(const std::vector<std::string>& paths,
-                      const std::shared_ptr<Waker>& watch,
-                      const std::string& after, std::vector<int>* rcs,
-                      std::vector<Stat>* stats, Stat* after_stat);
+  // Sets a data watch on each of `paths` and reads each node (data and
+  // stat), as one pipelined batch. (*rcs)[i], (*stats)[i], (*datas)[i] per
+  // path; the return code is ZOK unless the batch could not be sent.
+  int watch(const std::vector<std::string>& paths,
+            const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
+            std::vector<Stat>* stats, std::vector<std::string>* datas);
   // All or none; *results has one entry per op (rc of each).
   int multi(const std::vector<Op>& ops, std::vector<OpResult>* results);
 
@@ -137,7 +144,7 @@ class Conn {
   struct Handle;  // one zhandle_t (zk_conn.cc)
 
   // Called from the C client's completion thread.
-  void notify_watch(std::uint64_t id);
+  void notify_watch(std::uint64_t id, char what, std::string_view path);
   void session_event(int state);
 
  private:

@@ -152,7 +152,8 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
         again = true;
         continue;
       }
-      auto watching = watch_ahead(*q, static_cast<std::size_t>(pos), waker);
+      auto watching =
+          watch_ahead(*q, static_cast<std::size_t>(pos), waker, nullptr);
       if (!watching.ok()) return std::move(watching).error();
       if (!*watching) again = true;
     }
@@ -329,8 +330,8 @@ Result<std::vector<Grant>> ZkStore::acquire_all(const MultiSpec& spec,
                    "not all of the " + std::to_string(n) + " locks are free");
     }
     for (std::size_t k = 0; k < n; ++k) {
-      auto watching =
-          watch_ahead(queues[k], static_cast<std::size_t>(positions[k]), waker);
+      auto watching = watch_ahead(
+          queues[k], static_cast<std::size_t>(positions[k]), waker, nullptr);
       if (!watching.ok()) return std::move(watching).error();
       if (!*watching) again = true;
     }

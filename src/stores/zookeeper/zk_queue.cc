@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <random>
 
 #include "core/validate.h"
 #include "stores/call_deadline.h"
@@ -17,12 +16,6 @@ using std::chrono::microseconds;
 using std::chrono::steady_clock;
 
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-
-milliseconds jitter(milliseconds lo, milliseconds hi) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> d(lo.count(), hi.count());
-  return milliseconds(d(rng));
-}
 
 Error vanished(std::string_view name) {
   return Error(Errc::unavailable,
@@ -191,136 +184,6 @@ Result<std::pair<std::string, Stat>> ZkStore::create_request(
                                       " keeps vanishing");
 }
 
-Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
-                              std::int64_t* next_expiry) {
-  *next_expiry = kNever;
-  const std::size_t front = q.front();
-  std::vector<QNode*> due;
-  for (std::size_t i = 0; i < upto && i < q.nodes.size(); ++i) {
-    QNode& n = q.nodes[i];
-    if (i >= front && n.name.kind != Kind::kSome) continue;
-    if (!n.loaded) {
-      if (Status s = load(n); !s.ok()) return s.error();
-    }
-    if (n.gone) return true;  // the queue changed: re-read it
-    const std::int64_t e = expiry_of(n);
-    if (e == kNever) continue;
-    if (e <= conn_->server_time_lower_bound()) {
-      due.push_back(&n);
-    } else {
-      *next_expiry = std::min(*next_expiry, e);
-    }
-  }
-  if (due.empty()) return false;
-  // Only ZooKeeper's clock decides: read it, then delete each due node
-  // only if it is the version whose expiry passed.
-  auto now = server_now();
-  if (!now.ok()) return std::move(now).error();
-  bool any = false;
-  for (QNode* n : due) {
-    if (expiry_of(*n) > *now) {
-      *next_expiry = std::min(*next_expiry, expiry_of(*n));
-      continue;
-    }
-    const int rc = conn_->remove(n->path, n->stat.version);
-    if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION) {
-      any = true;  // gone or changed: re-read
-    } else {
-      return err(rc, "delete expired " + n->path);
-    }
-  }
-  return any;
-}
-
-Result<bool> ZkStore::held_back(Queue& q, std::size_t pos) {
-  for (std::size_t i = 0; i < pos && i < q.nodes.size(); ++i) {
-    QNode& n = q.nodes[i];
-    if (n.name.kind != Kind::kAll) continue;
-    if (!n.loaded) {
-      if (Status s = load(n); !s.ok()) return s.error();
-    }
-    if (!n.gone && n.data.state != State::kHolding) return true;
-  }
-  return false;
-}
-
-Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
-                                  const std::shared_ptr<Waker>& w) {
-  if (pos == 0) return true;
-  const std::size_t cap = q.capacity();
-  // Our own node too: a release by owner token withdraws it (rule 5), and
-  // the waiting call must end at once.
-  std::vector<std::size_t> watch = {pos, pos - 1};
-  if (q.nodes[pos].name.shared()) {
-    // Rule 18: a shared request waits only for the exclusive requests
-    // ahead of it; the nearest one leaves last (FIFO), so watch that one.
-    for (std::size_t i = pos; i-- > 0;) {
-      if (!q.nodes[i].name.shared()) {
-        watch[1] = i;
-        break;
-      }
-    }
-  } else if (pos == cap) {
-    for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
-  }
-  // Data watches fire when a node changes (a waiter ahead becoming a
-  // holder writes its node) or goes. Whatever changed between our read
-  // and the watches came with a change of the children (a request left, so
-  // someone was granted): the parent's pzxid, read after them, tells.
-  std::vector<std::string> paths;
-  for (std::size_t i : watch) paths.push_back(q.nodes[i].path);
-  std::vector<int> rcs;
-  std::vector<Stat> stats;
-  Stat ps;
-  const int rc = conn_->watch_then_stat(paths, w, q.parent, &rcs, &stats, &ps);
-  for (std::size_t k = 0; k < watch.size(); ++k) {
-    if (rcs[k] == ZNONODE) return false;
-    if (rcs[k] != ZOK) return err(rcs[k], "watch " + paths[k]);
-    const QNode& n = q.nodes[watch[k]];
-    if (n.loaded && stats[k].version != n.stat.version) {
-      return false;  // changed since read
-    }
-  }
-  if (rc != ZOK && rc != ZNONODE) return err(rc, "read " + q.parent);
-  return rc == ZOK && ps.pzxid == q.parent_stat.pzxid;
-}
-
-std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
-  std::vector<HolderInfo> out;
-  const std::size_t front = q.front();
-  for (std::size_t i = 0; i < front; ++i) {
-    QNode& n = q.nodes[i];
-    if (!n.loaded && !load(n).ok()) continue;
-    if (n.gone || n.data.state != State::kHolding) continue;
-    const std::int64_t e = expiry_of(n);
-    if (e <= now) continue;
-    HolderInfo h;
-    h.label = n.data.label;
-    h.fencing_token = fencing_of(n);
-    h.time_left = milliseconds(e - now);
-    h.holds = n.data.holds;
-    h.shared = n.name.shared();
-    out.push_back(std::move(h));
-  }
-  return out;
-}
-
-void ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
-                    std::int64_t next_expiry, SteadyTime until) {
-  // A re-check now and then covers a lost watch (they are not lost within
-  // a session; this bounds the damage of a bug or a session change).
-  SteadyTime t =
-      steady_clock::now() + jitter(milliseconds(500), milliseconds(1500));
-  if (next_expiry != kNever) {
-    const std::int64_t left =
-        next_expiry - conn_->server_time_lower_bound() + 1;
-    t = std::min(
-        t, steady_clock::now() + milliseconds(std::max<std::int64_t>(left, 1)));
-  }
-  t = cap_to_call_deadline(std::min(t, until));
-  w->wait_until(t, seen);
-}
-
 Grant ZkStore::grant_of(std::string_view name, const QNode& n,
                         std::uint64_t fencing, std::int64_t expiry_ms,
                         std::int64_t arrival_ms, std::int64_t contact_ms) {
@@ -382,8 +245,46 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                : vanished(spec.name);
   };
 
+  // The grant is a write: its zxid is the fencing token, its mtime starts
+  // the lease. Empty: our node changed, read the queue again.
+  auto write_grant = [&](QNode& me) -> std::optional<Result<Grant>> {
+    NodeData d = mine;
+    d.state = State::kHolding;
+    Stat st;
+    const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
+    if (rc == ZNONODE) return gone();
+    if (rc == ZBADVERSION) {
+      Stat cur;
+      if (conn_->exists(my_path, &cur) == ZOK) my_stat.version = cur.version;
+      return std::nullopt;
+    }
+    if (rc != ZOK) return err(rc, "grant " + my_path);
+    me.data = d;
+    me.stat = st;
+    me.data.fencing = static_cast<std::uint64_t>(st.mzxid);
+    remember(spec.name, me);
+    return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
+                    st.mtime + d.ttl_ms, arrival, st.mtime);
+  };
+  auto timed_out = [&] {
+    conn_->remove(my_path, -1);
+    note_idle(parent);
+    return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
+                                    " was not granted within " +
+                                    std::to_string(wait.count()) + "ms");
+  };
+  auto past_deadline = [&] {
+    return steady_clock::now() >= until || call_deadline_passed();
+  };
+  // Look at the holders even if not next in line: a try does, a waiter
+  // after a re-check that no watch woke (in case the next in line is
+  // stuck).
+  bool look_all = wait <= milliseconds::zero();
+  std::optional<Queue> reuse;  // the queue as read, less nodes found gone
+
   for (;;) {
-    auto q = read_queue(spec.name);
+    auto q = reuse ? Result<Queue>(std::move(*reuse)) : read_queue(spec.name);
+    reuse.reset();
     if (!q.ok()) return std::move(q).error();
     int pos = q->index_of(my_path);
     if (pos < 0) return gone();
@@ -477,7 +378,7 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       if (again) continue;
     }
-    for (int i = 0; i < pos && i < front; ++i) {
+    for (int i = 0; !spec.reentrancy_key.empty() && i < pos && i < front; ++i) {
       QNode& h = q->nodes[i];
       if (!h.loaded && !load(h).ok()) continue;
       if (!h.gone && std::find(h.data.aliases.begin(), h.data.aliases.end(),
@@ -490,9 +391,23 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     }
 
     std::int64_t next_expiry = 0;
-    auto reclaimed = reclaim(*q, pos, &next_expiry);
+    // Holders' expiry is collected by the next in line.
+    auto reclaimed = reclaim(*q, pos, &next_expiry, look_all || pos <= front);
     if (!reclaimed.ok()) return std::move(reclaimed).error();
-    if (*reclaimed) continue;
+    if (*reclaimed) {
+      // A node ahead that is gone leaves the queue as read less that
+      // node (only later requests join, behind ours): no need to list it
+      // again. Not for the one-write grant, which needs a fresh pzxid.
+      auto& ns = q->nodes;
+      const auto left = std::remove_if(
+          ns.begin(), ns.end(), [](auto& n) { return n.loaded && n.gone; });
+      if (left != ns.end()) {
+        ns.erase(left, ns.end());
+        q->parent_stat.pzxid = -1;
+        reuse = std::move(*q);
+      }
+      continue;
+    }
     auto back = held_back(*q, pos);
     if (!back.ok()) return std::move(back).error();
 
@@ -509,25 +424,8 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                         static_cast<std::uint64_t>(my_stat.czxid),
                         my_stat.ctime + mine.ttl_ms, arrival, arrival);
       }
-      // The grant is a write: its zxid is the fencing token, its mtime
-      // starts the lease.
-      NodeData d = mine;
-      d.state = State::kHolding;
-      Stat st;
-      const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
-      if (rc == ZNONODE) return gone();
-      if (rc == ZBADVERSION) {
-        Stat cur;
-        if (conn_->exists(my_path, &cur) == ZOK) my_stat.version = cur.version;
-        continue;
-      }
-      if (rc != ZOK) return err(rc, "grant " + my_path);
-      me.data = d;
-      me.stat = st;
-      me.data.fencing = static_cast<std::uint64_t>(st.mzxid);
-      remember(spec.name, me);
-      return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
-                      st.mtime + d.ttl_ms, arrival, st.mtime);
+      if (auto g = write_grant(me)) return std::move(*g);
+      continue;
     }
 
     if (wait <= milliseconds::zero()) {
@@ -553,18 +451,47 @@ Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       continue;
     }
-    auto watching = watch_ahead(*q, static_cast<std::size_t>(pos), waker);
+    waker->forget_events();
+    auto watching =
+        watch_ahead(*q, static_cast<std::size_t>(pos), waker, &next_expiry);
     if (!watching.ok()) return std::move(watching).error();
-    if (*watching) {
-      sleep(waker, &seen, next_expiry,
-            fresh ? std::min(until, rewrite_at) : until);
+    if (!*watching) {
+      if (past_deadline()) return timed_out();
+      continue;
     }
-    if (steady_clock::now() >= until || call_deadline_passed()) {
-      conn_->remove(my_path, -1);
-      note_idle(parent);
-      return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
-                                      " was not granted within " +
-                                      std::to_string(wait.count()) + "ms");
+    // An exclusive request of a mutex behind an exclusive one (`ahead`) is
+    // next in line while that one holds, and at the front once it is
+    // deleted (nothing joins ahead of a request): its watch says so, and
+    // it makes its grant write without listing the queue again. Before
+    // that, when the node ahead changes, a re-read of that node alone
+    // tells whether it became the holder (its grant write).
+    const bool mutex = !spec.shared && cap == 1 && pos >= 1 &&
+                       !q->nodes[pos - 1].name.shared();
+    const std::string ahead = pos >= 1 ? q->nodes[pos - 1].path : "";
+    bool next = mutex && pos == 1;
+    for (;;) {
+      look_all = !sleep(waker, &seen, next_expiry,
+                        fresh ? std::min(until, rewrite_at) : until);
+      if (past_deadline()) return timed_out();
+      if (!mutex) break;
+      if (next) {
+        if (!waker->was_deleted(ahead)) break;
+        if (auto g = write_grant(me)) return std::move(*g);
+        break;
+      }
+      if (!waker->only_changed(ahead)) break;
+      waker->forget_events();
+      std::vector<int> rcs;
+      std::vector<Stat> sts;
+      std::vector<std::string> data;
+      if (conn_->watch({ahead}, waker, &rcs, &sts, &data) != ZOK ||
+          rcs[0] != ZOK) {
+        break;
+      }
+      auto d = decode(data[0]);
+      if (!d || d->state != State::kHolding) break;
+      next = true;  // it holds: it is the only node ahead of ours
+      next_expiry = sts[0].mtime + d->ttl_ms;
     }
   }
 }

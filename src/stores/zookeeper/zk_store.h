@@ -109,20 +109,25 @@ class ZkStore final : public Store {
   // acquire_some requests) whose lease or queue time is over by
   // ZooKeeper's clock, each only if unchanged since it was read. True if
   // any went. *next_expiry: the earliest later expiry seen (server ms).
-  Result<bool> reclaim(Queue& q, std::size_t upto, std::int64_t* next_expiry);
+  // Without `holders`, only queued acquire_some requests are looked at.
+  Result<bool> reclaim(Queue& q, std::size_t upto, std::int64_t* next_expiry,
+                       bool holders = true);
   // True if an earlier all-or-nothing request that does not hold yet
   // holds back position `pos` (rule 11). Loads such nodes.
   Result<bool> held_back(Queue& q, std::size_t pos);
   // A waiting request at `pos`: watch what can let it in (the node ahead;
-  // the first waiter also watches every holder). False if one is gone
-  // already (re-read at once).
+  // the first waiter also watches every holder). False if one is gone or
+  // changed already (re-read at once). Lowers *next_expiry (server ms,
+  // may be null) to when a watched never-written request would lapse.
   Result<bool> watch_ahead(Queue& q, std::size_t pos,
-                           const std::shared_ptr<Waker>& w);
+                           const std::shared_ptr<Waker>& w,
+                           std::int64_t* next_expiry);
   // The holders' descriptions (loads them); `now` is ZooKeeper's clock.
   std::vector<HolderInfo> holders_of(Queue& q, std::int64_t now);
   // Sleeps on `w` until a watch fires, the next expiry (server ms), a
   // jittered re-check or `until`.
-  void sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
+  // True if woken by a watch or session event.
+  bool sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
              std::int64_t next_expiry, SteadyTime until);
   // The Grant of lease node n. valid_for (rule 14) runs from `arrival_ms`
   // (ZooKeeper's time when this call's first request arrived) to the

@@ -316,16 +316,28 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       d.fencing = fencing_of(n);
       ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
     } else {
-      ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
-      ops.push_back(Op{Op::kDelete, n.path, "", -1, 0});
+      // The delete (only of the version read: a reentrant join since
+      // changes it) and a write of <root>/clock in one transaction: the
+      // write's mtime is the delete's time, and the next in line's watch
+      // sees a deletion, which lets it take its grant without listing the
+      // queue again (acquire).
+      ops.push_back(Op{Op::kDelete, n.path, "", n.stat.version, 0});
+      ops.push_back(Op{Op::kSet, options_.root + "/clock", "", -1, 0});
       note_idle(q.parent);
     }
     std::vector<OpResult> res;
     const int rc = conn_->multi(ops, &res);
+    if (rc == ZNONODE && ops.size() == 2 && res.size() == 2 &&
+        res[1].rc == ZNONODE) {
+      // <root>/clock is missing: make it and release again.
+      if (Status s = ensure_path(ops[1].path); !s.ok()) return s.error();
+      cached = std::move(n);
+      continue;
+    }
     if (rc == ZNONODE) return ReleaseResult{};
     if (rc == ZBADVERSION) continue;
     if (rc != ZOK) return err(rc, "release " + n.path);
-    const std::int64_t now = res[0].stat.mtime;
+    const std::int64_t now = res[ops.size() - 1].stat.mtime;
     const bool was_held = expiry_of(n) > now;
     if (ops.size() == 1) {
       if (!was_held) {

@@ -1,0 +1,219 @@
+// stores/zookeeper/zk_wait.cc — how a queued request waits: what it
+// watches, who collects expired holders, and the Waker that watches wake
+// (docs/stores/zookeeper.md, "Waiting without a herd").
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "stores/call_deadline.h"
+#include "stores/zookeeper/zk_store.h"
+
+namespace baton::store::zk {
+namespace {
+
+using std::chrono::steady_clock;
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+milliseconds jitter(milliseconds lo, milliseconds hi) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> d(lo.count(), hi.count());
+  return milliseconds(d(rng));
+}
+
+}  // namespace
+
+void Waker::notify(char what, std::string_view path) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++gen_;
+    if (events_.size() < 64) events_.emplace_back(what, path);
+  }
+  cv_.notify_all();
+}
+
+bool Waker::was_deleted(std::string_view path) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::any_of(events_.begin(), events_.end(), [&](const auto& e) {
+    return e.first == 'd' && e.second == path;
+  });
+}
+
+bool Waker::only_changed(std::string_view path) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return !events_.empty() &&
+         std::all_of(events_.begin(), events_.end(), [&](const auto& e) {
+           return e.first == 'c' && e.second == path;
+         });
+}
+
+void Waker::forget_events() {
+  std::lock_guard<std::mutex> lk(mu_);
+  events_.clear();
+}
+
+bool Waker::wait_until(SteadyTime until, std::uint64_t* seen) {
+  std::unique_lock<std::mutex> lk(mu_);
+  const bool woke = cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
+  *seen = gen_;
+  return woke;
+}
+
+std::uint64_t Waker::generation() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return gen_;
+}
+
+Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
+                              std::int64_t* next_expiry, bool holders) {
+  *next_expiry = kNever;
+  const std::size_t front = q.front();
+  std::vector<QNode*> due;
+  for (std::size_t i = 0; i < upto && i < q.nodes.size(); ++i) {
+    QNode& n = q.nodes[i];
+    if ((i >= front || !holders) && n.name.kind != Kind::kSome) continue;
+    if (!n.loaded) {
+      if (Status s = load(n); !s.ok()) return s.error();
+    }
+    if (n.gone) return true;  // the queue changed: re-read it
+    const std::int64_t e = expiry_of(n);
+    if (e == kNever) continue;
+    if (e <= conn_->server_time_lower_bound()) {
+      due.push_back(&n);
+    } else {
+      *next_expiry = std::min(*next_expiry, e);
+    }
+  }
+  if (due.empty()) return false;
+  // Only ZooKeeper's clock decides: read it, then delete each due node
+  // only if it is the version whose expiry passed.
+  auto now = server_now();
+  if (!now.ok()) return std::move(now).error();
+  bool any = false;
+  for (QNode* n : due) {
+    if (expiry_of(*n) > *now) {
+      *next_expiry = std::min(*next_expiry, expiry_of(*n));
+      continue;
+    }
+    const int rc = conn_->remove(n->path, n->stat.version);
+    if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION) {
+      any = true;  // gone or changed: re-read
+    } else {
+      return err(rc, "delete expired " + n->path);
+    }
+  }
+  return any;
+}
+
+Result<bool> ZkStore::held_back(Queue& q, std::size_t pos) {
+  for (std::size_t i = 0; i < pos && i < q.nodes.size(); ++i) {
+    QNode& n = q.nodes[i];
+    if (n.name.kind != Kind::kAll) continue;
+    if (!n.loaded) {
+      if (Status s = load(n); !s.ok()) return s.error();
+    }
+    if (!n.gone && n.data.state != State::kHolding) return true;
+  }
+  return false;
+}
+
+Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
+                                  const std::shared_ptr<Waker>& w,
+                                  std::int64_t* next_expiry) {
+  if (pos == 0) return true;
+  const std::size_t cap = q.capacity();
+  // Our own node too: a release by owner token withdraws it (rule 5), and
+  // the waiting call must end at once.
+  std::vector<std::size_t> watch = {pos, pos - 1};
+  if (q.nodes[pos].name.shared()) {
+    // Rule 18: a shared request waits only for the exclusive requests
+    // ahead of it; the nearest one leaves last (FIFO), so watch that one.
+    for (std::size_t i = pos; i-- > 0;) {
+      if (!q.nodes[i].name.shared()) {
+        watch[1] = i;
+        break;
+      }
+    }
+  } else if (pos == cap) {
+    for (std::size_t i = 0; i + 1 < cap; ++i) watch.push_back(i);
+  }
+  // Data watches fire when a node changes (a waiter ahead becoming a
+  // holder writes its node) or goes; each watch also reads the node, so
+  // whatever changed between our read of the queue and the watch shows in
+  // the watched nodes themselves: one gone, one we had read written since,
+  // or one we had not read (a waiter ahead, outside the head) written as
+  // a holder since (only a grant makes a node st=h with version > 0). Any
+  // other change of the queue cannot let this request in (nothing joins
+  // ahead of it; a node ahead that leaves makes the next one's grant write
+  // or is the one watched), so no re-read of the queue is needed.
+  std::vector<std::string> paths;
+  for (std::size_t i : watch) paths.push_back(q.nodes[i].path);
+  std::vector<int> rcs;
+  std::vector<Stat> stats;
+  std::vector<std::string> datas;
+  const int rc = conn_->watch(paths, w, &rcs, &stats, &datas);
+  if (rc != ZOK) return err(rc, "watch " + paths[0]);
+  for (std::size_t k = 0; k < watch.size(); ++k) {
+    if (rcs[k] == ZNONODE) return false;
+    if (rcs[k] != ZOK) return err(rcs[k], "watch " + paths[k]);
+    const QNode& n = q.nodes[watch[k]];
+    if (n.loaded) {
+      if (stats[k].version != n.stat.version) return false;  // changed
+      continue;
+    }
+    // Our own node; a request in the head (a holder or about to be: its
+    // grant lets no one else in).
+    if (k == 0 || watch[k] < q.front()) continue;
+    auto d = decode(datas[k]);
+    if (!d) return false;  // not baton's: let the re-read say so
+    if (d->state == State::kHolding && stats[k].version > 0) return false;
+    if (d->state == State::kHolding && next_expiry != nullptr) {
+      // A request never written since its create looks like a holder to
+      // the next in line once its create's TTL is over (see acquire):
+      // look again then, in case it reached the head and its client is
+      // not there to take it.
+      *next_expiry = std::min(*next_expiry, stats[k].mtime + d->ttl_ms);
+    }
+  }
+  return true;
+}
+
+std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
+  std::vector<HolderInfo> out;
+  const std::size_t front = q.front();
+  for (std::size_t i = 0; i < front; ++i) {
+    QNode& n = q.nodes[i];
+    if (!n.loaded && !load(n).ok()) continue;
+    if (n.gone || n.data.state != State::kHolding) continue;
+    const std::int64_t e = expiry_of(n);
+    if (e <= now) continue;
+    HolderInfo h;
+    h.label = n.data.label;
+    h.fencing_token = fencing_of(n);
+    h.time_left = milliseconds(e - now);
+    h.holds = n.data.holds;
+    h.shared = n.name.shared();
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+bool ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
+                    std::int64_t next_expiry, SteadyTime until) {
+  // A re-check now and then covers a lost watch (they are not lost within
+  // a session; this bounds the damage of a bug or a session change).
+  SteadyTime t =
+      steady_clock::now() + jitter(milliseconds(500), milliseconds(1500));
+  if (next_expiry != kNever) {
+    const std::int64_t left =
+        next_expiry - conn_->server_time_lower_bound() + 1;
+    t = std::min(
+        t, steady_clock::now() + milliseconds(std::max<std::int64_t>(left, 1)));
+  }
+  t = cap_to_call_deadline(std::min(t, until));
+  return w->wait_until(t, seen);
+}
+
+}  // namespace baton::store::zk
