@@ -206,6 +206,69 @@ TEST(EtcdAllAheadNoCycle, OppositeOrdersAndSinglesNeverDeadlock) {
   }
 }
 
+// etcd refuses a transaction of more than --max-txn-ops operations (128 by
+// default), and an acquire_all or acquire_some reads, queues and claims all
+// its names in one transaction each (one create revision: no wait cycle).
+// More names than the store's max_txn_ops are refused before anything is
+// written, naming the limit and how to raise it; up to it works.
+TEST(EtcdMultiLimit, MoreNamesThanOneTransactionHoldsAreRefusedCleanly) {
+  auto t = open_test_store(shared_cluster().url());
+  auto& s = *t.etcd;
+  const std::string base = unique_name("txn-limit");
+  std::vector<std::string> names;
+  for (int i = 0; i < 129; ++i) names.push_back(base + "/" + std::to_string(i));
+  for (bool all : {true, false}) {
+    MultiSpec m = all_of(names, 1);
+    m.all_or_nothing = all;
+    auto r = s.acquire_multi(m, 0ms);
+    ASSERT_FALSE(r.ok()) << "129 names in one etcd transaction";
+    EXPECT_EQ(r.error().code(), Errc::invalid_argument)
+        << r.error().to_string();
+    EXPECT_NE(r.error().message().find("129"), std::string::npos)
+        << r.error().to_string();
+    EXPECT_NE(r.error().message().find("max_txn_ops"), std::string::npos)
+        << r.error().to_string();
+    EXPECT_NE(r.error().message().find("--max-txn-ops"), std::string::npos)
+        << r.error().to_string();
+  }
+  auto listed = s.list(base + "/", 1000);
+  ASSERT_TRUE(listed.ok()) << listed.error().to_string();
+  EXPECT_TRUE(listed->empty()) << "a refused acquire_all left keys behind";
+
+  names.pop_back();  // 128: etcd's default limit
+  MultiSpec m = all_of(names, 1);
+  auto r = s.acquire_multi(m, 0ms);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->size(), 128u);
+  for (const auto& n : names) {
+    auto rel = s.release(n, m.reservation);
+    ASSERT_TRUE(rel.ok()) << rel.error().to_string();
+    EXPECT_TRUE(rel->was_held) << n;
+  }
+}
+
+TEST(EtcdMultiLimit, MaxTxnOpsInTheUrlIsCheckedAndUsed) {
+  for (const char* v : {"0", "-1", "12x", "", "1025"}) {
+    auto u = core::parse_url(shared_cluster().url() + "?max_txn_ops=" + v);
+    ASSERT_TRUE(u.ok());
+    auto s = store::open_etcd_store(*u);
+    ASSERT_FALSE(s.ok()) << "max_txn_ops=" << v << " accepted";
+    EXPECT_EQ(s.error().code(), Errc::invalid_argument);
+    EXPECT_NE(s.error().message().find("max_txn_ops"), std::string::npos)
+        << s.error().to_string();
+  }
+  auto t = open_test_store(shared_cluster().url() + "?max_txn_ops=4");
+  const std::string base = unique_name("txn-limit4");
+  auto r = t.etcd->acquire_multi(
+      all_of({base + "/a", base + "/b", base + "/c", base + "/d", base + "/e"},
+             1),
+      0ms);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::invalid_argument);
+  EXPECT_NE(r.error().message().find("allows 4"), std::string::npos)
+      << r.error().to_string();
+}
+
 std::string capacity_name(const ::testing::TestParamInfo<std::uint32_t>& p) {
   return p.param == 1 ? "Mutex" : "Semaphore";
 }

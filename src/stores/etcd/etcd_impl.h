@@ -35,6 +35,10 @@ struct EtcdOptions {
   // the store's other keys of the same length granted close together;
   // lease=own: every key gets a lease of its own (docs/stores/etcd.md).
   bool share_leases = true;
+  // The server's --max-txn-ops (etcd's default 128): acquire_all and
+  // acquire_some read, queue and claim their names in one transaction each,
+  // so more names than this are refused before anything is written.
+  std::size_t max_txn_ops = 128;
 };
 Result<EtcdOptions> parse_options(const core::Url& url);
 

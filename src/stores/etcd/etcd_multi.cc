@@ -34,6 +34,17 @@ using std::chrono::steady_clock;
 Result<std::vector<Grant>> EtcdStore::acquire_multi(const MultiSpec& spec,
                                                     milliseconds wait) {
   if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
+  if (spec.names.size() > options_.max_txn_ops) {
+    return Error(
+        Errc::invalid_argument,
+        std::string(spec.all_or_nothing ? "acquire_all" : "acquire_some") +
+            " of " + std::to_string(spec.names.size()) +
+            " names needs etcd transactions of as many operations; "
+            "this store allows " +
+            std::to_string(options_.max_txn_ops) +
+            " (max_txn_ops in the URL; raise it together with the "
+            "server's --max-txn-ops, 128 by default)");
+  }
   return spec.all_or_nothing ? acquire_all(spec, wait)
                              : acquire_some(spec, wait);
 }

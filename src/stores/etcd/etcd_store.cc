@@ -6,6 +6,7 @@
 #include <charconv>
 #include <map>
 
+#include "baton/options.h"
 #include "core/duration.h"
 #include "core/validate.h"
 #include "stores/etcd/etcd_impl.h"
@@ -72,9 +73,20 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
         return bad(url, "lease must be shared or own, not \"" + value + "\"");
       }
       o.share_leases = value == "shared";
+    } else if (key == "max_txn_ops") {
+      std::size_t n = 0;
+      const char* end = value.data() + value.size();
+      const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+      if (ec != std::errc() || ptr != end || n < 1 || n > kMaxNamesPerRequest) {
+        return bad(url, "max_txn_ops \"" + value +
+                            "\" must be a number from 1 to " +
+                            std::to_string(kMaxNamesPerRequest) +
+                            " (the server's --max-txn-ops)");
+      }
+      o.max_txn_ops = n;
     } else {
-      return bad(url,
-                 "unknown setting \"" + key + "\" (known: timeout, lease)");
+      return bad(url, "unknown setting \"" + key +
+                          "\" (known: timeout, lease, max_txn_ops)");
     }
   }
   return o;
