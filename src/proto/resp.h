@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "baton/error.h"
@@ -65,6 +66,8 @@ class RequestParser {
   ProtoLimits limits_;
   std::string buf_;
   std::size_t pos_ = 0;
+  // (offset in buf_, length) of each argument of the frame being read.
+  std::vector<std::pair<std::size_t, std::size_t>> spans_;
 };
 
 struct Reply {

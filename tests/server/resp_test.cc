@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "proto/commands.h"
 
 namespace baton::proto {
@@ -24,6 +27,45 @@ TEST(RequestParser, ParsesPipelinedRequestsByteByByte) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0], Request{"PING"});
   EXPECT_EQ(got[1], (Request{"LOCK.RELEASE", "a\r\nb", ""}));
+  EXPECT_EQ(p.buffered(), 0u);
+}
+
+// The arguments come out byte for byte, whatever they hold (CR, LF, NUL,
+// '*', '$', empty), for random requests fed in random pieces.
+TEST(RequestParser, RandomRequestsInRandomPiecesComeOutExactly) {
+  std::mt19937 rng(20261125);
+  std::vector<Request> sent;
+  std::string in;
+  for (int i = 0; i < 2000; ++i) {
+    Request r(1 + rng() % 8);
+    for (auto& a : r) {
+      a.resize(rng() % 48);
+      for (auto& c : a) {
+        const char special[] = {'\r', '\n', '\0', '*', '$', '-', '1'};
+        c = rng() % 4 == 0 ? special[rng() % sizeof special]
+                           : static_cast<char>(rng() % 256);
+      }
+    }
+    in += encode_command(r);
+    sent.push_back(std::move(r));
+  }
+  RequestParser p;
+  std::vector<Request> got;
+  Request r;
+  std::string msg;
+  for (std::size_t at = 0; at < in.size();) {
+    const std::size_t n =
+        std::min<std::size_t>(1 + rng() % 300, in.size() - at);
+    p.feed(in.data() + at, n);
+    at += n;
+    State st;
+    while ((st = p.next(&r, &msg)) == State::request) got.push_back(r);
+    ASSERT_EQ(st, State::need_more) << msg;
+  }
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_EQ(got[i], sent[i]) << "request " << i;
+  }
   EXPECT_EQ(p.buffered(), 0u);
 }
 
