@@ -22,16 +22,6 @@ using namespace std::chrono_literals;
 using store::AcquireSpec;
 using store::Grant;
 
-AcquireSpec spec_of(const std::string& name, std::chrono::milliseconds ttl,
-                    const std::string& label) {
-  AcquireSpec s;
-  s.name = name;
-  s.token = OwnerToken::random();
-  s.ttl = ttl;
-  s.label = label;
-  return s;
-}
-
 bool eventually(const std::function<bool()>& f) {
   for (int i = 0; i < 1000; ++i) {
     if (f()) return true;

@@ -18,16 +18,6 @@ namespace {
 using namespace std::chrono_literals;
 using store::AcquireSpec;
 
-AcquireSpec spec_of(const std::string& name, std::chrono::milliseconds ttl,
-                    const std::string& label = "t") {
-  AcquireSpec s;
-  s.name = name;
-  s.token = OwnerToken::random();
-  s.ttl = ttl;
-  s.label = label;
-  return s;
-}
-
 TEST(EtcdStore, StaleReleaseDoesNotDeleteANewerGrantOnTheSameKey) {
   auto t = open_test_store(shared_cluster().url());
   const std::string name = unique_name("stale-release");
