@@ -4,6 +4,7 @@
 #ifndef BATON_TESTS_ETCD_ETCD_TEST_UTIL_H_
 #define BATON_TESTS_ETCD_ETCD_TEST_UTIL_H_
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -42,6 +43,18 @@ inline TestStore open_test_store(const std::string& url) {
   t.owner = std::move(*s);
   t.etcd = dynamic_cast<store::etcd::EtcdStore*>(t.owner.get());
   return t;
+}
+
+// A mutex request on `name` with a new owner token.
+inline store::AcquireSpec spec_of(const std::string& name,
+                                  std::chrono::milliseconds ttl,
+                                  const std::string& label = "t") {
+  store::AcquireSpec s;
+  s.name = name;
+  s.token = OwnerToken::random();
+  s.ttl = ttl;
+  s.label = label;
+  return s;
 }
 
 // A lock name unique to this run.

@@ -180,6 +180,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                steady_clock::now() - last_keepalive > shared_window(spec.ttl)) {
       keep_alive_later(e.lease);
     }
+    if (spec.capacity == 1 && !spec.shared) remember_next(e.key, q);
     return grant_of(spec.name, e, spec.ttl, start, last_keepalive);
   };
   for (int rounds = 0;; ++rounds) {
@@ -377,6 +378,21 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
             // now first, or (shared) has no exclusive request ahead any
             // more (the claim reads the queue if not).
             const Entry waiter = me;
+            if (!waiter.v.shared) {
+              // The release that woke us may have granted us in its own
+              // transaction (the handoff): the member that sent the delete
+              // has applied it, so a serializable read of our key there
+              // shows it (a read from another member may be behind: then
+              // the claim below fails on our key's changed mod revision and
+              // the queue read shows us held).
+              auto mine_now = read_entry(spec.name, spec.token, true);
+              if (!mine_now.ok()) return std::move(mine_now).error();
+              if (*mine_now && (*mine_now)->v.held &&
+                  (*mine_now)->create_rev == waiter.create_rev) {
+                handed_.fetch_add(1, std::memory_order_relaxed);
+                return granted(std::move(**mine_now), true);
+              }
+            }
             auto claimed = waiter.v.shared ? claim_shared(waiter, &q)
                                            : claim_first(waiter, &q);
             if (!claimed.ok()) return std::move(claimed).error();

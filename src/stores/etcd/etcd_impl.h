@@ -84,9 +84,11 @@ class EtcdStore final : public Store {
   Result<Queue> read_queue(std::string_view name);
   // Several locks' queues read at one revision (one transaction).
   Result<std::vector<Queue>> read_queues(const std::vector<std::string>& names);
-  // One key (nullopt: missing or not a request key).
+  // One key (nullopt: missing or not a request key). `serializable`: as
+  // the member answering has it (no round of the leader; may be behind).
   Result<std::optional<Entry>> read_entry(std::string_view name,
-                                          const OwnerToken& token);
+                                          const OwnerToken& token,
+                                          bool serializable = false);
   // Grants q.entries[pos] (a single request whose slots, counted in q, are
   // free): one transaction marking it held, only if its key is the same
   // (create revision). Nothing else needs comparing: requests ahead only
@@ -145,10 +147,26 @@ class EtcdStore final : public Store {
   // Remembers e (release skips its read while e is unchanged).
   Grant grant_of(std::string_view name, const Entry& e, milliseconds ttl,
                  SteadyTime call_start, SteadyTime refreshed);
+  // The handoff (docs/stores/etcd.md, "The releaser grants the next"):
+  // after the mutex request `holder_key` was granted from queue q after a
+  // wait (a contended lock), remembers that its release may grant the
+  // request behind it in the release's own transaction, if that is a
+  // single exclusive mutex request that waits: the one in q, else the
+  // release looks.
+  void remember_next(const std::string& holder_key, const Queue& q);
+  // For the release of `holder_key`: the request its release may grant
+  // (nullopt: none, or the lock was not contended); forgets it. `look`:
+  // read the queue if the grant's read had nothing behind it.
+  std::optional<Entry> take_next(const std::string& holder_key, bool look);
   Conn& conn() { return *conn_; }
   // Times a waiter of this store woke up for a delete (tests: one wake per
   // release with the watch on the key just ahead).
   std::uint64_t wakeups() const { return wakeups_.load(); }
+  // Releases of this store that granted the next in line in their own
+  // transaction (tests).
+  std::uint64_t handoffs() const { return handoffs_.load(); }
+  // Waiters of this store that found themselves granted by a release.
+  std::uint64_t handed() const { return handed_.load(); }
 
  private:
   Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
@@ -162,12 +180,15 @@ class EtcdStore final : public Store {
   EtcdOptions options_;
   std::unique_ptr<Conn> conn_;
   std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> handoffs_{0};
+  std::atomic<std::uint64_t> handed_{0};
   void revoker();
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::int64_t> to_revoke_;   // guarded by mu_
   std::vector<std::int64_t> to_renew_;    // guarded by mu_
   std::map<std::string, Entry> granted_;  // by key; guarded by mu_
+  std::map<std::string, Entry> next_of_;  // by holder key; guarded by mu_
   struct Shared {
     std::int64_t id = 0;
     SteadyTime sent{};

@@ -57,9 +57,11 @@ Result<std::vector<Queue>> EtcdStore::read_queues(
 }
 
 Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
-                                                   const OwnerToken& token) {
+                                                   const OwnerToken& token,
+                                                   bool serializable) {
   pb::RangeRequest req;
   req.set_key(key_of(name, token));
+  req.set_serializable(serializable);
   auto r = conn_->range(req);
   if (!r.ok()) return std::move(r).error();
   if (r->kvs_size() == 0) return std::optional<Entry>{};
@@ -105,6 +107,12 @@ Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
   c->set_key(me.key);
   c->set_target(pb::Compare::CREATE);
   c->set_create_revision(me.create_rev);
+  // Still waiting: a release that granted it (the handoff) changed it, and
+  // the read of the failure branch then shows it held.
+  auto* same = t.add_compare();
+  same->set_key(me.key);
+  same->set_target(pb::Compare::MOD);
+  same->set_mod_revision(me.mod_rev);
   auto* first = t.add_compare();  // every key of the lock: not older
   first->set_key(dir);
   first->set_range_end(prefix_end(dir));
@@ -156,6 +164,62 @@ Result<std::optional<Entry>> EtcdStore::claim_or_read(pb::TxnRequest& t,
   out.v = v;
   out.mod_rev = r->header().revision();
   return std::optional<Entry>{std::move(out)};
+}
+
+namespace {
+
+// The request just behind `holder_key` in q if a release may grant it in
+// its own transaction: a single exclusive mutex request that waits.
+std::optional<Entry> handoff_candidate(const std::string& holder_key,
+                                       const Queue& q) {
+  std::size_t at = 0;
+  while (at < q.entries.size() && q.entries[at].key != holder_key) ++at;
+  if (at + 1 >= q.entries.size()) return std::nullopt;
+  const Entry& me = q.entries[at];
+  const Entry& n = q.entries[at + 1];
+  if (me.v.capacity != 1 || me.v.shared || n.v.held || n.v.all || n.v.shared ||
+      n.v.capacity != 1 || n.lease == 0) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+}  // namespace
+
+void EtcdStore::remember_next(const std::string& holder_key, const Queue& q) {
+  // Granted after a wait: the lock is contended. The queue read then is
+  // usually older than the requests behind this one, so an empty entry
+  // asks the release to look (take_next).
+  Entry n = handoff_candidate(holder_key, q).value_or(Entry{});
+  std::lock_guard<std::mutex> lk(mu_);
+  if (next_of_.size() >= 100000) next_of_.clear();
+  next_of_[holder_key] = std::move(n);
+}
+
+std::optional<Entry> EtcdStore::take_next(const std::string& holder_key,
+                                          bool look) {
+  std::optional<Entry> n;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = next_of_.find(holder_key);
+    if (it == next_of_.end()) return std::nullopt;
+    n = std::move(it->second);
+    next_of_.erase(it);
+  }
+  if (!look) return std::nullopt;
+  if (!n->key.empty()) return n;
+  // A serializable read of the lock's first two requests, from the member
+  // this store talks to: no round of the leader. It may be behind; the
+  // release compares the candidate's mod revision, and any request between
+  // this one and the candidate was created before it, so it is in any read
+  // that has the candidate.
+  const std::string dir = holder_key.substr(0, holder_key.size() - 32);
+  pb::RangeRequest req = dir_range(dir);
+  req.set_limit(2);
+  req.set_serializable(true);
+  auto r = conn_->range(req);
+  if (!r.ok()) return std::nullopt;  // the plain release
+  return handoff_candidate(holder_key, queue_of(dir, *r));
 }
 
 Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
@@ -259,7 +323,10 @@ Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
                           SteadyTime refreshed) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (granted_.size() >= 100000) granted_.clear();  // never released
+    if (granted_.size() >= 100000) {  // never released
+      granted_.clear();
+      next_of_.clear();
+    }
     granted_[e.key] = e;
   }
   Grant g;
