@@ -270,10 +270,12 @@ int main(int argc, char** argv) {
     }
   }
   if (const char* env = std::getenv("BATON_CHROMIUM")) {
-    baton::testing::g_browser = env;
+    baton::testing::g_browser = ::access(env, X_OK) == 0 ? env : "";
   }
   if (baton::testing::g_browser.empty()) {
-    missing = "no headless browser (apt-get install chromium-headless-shell)";
+    missing =
+        "no headless browser (apt-get install chromium-headless-shell, or "
+        "BATON_CHROMIUM=<path>)";
   } else if (std::system("/usr/bin/python3 -c 'import websocket' "
                          ">/dev/null 2>&1") != 0) {
     missing = "no python3-websocket (apt-get install python3-websocket)";
