@@ -162,7 +162,8 @@ function render() {
       const r = el("tr");
       r.dataset.lock = l.name;
       r.append(el("td", "name", l.name));
-      r.append(el("td", "cap" + (l.holders.length >= l.capacity ? " full" : ""),
+      const full = l.holders.length >= l.capacity && !l.holders.every((h) => h.mode === "shared");
+      r.append(el("td", "cap" + (full ? " full" : ""),
                   l.holders.length + " / " + l.capacity));
       const hs = el("td");
       if (l.holders.length === 0) hs.append(el("span", "none", "free"));
