@@ -127,6 +127,7 @@ std::string labels_js(const std::string& lock, const std::string& kind) {
 TEST(StatusPage, ShowsHoldersAndWaitersLiveAndTheUnreachableBanner) {
   char tmpl[] = "/tmp/baton-status-page-XXXXXX";
   const std::string work = ::mkdtemp(tmpl);
+  SCOPED_TRACE("logs (kept on failure) in " + work);
   fs::create_directories(work + "/batond");
   const std::uint16_t mport = free_loopback_port();
   const std::string page =
