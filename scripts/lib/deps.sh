@@ -26,6 +26,7 @@ BATON_SERVER_PACKAGES=(
   zookeeper                           # zookeeper:// tests (Java 17 comes with it)
   mariadb-server                      # mysql:// tests (a private mariadbd per test binary)
   etcd-server                         # etcd:// tests
+  chromium-headless-shell python3-websocket  # batond status page test (label browser)
 )
 # bench/compare only (not scripts/test): the peers' servers and libraries,
 # the raw-engine tools and the chart.

@@ -135,7 +135,7 @@ LeaseE* LockTable::Impl::add_lease(LockE& lock, const OwnerToken& token,
   if (session != 0) session_leases[session].insert(lease);
   ++totals.grants;
   ++totals.leases;
-  sink_put(lock, *lease);
+  sink_put(lock, *lease);  // bumps changes
   return lease;
 }
 
@@ -156,6 +156,7 @@ void LockTable::Impl::remove_lease(LockE& lock, LeaseE* lease) {
     }
   }
   labels.release(lease->label);
+  ++changes;
   --totals.leases;
   --lock.holders;
   if (lease->shared) --lock.shared_holders;
@@ -197,6 +198,7 @@ void LockTable::Impl::join_lease(LockE& lock, LeaseE* lease,
 
 WaiterIt LockTable::Impl::add_waiter(LockE& lock, WaiterE waiter) {
   auto& queue = lock.extra().queue;
+  ++changes;
   queue.push_back(std::move(waiter));
   WaiterIt it = std::prev(queue.end());
   it->lock = &lock;
@@ -225,6 +227,7 @@ void LockTable::Impl::remove_waiter(LockE& lock, WaiterIt it) {
     s->second.erase(it->session_link);
     if (s->second.empty()) session_waiters.erase(s);
   }
+  ++changes;
   lock.ext->queue.erase(it);
   mark_dirty(lock);
 }
@@ -317,6 +320,7 @@ std::vector<HolderInfo> LockTable::Impl::holders_of(const LockE& lock,
 }
 
 void LockTable::Impl::sink_put(const LockE& lock, const LeaseE& lease) {
+  ++changes;  // every lease change a reader sees goes through here
   if (sink != nullptr) sink->lease_put(make_record(lock, lease));
 }
 

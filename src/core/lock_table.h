@@ -296,6 +296,12 @@ class LockTable {
   std::vector<std::pair<std::string, std::int64_t>> snapshot_counters() const;
 
   TableStats stats() const;
+  // Moves (increases) whenever what describe(), list() or the counters
+  // report changes other than by time passing: a lease granted, extended,
+  // joined, released or expired, a request queued or leaving its queue, a
+  // counter written. Unchanged means nothing to redraw (batond's status
+  // page sends a snapshot only when it moved).
+  std::uint64_t change_count() const;
 
   struct Impl;
 

@@ -243,6 +243,10 @@ struct LockTable::Impl {
   std::vector<LockE*> dirty;
   std::vector<Event> events;
   std::uint64_t fencing = 0;
+  // Bumped by every change a reader of describe()/list()/counters can see
+  // (lease added, changed or removed; waiter queued or gone; counter
+  // written): change_count().
+  std::uint64_t changes = 0;
   TableStats totals;  // grants, expirations, wait_timeouts, leases
   EndedTokens ended;  // leases that ended recently (late duplicates)
 

@@ -42,6 +42,7 @@ Result<std::int64_t> LockTable::counter_add(std::string_view name,
                    std::to_string(delta) + " would overflow");
   }
   impl_->counters[std::string(name)] = next;
+  ++impl_->changes;
   if (impl_->sink != nullptr) impl_->sink->counter_put(name, next);
   return next;
 }
@@ -65,6 +66,7 @@ Result<std::int64_t> LockTable::counter_take(std::string_view name,
   }
   std::int64_t next = current - n;
   impl_->counters[std::string(name)] = next;
+  ++impl_->changes;
   if (impl_->sink != nullptr) impl_->sink->counter_put(name, next);
   return next;
 }
@@ -326,6 +328,8 @@ std::vector<Event> LockTable::take_events() {
   out.swap(impl_->events);
   return out;
 }
+
+std::uint64_t LockTable::change_count() const { return impl_->changes; }
 
 TableStats LockTable::stats() const {
   TableStats s = impl_->totals;

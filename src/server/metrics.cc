@@ -126,10 +126,9 @@ std::string Server::metrics_text() const {
   return o.str();
 }
 
-// With users configured, /metrics needs HTTP Basic credentials of a user
-// with admin on "" (docs/server.md, "Users and rules").
-Server::Access Server::metrics_access(const std::string& request) {
-  if (config_.users.empty()) return Access::allowed;
+// With users configured, the user whose HTTP Basic credentials the
+// request carries (docs/server.md, "Users and rules").
+const User* Server::http_user(const std::string& request) {
   static constexpr std::string_view kHeader = "\r\nauthorization: basic ";
   std::string lower = request;
   for (char& ch : lower) {
@@ -138,11 +137,12 @@ Server::Access Server::metrics_access(const std::string& request) {
   auto at = lower.find(kHeader);
   if (at == std::string::npos) {
     ++stats_.auth_failures;
-    return Access::unauthorized;
+    return nullptr;
   }
   at += kHeader.size();
   auto end = request.find("\r\n", at);
   std::string b64 = request.substr(at, end - at);
+  while (!b64.empty() && b64.back() == ' ') b64.pop_back();
   std::string plain((b64.size() / 4 + 1) * 3, '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(plain.data()),
                           reinterpret_cast<const unsigned char*>(b64.data()),
@@ -157,16 +157,37 @@ Server::Access Server::metrics_access(const std::string& request) {
           : authenticate(config_.users, auth_cache_, plain.substr(0, colon),
                          plain.substr(colon + 1));
   OPENSSL_cleanse(plain.data(), plain.size());
-  if (user == nullptr) {
-    ++stats_.auth_failures;
-    return Access::unauthorized;
-  }
+  if (user == nullptr) ++stats_.auth_failures;
+  return user;
+}
+
+// With users configured, /metrics needs HTTP Basic credentials of a user
+// with admin on "" (docs/server.md, "Users and rules").
+Server::Access Server::metrics_access(const std::string& request) {
+  if (config_.users.empty()) return Access::allowed;
+  const User* user = http_user(request);
+  if (user == nullptr) return Access::unauthorized;
   if ((perms_on(*user, "") & kAdmin) == 0) {
     ++stats_.permission_denied;
     return Access::forbidden;
   }
   return Access::allowed;
 }
+
+namespace {
+// Open HTTP connections at once; more are closed unanswered.
+constexpr std::size_t kMaxHttpSessions = 256;
+// A request's head must arrive within this.
+constexpr auto kHttpReadTimeout = std::chrono::seconds(10);
+
+// Closes `sock` when `timer` fires (not when it is cancelled).
+void close_when_due(asio::steady_timer& timer,
+                    std::shared_ptr<asio::ip::tcp::socket> sock) {
+  timer.async_wait([sock = std::move(sock)](std::error_code ec) {
+    if (!ec) sock->close(ec);
+  });
+}
+}  // namespace
 
 asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
   for (;;) {
@@ -177,48 +198,95 @@ asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
       if (ec == asio::error::operation_aborted) co_return;
       continue;
     }
-    // One short request per connection; the answer is built on this thread.
-    std::string req;
-    char buf[1024];
-    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
-      std::error_code rec;
-      std::size_t n = co_await socket.async_read_some(
-          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, rec));
-      if (rec) break;
-      req.append(buf, n);
+    if (http_sessions_ >= kMaxHttpSessions) {
+      socket.close(ec);
+      continue;
     }
-    std::string body, status = "200 OK", extra;
-    const Access access = metrics_access(req);
-    if (access == Access::unauthorized) {
-      // Slowed like a failed AUTH (this loop serves one request at a time).
-      asio::steady_timer t(io_, config_.auth_fail_delay);
-      std::error_code tec;
-      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, tec));
-      status = "401 Unauthorized";
-      extra = "WWW-Authenticate: Basic realm=\"batond\"\r\n";
-      body =
-          "batond has users: send HTTP Basic credentials of a user with "
-          "admin on the prefix \"\"\n";
-    } else if (access == Access::forbidden) {
-      status = "403 Forbidden";
-      body = "this user has no admin permission on the prefix \"\"\n";
-    } else if (req.rfind("GET /metrics", 0) == 0) {
-      body = metrics_text();
-    } else {
-      status = "404 Not Found";
-      body = "try /metrics\n";
-    }
-    std::string resp = "HTTP/1.1 " + status +
-                       "\r\nContent-Type: text/plain; version=0.0.4\r\n" +
-                       extra +
-                       "Content-Length: " + std::to_string(body.size()) +
-                       "\r\nConnection: close\r\n\r\n" + body;
-    std::error_code wec;
-    co_await asio::async_write(socket, asio::buffer(resp),
-                               asio::redirect_error(asio::use_awaitable, wec));
-    std::error_code sec;
-    socket.shutdown(asio::ip::tcp::socket::shutdown_both, sec);
+    // One coroutine per connection: a status page stream stays open, and
+    // a slow client delays nobody else.
+    asio::co_spawn(io_,
+                   http_session(std::make_shared<asio::ip::tcp::socket>(
+                       std::move(socket))),
+                   asio::detached);
   }
 }
+
+// GCC 12 reports a false -Wmismatched-new-delete on this coroutine's frame
+// (asio's awaitable_frame_base pairs its own operator new and delete) once
+// it arms a timer before its reads; silenced for this function only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+asio::awaitable<void> Server::http_session(
+    std::shared_ptr<asio::ip::tcp::socket> sock) {
+  ++http_sessions_;
+  // One request per connection; its head must come within the timeout.
+  asio::steady_timer timer(io_, kHttpReadTimeout);
+  close_when_due(timer, sock);
+  std::string req;
+  char buf[1024];
+  while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
+    std::error_code rec;
+    std::size_t n = co_await sock->async_read_some(
+        asio::buffer(buf), asio::redirect_error(asio::use_awaitable, rec));
+    if (rec) break;
+    req.append(buf, n);
+  }
+  timer.cancel();
+  if (!sock->is_open()) {
+    --http_sessions_;
+    co_return;
+  }
+  // "GET <target> HTTP/1.1"
+  std::string_view line(req);
+  line = line.substr(0, line.find("\r\n"));
+  std::string_view target;
+  if (line.rfind("GET ", 0) == 0) {
+    target = line.substr(4);
+    target = target.substr(0, target.find(' '));
+  }
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/" || path == "/index.html" || path == "/status.json" ||
+      path == "/events") {
+    co_await serve_status(sock, req, target);
+    --http_sessions_;
+    co_return;
+  }
+  std::string body, status = "200 OK", extra;
+  const Access access = metrics_access(req);
+  if (access == Access::unauthorized) {
+    // Slowed like a failed AUTH (this connection only).
+    asio::steady_timer t(io_, config_.auth_fail_delay);
+    std::error_code tec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, tec));
+    status = "401 Unauthorized";
+    extra = "WWW-Authenticate: Basic realm=\"batond\"\r\n";
+    body =
+        "batond has users: send HTTP Basic credentials of a user with "
+        "admin on the prefix \"\"\n";
+  } else if (access == Access::forbidden) {
+    status = "403 Forbidden";
+    body = "this user has no admin permission on the prefix \"\"\n";
+  } else if (path == "/metrics") {
+    body = metrics_text();
+  } else {
+    status = "404 Not Found";
+    body = "try /metrics, / (status page), /status.json or /events\n";
+  }
+  std::string resp = "HTTP/1.1 " + status +
+                     "\r\nContent-Type: text/plain; version=0.0.4\r\n" + extra +
+                     "Content-Length: " + std::to_string(body.size()) +
+                     "\r\nConnection: close\r\n\r\n" + body;
+  std::error_code wec;
+  co_await asio::async_write(*sock, asio::buffer(resp),
+                             asio::redirect_error(asio::use_awaitable, wec));
+  std::error_code sec;
+  sock->shutdown(asio::ip::tcp::socket::shutdown_both, sec);
+  --http_sessions_;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace baton::server

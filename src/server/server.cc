@@ -68,7 +68,9 @@ Server::Server(ServerConfig config)
       tls_acceptor_(io_),
       signals_(io_),
       deadline_timer_(io_),
-      batch_timer_(io_) {}
+      batch_timer_(io_),
+      status_push_timer_(io_),
+      status_heartbeat_timer_(io_) {}
 
 Server::~Server() { table_.set_change_sink(nullptr); }
 
@@ -155,6 +157,9 @@ void Server::stop() {
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
     tls_acceptor_.close(ec);
+    for (auto st : std::vector(status_streams_)) drop_status_stream(st);
+    status_push_timer_.cancel();
+    status_heartbeat_timer_.cancel();
     // Graceful: parked requests answered `unavailable`, nothing new runs,
     // staged replies go out as the journal makes them durable; then each
     // connection closes. Bounded: after kStopDrain whatever is left closes.
@@ -215,6 +220,7 @@ void Server::after_table_call() {
   drain_events();
   arm_deadline_timer();
   persist();
+  status_changed();
 }
 
 void Server::drain_events() {
@@ -575,7 +581,10 @@ void Server::release_staged() {
     c->release(durable, failed, failure);
     if (c->has_staged() && !c->closed()) staged_.insert(c);
   }
-  if (failed) drain_events();
+  if (failed) {
+    drain_events();
+    status_changed();  // grants undone above
+  }
 }
 
 }  // namespace baton::server

@@ -290,5 +290,46 @@ TEST_F(LockTableTest, IdempotentAcquireRetry) {
   EXPECT_EQ(ev[0].token, b);
 }
 
+// change_count() moves on every change describe/list/counters show, and
+// only then (batond's status page redraws when it moved).
+TEST_F(LockTableTest, ChangeCountMovesOnVisibleChangesOnly) {
+  std::uint64_t last = table_.change_count();
+  auto moved = [&] {
+    const std::uint64_t now = table_.change_count();
+    const bool m = now != last;
+    last = now;
+    return m;
+  };
+  auto a = tok(), b = tok();
+  ASSERT_TRUE(try_acquire("c", a, Nanos(1s)).value().granted);
+  EXPECT_TRUE(moved()) << "grant";
+  ASSERT_TRUE(wait_acquire("c", b, Nanos(10s)).ok());
+  EXPECT_TRUE(moved()) << "enqueue";
+  ASSERT_TRUE(table_.extend("c", a, Nanos(2s)).ok());
+  EXPECT_TRUE(moved()) << "extend";
+  // Reads, a refused try and time passing without expiry change nothing.
+  (void)table_.describe("c");
+  (void)table_.list("", 10);
+  (void)table_.counter_get("n");
+  EXPECT_FALSE(try_acquire("c", tok()).ok());
+  clock_.advance(100ms);
+  table_.advance();
+  EXPECT_FALSE(moved()) << "reads";
+  ASSERT_TRUE(table_.release("c", a)->was_held);
+  EXPECT_TRUE(moved()) << "release hands over to the waiter";
+  clock_.advance(3s);
+  table_.advance();
+  EXPECT_TRUE(moved()) << "expiry";
+  ASSERT_TRUE(table_.counter_add("n", 1).ok());
+  EXPECT_TRUE(moved()) << "counter";
+  ASSERT_TRUE(wait_acquire("d", tok(), Nanos(10s)).value().granted);
+  auto w = tok();
+  ASSERT_TRUE(wait_acquire("d", w, Nanos(1s)).ok());
+  EXPECT_TRUE(moved());
+  clock_.advance(2s);  // the holder (1 s) expires, the waiter is granted
+  table_.advance();
+  EXPECT_TRUE(moved()) << "expiry + grant";
+}
+
 }  // namespace
 }  // namespace baton::core
