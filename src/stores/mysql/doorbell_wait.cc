@@ -15,7 +15,31 @@ std::string key_of(const std::string& name, const std::string& token) {
   return k;
 }
 
+std::mutex& local_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, int>& local_names() {
+  static auto* m = new std::map<std::string, int>();
+  return *m;
+}
+
 }  // namespace
+
+void doorbell_mark(const std::string& name, bool held) {
+  std::lock_guard<std::mutex> lk(local_mu());
+  auto& m = local_names();
+  if (held) {
+    ++m[name];
+  } else if (auto it = m.find(name); it != m.end() && --it->second <= 0) {
+    m.erase(it);
+  }
+}
+
+bool doorbell_local(const std::string& name) {
+  std::lock_guard<std::mutex> lk(local_mu());
+  return local_names().count(name) != 0;
+}
 
 Doorbell MysqlStore::new_doorbell(const std::string& name,
                                   const std::string& token) {
@@ -41,7 +65,7 @@ Doorbell MysqlStore::new_doorbell(const std::string& name,
 
 void MysqlStore::settle(Doorbell bell, bool granted, const std::string& name,
                         const std::string& token, milliseconds ttl) {
-  if (!granted || !bell.held || !bell.usable()) {
+  if (!granted || !bell.held() || !bell.usable()) {
     let_go(std::move(bell));
     return;
   }

@@ -58,10 +58,17 @@ Result<Grant> MysqlStore::wait_for(const AcquireSpec& spec,
       return std::move(r).error();
     }
     if (Clock::now() >= end || call_deadline_passed()) break;
-    std::string waited_on;
+    std::string waited_on, target_bell;
     bool rang = false;
-    if (place > 0 && target && bell.held && bell.usable() &&
+    if (place > 0 && target && bell.held() && bell.usable() &&
         target->token != silent) {
+      target_bell =
+          my::doorbell_name(where_, o_.prefix, spec.name, target->token);
+      // A target in this process: its release or withdrawal rings the
+      // Bell as soon, without a round trip; the timers below apply.
+      if (doorbell_local(target_bell)) target_bell.clear();
+    }
+    if (!target_bell.empty()) {
       // Push: block on the doorbell of the entry this request waits for,
       // at most until that entry is due, the heartbeat needs a pass, or
       // the fallback re-check (long when that entry's release is the one
@@ -74,10 +81,7 @@ Result<Grant> MysqlStore::wait_for(const AcquireSpec& spec,
                     now + std::chrono::microseconds{target->due_in_us} +
                         milliseconds{1}});
       waited_on = target->token;
-      rang = ring_wait(
-                 bell,
-                 my::doorbell_name(where_, o_.prefix, spec.name, target->token),
-                 until) == 1;
+      rang = ring_wait(bell, target_bell, until) == 1;
     } else {
       // The releaser's transaction grants the head of the queue, so a
       // waiter looks again after about 1-2 ms per place in line (it moves

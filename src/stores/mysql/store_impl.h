@@ -69,31 +69,43 @@ struct Pass {
   std::optional<my::BellTarget> target;  // queued: whose doorbell to wait on
 };
 
+// Process-wide: the doorbell names this process's stores hold (a waiter
+// whose target is one of them naps on the Bell instead, which the release
+// or withdrawal in this process rings as soon: no server round trip).
+void doorbell_mark(const std::string& name, bool held);
+bool doorbell_local(const std::string& name);
+
 // A request's doorbell (stores/mysql/doorbell.h): a connection of its own
-// holding GET_LOCK(name) once `held`. Takes one of the store's
+// holding GET_LOCK(name) once held(). Takes one of the store's
 // max_doorbells slots for its lifetime.
 struct Doorbell {
   std::unique_ptr<my::Conn> conn;
   std::string name;
   bool tried = false;  // GET_LOCK(name, 0) has run on conn
-  bool held = false;   // ... and answered 1
   std::atomic<int>* slots = nullptr;
 
   Doorbell() = default;
   Doorbell(Doorbell&& o) noexcept { *this = std::move(o); }
   Doorbell& operator=(Doorbell&& o) noexcept {
     if (this != &o) {
+      set_held(false);
       if (slots != nullptr) slots->fetch_sub(1);
       conn = std::move(o.conn);
       name = std::move(o.name);
       tried = o.tried;
-      held = o.held;
+      held_ = std::exchange(o.held_, false);
       slots = std::exchange(o.slots, nullptr);
     }
     return *this;
   }
   ~Doorbell() {
+    set_held(false);
     if (slots != nullptr) slots->fetch_sub(1);
+  }
+  bool held() const { return held_; }
+  void set_held(bool h) {
+    if (h != held_) doorbell_mark(name, h);
+    held_ = h;
   }
   bool usable() const { return conn != nullptr && !conn->broken(); }
   // After a failed round trip on conn: a broken connection is gone, and
@@ -101,9 +113,12 @@ struct Doorbell {
   void check() {
     if (conn != nullptr && conn->broken()) {
       conn.reset();
-      held = false;
+      set_held(false);
     }
   }
+
+ private:
+  bool held_ = false;  // GET_LOCK(name, 0) answered 1
 };
 
 // What a transaction does with a doorbell on the connection it runs on.
@@ -323,7 +338,7 @@ class MysqlStore final : public Store {
       }
       if (skip) {
         bell->tried = true;
-        bell->held = (*r)[0].at(0, 0) == "1";
+        bell->set_held((*r)[0].at(0, 0) == "1");
       }
       if ((*r)[1 + skip].rows.size() < keys.size()) {
         // Serialization rows are created on first use, in their own
@@ -361,7 +376,10 @@ class MysqlStore final : public Store {
         if (my::retryable(db.code)) continue;
         return std::move(done).error();
       }
-      if (op == BellOp::let_go) bell->tried = bell->held = false;
+      if (op == BellOp::let_go) {
+        bell->tried = false;
+        bell->set_held(false);
+      }
       done_with();
       return out;
     }
