@@ -15,9 +15,10 @@ std::string key_of(const std::string& name, const std::string& token) {
   return k;
 }
 
+// Leaked: a store destroyed during static destruction may still use them.
 std::mutex& local_mu() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex();
+  return *mu;
 }
 std::map<std::string, int>& local_names() {
   static auto* m = new std::map<std::string, int>();

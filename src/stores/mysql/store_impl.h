@@ -291,14 +291,15 @@ class MysqlStore final : public Store {
       key_list += (i ? "," : "") + my::hex_literal(keys[i]);
     }
     key_list += ")";
-    const std::size_t skip = op == BellOp::take ? 1 : 0;
-    const std::string head =
-        (op == BellOp::take ? "SELECT GET_LOCK('" + bell->name + "', 0);"
-                            : std::string()) +
-        "START TRANSACTION;SELECT id FROM " + o_.prefix +
-        "serial WHERE id IN " + key_list + " ORDER BY id FOR UPDATE;" +
-        my::load_sql(o_.prefix, names, true);
+    const std::string body = "START TRANSACTION;SELECT id FROM " + o_.prefix +
+                             "serial WHERE id IN " + key_list +
+                             " ORDER BY id FOR UPDATE;" +
+                             my::load_sql(o_.prefix, names, true);
     for (int attempt = 0;; ++attempt) {
+      const std::size_t skip = op == BellOp::take ? 1 : 0;
+      const std::string head =
+          (skip ? "SELECT GET_LOCK('" + bell->name + "', 0);" : std::string()) +
+          body;
       if (attempt > 0) {
         if (Clock::now() >= deadline) {
           return Error(Errc::unavailable,
@@ -328,6 +329,14 @@ class MysqlStore final : public Store {
       if (!r.ok()) {
         if (conn.broken()) {
           done_with();
+          if (!owned && bell != nullptr && !bell->usable()) {
+            // The doorbell's connection died (a server restart while the
+            // lease was held, say): nothing was written, and its locks
+            // went with it. Once more on a pooled connection.
+            bell = nullptr;
+            op = BellOp::none;
+            continue;
+          }
           return std::move(r).error();
         }
         if (skip) bell->tried = true;  // the GET_LOCK ran (recursively)
