@@ -22,21 +22,29 @@
 #include "tcp_proxy.h"
 
 namespace baton {
+
+namespace testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::MyProcess;
-
 MyProcess* g_server = nullptr;
+}  // namespace
 
-// One server for the binary, stopped by pid at exit.
-MyProcess& server() {
+// One server for the binary (mysql_doorbell_test.cc shares it), stopped by
+// pid at exit.
+MyProcess& shared_my_server() {
   if (g_server == nullptr) {
     g_server = new MyProcess();
     std::atexit([] { delete g_server; });
   }
   return *g_server;
 }
+}  // namespace testing
+
+namespace {
+
+using namespace std::chrono_literals;
+using testing::MyProcess;
+
+MyProcess& server() { return testing::shared_my_server(); }
 
 std::string unique(const std::string& what) {
   static std::atomic<int> n{0};

@@ -3,6 +3,7 @@
 //   mysql://user[:password]@host:port/db?prefix=baton_&serialize=segments
 //       &segments=100&request_timeout=5s&connect_timeout=5s
 //       &waiter_timeout=5s&recheck_max=50ms&max_idle=16
+//       &doorbell=on&max_doorbells=64
 //       &password_file=/path&allow_non_durable=false
 //
 // Without a password in the URL it reads MYSQL_PWD or ?password_file=.
@@ -14,9 +15,13 @@
 // database time (UTC_TIMESTAMP(6)) and locking reads of the name's rows;
 // then the writes the scheduling step decided (in C++) and COMMIT. All
 // times are database times; the client's clock is never read for expiry.
-// Waiters re-check after ~1-2 ms per place in line (at most recheck_max)
-// with a non-locking read first; a release in this process rings the first
-// two in line at once. See docs/stores/mysql.md.
+// Waking waiters (stores/mysql/doorbell.h): each request holds a GET_LOCK
+// doorbell on its own connection while it waits and holds; its successor
+// blocks in GET_LOCK on it, bounded by recheck_max and the predecessor's
+// expiry. Without a doorbell, waiters re-check after ~1-2 ms per place in
+// line (at most recheck_max) with a non-locking read first; a release in
+// this process rings the first two in line at once. See
+// docs/stores/mysql.md.
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_MYSQL_MYSQL_STORE_H_
@@ -45,6 +50,8 @@ struct StoreOptions {
   milliseconds request_timeout{5000};
   milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
   milliseconds recheck_max{50};       // longest waiter re-check interval
+  bool doorbell = true;               // GET_LOCK doorbells (push wake-up)
+  int max_doorbells = 64;             // doorbell connections per store
   bool allow_non_durable = false;     // tests only
 };
 

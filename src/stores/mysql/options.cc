@@ -107,6 +107,13 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
       st = duration(&o.waiter_timeout);
     } else if (k == "recheckmax") {
       st = duration(&o.recheck_max);
+    } else if (k == "doorbell") {
+      if (value != "on" && value != "off") {
+        return bad(url, "doorbell must be on or off, not \"" + value + "\"");
+      }
+      o.doorbell = value == "on";
+    } else if (k == "maxdoorbells") {
+      st = count(&o.max_doorbells, 0, 10000);
     } else if (k == "passwordfile") {
       password_file = value;
     } else if (k == "socket") {

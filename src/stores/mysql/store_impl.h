@@ -7,6 +7,7 @@
 #define BATON_STORES_MYSQL_STORE_IMPL_H_
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -14,10 +15,12 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "core/request.h"
 #include "core/validate.h"
 #include "stores/call_deadline.h"
+#include "stores/mysql/doorbell.h"
 #include "stores/mysql/mysql_store.h"
 #include "stores/mysql/state.h"
 
@@ -62,8 +65,64 @@ std::shared_ptr<Bell> bell_for(const std::string& key);
 // What one acquire pass answered.
 struct Pass {
   std::optional<Grant> grant;
-  int position = 0;  // queued: place in line
+  int position = 0;                      // queued: place in line
+  std::optional<my::BellTarget> target;  // queued: whose doorbell to wait on
 };
+
+// Process-wide: the doorbell names this process's stores hold (a waiter
+// whose target is one of them naps on the Bell instead, which the release
+// or withdrawal in this process rings as soon: no server round trip).
+void doorbell_mark(const std::string& name, bool held);
+bool doorbell_local(const std::string& name);
+
+// A request's doorbell (stores/mysql/doorbell.h): a connection of its own
+// holding GET_LOCK(name) once held(). Takes one of the store's
+// max_doorbells slots for its lifetime.
+struct Doorbell {
+  std::unique_ptr<my::Conn> conn;
+  std::string name;
+  bool tried = false;  // GET_LOCK(name, 0) has run on conn
+  std::atomic<int>* slots = nullptr;
+
+  Doorbell() = default;
+  Doorbell(Doorbell&& o) noexcept { *this = std::move(o); }
+  Doorbell& operator=(Doorbell&& o) noexcept {
+    if (this != &o) {
+      set_held(false);
+      if (slots != nullptr) slots->fetch_sub(1);
+      conn = std::move(o.conn);
+      name = std::move(o.name);
+      tried = o.tried;
+      held_ = std::exchange(o.held_, false);
+      slots = std::exchange(o.slots, nullptr);
+    }
+    return *this;
+  }
+  ~Doorbell() {
+    set_held(false);
+    if (slots != nullptr) slots->fetch_sub(1);
+  }
+  bool held() const { return held_; }
+  void set_held(bool h) {
+    if (h != held_) doorbell_mark(name, h);
+    held_ = h;
+  }
+  bool usable() const { return conn != nullptr && !conn->broken(); }
+  // After a failed round trip on conn: a broken connection is gone, and
+  // the server let go of its locks with it.
+  void check() {
+    if (conn != nullptr && conn->broken()) {
+      conn.reset();
+      set_held(false);
+    }
+  }
+
+ private:
+  bool held_ = false;  // GET_LOCK(name, 0) answered 1
+};
+
+// What a transaction does with a doorbell on the connection it runs on.
+enum class BellOp { none, take, let_go };
 
 class MysqlStore final : public Store {
  public:
@@ -73,7 +132,8 @@ class MysqlStore final : public Store {
         params_(params),
         safe_url_(std::move(safe_url)),
         pool_(std::move(params), where, o_.max_idle),
-        bell_(bell_for(where + "/" + o_.prefix)) {}
+        bell_(bell_for(where + "/" + o_.prefix)),
+        where_(where) {}
 
   Status open() {
     const TimePoint deadline = cap_to_call_deadline(
@@ -212,10 +272,16 @@ class MysqlStore final : public Store {
   // Runs `fn` in one transaction holding the serialization rows of `names`
   // (in key order), with the names' rows read FOR UPDATE; commits what it
   // wrote (also when it returns an error). Deadlocks and lock-wait
-  // timeouts are retried here, until the request deadline.
+  // timeouts are retried here, until the request deadline. With a usable
+  // `bell` it runs on the doorbell's connection: BellOp::take takes the
+  // doorbell in the first round trip (before the transaction, so before
+  // its rows can be seen), BellOp::let_go lets it go right after COMMIT.
   template <typename T, typename F>
-  Result<T> transact(const std::vector<std::string>& names, F&& fn) {
+  Result<T> transact(const std::vector<std::string>& names, F&& fn,
+                     Doorbell* bell = nullptr, BellOp op = BellOp::none) {
     const TimePoint deadline = request_deadline();
+    if (bell != nullptr && !bell->usable()) bell = nullptr;
+    if (bell == nullptr) op = BellOp::none;
     std::vector<std::string> keys;
     for (const auto& n : names) keys.push_back(serial_key(n));
     std::sort(keys.begin(), keys.end());
@@ -225,11 +291,15 @@ class MysqlStore final : public Store {
       key_list += (i ? "," : "") + my::hex_literal(keys[i]);
     }
     key_list += ")";
-    const std::string head = "START TRANSACTION;SELECT id FROM " + o_.prefix +
+    const std::string body = "START TRANSACTION;SELECT id FROM " + o_.prefix +
                              "serial WHERE id IN " + key_list +
                              " ORDER BY id FOR UPDATE;" +
                              my::load_sql(o_.prefix, names, true);
     for (int attempt = 0;; ++attempt) {
+      const std::size_t skip = op == BellOp::take ? 1 : 0;
+      const std::string head =
+          (skip ? "SELECT GET_LOCK('" + bell->name + "', 0);" : std::string()) +
+          body;
       if (attempt > 0) {
         if (Clock::now() >= deadline) {
           return Error(Errc::unavailable,
@@ -239,19 +309,47 @@ class MysqlStore final : public Store {
         }
         jitter_sleep(attempt);
       }
-      auto c = pool_.get(deadline);
-      if (!c.ok()) return std::move(c).error();
-      my::Conn& conn = **c;
+      std::unique_ptr<my::Conn> owned;
+      if (bell == nullptr) {
+        auto c = pool_.get(deadline);
+        if (!c.ok()) return std::move(c).error();
+        owned = std::move(*c);
+      }
+      my::Conn& conn = owned ? *owned : *bell->conn;
+      // A healthy pooled connection goes back; a doorbell's stays with it.
+      auto done_with = [&] {
+        if (owned) {
+          pool_.put(std::move(owned));
+        } else {
+          bell->check();
+        }
+      };
       my::DbError db;
       auto r = conn.query(head, deadline, &db);
       if (!r.ok()) {
-        if (conn.broken()) return std::move(r).error();
+        if (conn.broken()) {
+          done_with();
+          if (!owned && bell != nullptr && !bell->usable()) {
+            // The doorbell's connection died (a server restart while the
+            // lease was held, say): nothing was written, and its locks
+            // went with it. Once more on a pooled connection.
+            bell = nullptr;
+            op = BellOp::none;
+            continue;
+          }
+          return std::move(r).error();
+        }
+        if (skip) bell->tried = true;  // the GET_LOCK ran (recursively)
         (void)conn.query("ROLLBACK", deadline);
-        pool_.put(std::move(*c));
+        done_with();
         if (my::retryable(db.code)) continue;
         return std::move(r).error();
       }
-      if ((*r)[1].rows.size() < keys.size()) {
+      if (skip) {
+        bell->tried = true;
+        bell->set_held((*r)[0].at(0, 0) == "1");
+      }
+      if ((*r)[1 + skip].rows.size() < keys.size()) {
         // Serialization rows are created on first use, in their own
         // transaction (no lock is held across it).
         std::string ins =
@@ -260,30 +358,74 @@ class MysqlStore final : public Store {
           ins += (i ? ",(" : "(") + my::hex_literal(keys[i]) + ")";
         }
         auto ir = conn.query(ins, deadline, &db);
-        if (!ir.ok() && conn.broken()) return std::move(ir).error();
-        pool_.put(std::move(*c));
+        if (!ir.ok() && conn.broken()) {
+          done_with();
+          return std::move(ir).error();
+        }
+        done_with();
+        if (bell != nullptr && !bell->usable()) bell = nullptr;
         continue;
       }
       std::int64_t now = 0;
-      auto state = my::parse_state(*r, 2, names, &now);
+      auto state = my::parse_state(*r, 2 + skip, names, &now);
       Tx tx(o_.prefix, sqlstep::Dialect::mysql, std::move(state), now);
       Result<T> out = fn(tx);
-      auto done = conn.query(tx.writes() + "COMMIT", deadline, &db);
+      auto done =
+          conn.query(tx.writes() + "COMMIT" +
+                         (op == BellOp::let_go ? ";DO RELEASE_ALL_LOCKS()"
+                                               : std::string()),
+                     deadline, &db);
       if (!done.ok()) {
-        if (conn.broken()) return std::move(done).error();
+        if (conn.broken()) {
+          done_with();
+          return std::move(done).error();
+        }
         (void)conn.query("ROLLBACK", deadline);
-        pool_.put(std::move(*c));
+        done_with();
         if (my::retryable(db.code)) continue;
         return std::move(done).error();
       }
-      pool_.put(std::move(*c));
+      if (op == BellOp::let_go) {
+        bell->tried = false;
+        bell->set_held(false);
+      }
+      done_with();
       return out;
     }
   }
 
-  // One acquire pass in `mode`; *arrival is set on the first pass.
+  // One acquire pass in `mode`; *arrival is set on the first pass. With a
+  // `bell` not yet tried, the pass takes it.
   Result<Pass> pass(const AcquireSpec& spec, const std::string& token,
-                    Mode mode, long long wait_ms, std::int64_t* arrival);
+                    Mode mode, long long wait_ms, std::int64_t* arrival,
+                    Doorbell* bell = nullptr);
+
+  // The waiting part of acquire (wait > 0) with `bell` (maybe empty).
+  Result<Grant> wait_for(const AcquireSpec& spec, const std::string& token,
+                         milliseconds wait, Doorbell& bell);
+
+  // Doorbells (doorbell_wait.cc). A new doorbell for (name, token) when
+  // doorbell=on, a slot is free, the lease has none yet and a connection
+  // can be had; else an empty one (the waiter then uses its timer).
+  Doorbell new_doorbell(const std::string& name, const std::string& token);
+  // After acquire: a granted lease keeps its doorbell until its release
+  // (or its expiry, swept); anything else lets it go.
+  void settle(Doorbell bell, bool granted, const std::string& name,
+              const std::string& token, milliseconds ttl);
+  // The doorbell a held lease keeps (empty if none).
+  Doorbell held_doorbell(const std::string& name, const std::string& token);
+  // RELEASE_ALL_LOCKS on the doorbell's connection, which then returns to
+  // the pool (bounded by the call deadline; closed if it fails).
+  void let_go(Doorbell bell);
+  // Lets go of the doorbells of leases past their expiry.
+  void sweep_doorbells();
+  void touch_doorbell(const std::string& name, const std::string& token,
+                      milliseconds ttl);
+  // Blocks in GET_LOCK on `target`'s doorbell until it is let go (1), until
+  // `until` (0) or on an error (-1, with the doorbell dropped if its
+  // connection broke).
+  int ring_wait(Doorbell& bell, const std::string& target, TimePoint until);
+  milliseconds long_recheck() const;
 
   // A waiter's non-locking look: its grant, or position > 0 when a locking
   // pass could change nothing now (it is queued, its heartbeat is fresh,
@@ -301,6 +443,17 @@ class MysqlStore final : public Store {
   const std::string safe_url_;
   my::Pool pool_;
   const std::shared_ptr<Bell> bell_;
+  const std::string where_;
+
+  // Doorbells of held leases by name + '\0' + token, with the local time
+  // after which the lease has surely expired.
+  struct Kept {
+    Doorbell bell;
+    TimePoint until;
+  };
+  std::atomic<int> slots_{0};
+  std::mutex kept_mu_;
+  std::map<std::string, Kept> kept_;  // guarded by kept_mu_
 
   friend class MultiPass;
 };
