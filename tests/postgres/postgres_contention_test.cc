@@ -69,7 +69,7 @@ TEST(PostgresContention, HandoffsNeedNoTimerAndStayExclusive) {
                     name + "'"),
             "0");
   EXPECT_EQ(
-      sql.one("SELECT count(*) FROM baton.holders WHERE name = '" + name + "'"),
+      sql.one("SELECT count(*) FROM baton.holders_all WHERE name = '" + name + "'"),
       "0");
 }
 

@@ -157,7 +157,7 @@ BEGIN
     v_now := clock_timestamp();
     SELECT coalesce(max(capacity), 1) INTO v_cap FROM @S@.locks
      WHERE name = p_name;
-    SELECT * INTO h FROM @S@.holders
+    SELECT * INTO h FROM @S@.holders_all
      WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases))
        AND expires_at > v_now;
     IF FOUND THEN  -- granted meanwhile (committed durably)
@@ -168,9 +168,10 @@ BEGIN
     v_ok := coalesce(FOUND AND q.kind = 0 AND NOT q.shared
        AND q.deadline > v_now
        AND q.heartbeat_until > v_now
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
                         WHERE name = p_name AND expires_at <= v_now)
-       AND (SELECT count(*) FROM @S@.holders WHERE name = p_name) >= v_cap
+       AND (SELECT count(*) FROM @S@.holders_all
+             WHERE name = p_name) >= v_cap
        AND NOT EXISTS (SELECT 1 FROM @S@.requests
                         WHERE name = p_name
                           AND (deadline <= v_now OR heartbeat_until <= v_now)),
@@ -204,9 +205,9 @@ BEGIN
     v_now := clock_timestamp();
     SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
     IF v_cap = p_capacity
-       AND (SELECT count(*) FROM @S@.holders
+       AND (SELECT count(*) FROM @S@.holders_all
              WHERE name = p_name AND expires_at > v_now) >= v_cap
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
                         WHERE name = p_name AND (expires_at <= v_now
                           OR token = p_token OR p_token = ANY (aliases)))
        AND NOT EXISTS (SELECT 1 FROM @S@.requests
@@ -228,18 +229,39 @@ BEGIN
     END IF;
   END IF;
   IF NOT v_recheck THEN
-    -- Fast path: an idle name (no queue, no live holder) is granted here:
-    -- its advisory lock, one upsert of the fencing counter, one insert.
+    -- Fast path: an idle name (no queue, no holders row, no live inline
+    -- holder) is granted here: its advisory lock and one update of its
+    -- locks row (fencing counter + inline holder; HOT), or one insert on
+    -- first use. An expired inline holder is replaced (its lease is over).
     PERFORM pg_advisory_xact_lock(@S@._key(p_name));
     v_now := clock_timestamp();
     IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
-                        WHERE name = p_name AND expires_at > v_now) THEN
-      DELETE FROM @S@.holders WHERE name = p_name;  -- expired leftovers
-      h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
-                          p_rkey, v_now, p_shared);
-      RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
-      RETURN;
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name) THEN
+      PERFORM @S@._durable();
+      UPDATE @S@.locks l SET capacity = p_capacity,
+             last_fencing = l.last_fencing + 1,
+             h_token = p_token, h_fencing = l.last_fencing + 1,
+             h_ttl_ms = p_ttl_ms, h_expires = v_now + @S@._ms(p_ttl_ms),
+             h_label = p_label, h_rkey = p_rkey, h_shared = p_shared,
+             h_granted = v_now
+       WHERE l.name = p_name AND (l.h_token IS NULL OR l.h_expires <= v_now)
+      RETURNING l.h_fencing INTO v_n;
+      IF NOT FOUND THEN
+        INSERT INTO @S@.locks (name, capacity, last_fencing, h_token,
+                               h_fencing, h_ttl_ms, h_expires, h_label,
+                               h_rkey, h_shared, h_granted)
+        VALUES (p_name, p_capacity, 1, p_token, 1, p_ttl_ms,
+                v_now + @S@._ms(p_ttl_ms), p_label, p_rkey, p_shared, v_now)
+        ON CONFLICT (name) DO NOTHING
+        RETURNING h_fencing INTO v_n;
+      END IF;
+      IF v_n IS NOT NULL THEN
+        h := ROW(p_name, p_token, v_n, p_ttl_ms, v_now + @S@._ms(p_ttl_ms), 1,
+                 p_label, p_rkey, '{}', v_now, p_shared)::@S@.holders;
+        RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
+        RETURN;
+      END IF;
+      -- A live inline holder: the full pass below.
     END IF;
   END IF;
   v_now := @S@._begin(ARRAY[p_name]);
@@ -359,6 +381,21 @@ BEGIN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
   END IF;
+  -- Fast path: the inline holder of a name nobody waits for.
+  PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+  v_now := clock_timestamp();
+  IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
+    UPDATE @S@.locks SET h_ttl_ms = p_ttl_ms,
+           h_expires = v_now + @S@._ms(p_ttl_ms)
+     WHERE name = p_name AND h_token = p_token AND h_expires > v_now
+    RETURNING capacity INTO v_cap;
+    IF FOUND THEN
+      SELECT * INTO h FROM @S@.holders_all
+       WHERE name = p_name AND token = p_token;
+      RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+      RETURN;
+    END IF;
+  END IF;
   v_now := @S@._begin(ARRAY[p_name]);
   UPDATE @S@.holders SET ttl_ms = p_ttl_ms,
          expires_at = v_now + @S@._ms(p_ttl_ms)
@@ -390,10 +427,15 @@ BEGIN
   -- is handed over, so the commit need not wait for the WAL flush: if a
   -- crash loses it, the lease only lives on until its expiry (no one else
   -- was granted anything), and any later grant's durable commit flushes it.
+  -- The inline holder is one update of the locks row (HOT).
   PERFORM pg_advisory_xact_lock(@S@._key(p_name));
   v_now := clock_timestamp();
-  DELETE FROM @S@.holders WHERE name = p_name AND token = p_token
-     AND holds = 1 AND expires_at > v_now;
+  UPDATE @S@.locks SET h_token = NULL
+   WHERE name = p_name AND h_token = p_token AND h_expires > v_now;
+  IF NOT FOUND THEN
+    DELETE FROM @S@.holders WHERE name = p_name AND token = p_token
+       AND holds = 1 AND expires_at > v_now;
+  END IF;
   IF FOUND THEN
     IF EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
       PERFORM @S@._expire(p_name, v_now);
