@@ -11,8 +11,13 @@ const char* const kSchemaScheduler = R"SQL(
 -- is due. Grants the oldest live requests while capacity allows; an
 -- acquire_all head is granted only when it heads every queue it is in and
 -- each has capacity (other names are locked with try-lock: if one is busy,
--- its owner or the waiter's next re-check schedules it).
-CREATE OR REPLACE FUNCTION @S@._pump(p_name text, p_now timestamptz)
+-- its owner or the waiter's next re-check schedules it). p_inline (only
+-- where nothing reads holders after the pass in this transaction: the
+-- release fast path): a plain grant on a capacity-1 lock becomes the
+-- inline holder (one update of the locks row, no holders row).
+DROP FUNCTION IF EXISTS @S@._pump(text, timestamptz);
+CREATE OR REPLACE FUNCTION @S@._pump(p_name text, p_now timestamptz,
+                                     p_inline boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   h @S@.requests;
@@ -39,7 +44,8 @@ BEGIN
         END IF;
         IF (SELECT r.token FROM @S@.requests r WHERE r.name = m.name
              ORDER BY r.seq LIMIT 1) IS DISTINCT FROM h.token
-           OR (SELECT count(*) FROM @S@.holders x WHERE x.name = m.name) >=
+           OR (SELECT count(*) FROM @S@.holders_all x
+                WHERE x.name = m.name) >=
               (SELECT l.capacity FROM @S@.locks l WHERE l.name = m.name) THEN
           ok := false;
           EXIT;
@@ -68,16 +74,29 @@ BEGIN
     END IF;
     IF h.shared THEN
       -- Rule 18: a shared head joins shared holders, never an exclusive one.
-      EXIT WHEN EXISTS (SELECT 1 FROM @S@.holders
+      EXIT WHEN EXISTS (SELECT 1 FROM @S@.holders_all
                          WHERE name = p_name AND NOT shared);
     ELSE
       SELECT capacity INTO cap FROM @S@.locks WHERE name = p_name;
-      SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
+      SELECT count(*) INTO cnt FROM @S@.holders_all WHERE name = p_name;
       EXIT WHEN cnt >= coalesce(cap, 1);
     END IF;
     DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
-    g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
-                    p_now, h.shared);
+    IF p_inline AND NOT h.shared AND h.reentrancy_key = '' AND cap = 1 THEN
+      -- No holder at all (cnt = 0 above): the inline slot is free.
+      PERFORM @S@._durable();
+      UPDATE @S@.locks l SET last_fencing = l.last_fencing + 1,
+             h_token = h.token, h_fencing = l.last_fencing + 1,
+             h_ttl_ms = h.ttl_ms, h_expires = p_now + @S@._ms(h.ttl_ms),
+             h_label = h.label, h_rkey = '', h_shared = false,
+             h_granted = p_now
+       WHERE l.name = p_name
+      RETURNING l.h_fencing, l.h_ttl_ms, l.h_expires
+           INTO g.fencing, g.ttl_ms, g.expires_at;
+    ELSE
+      g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
+                      p_now, h.shared);
+    END IF;
     -- The payload carries the grant, so the waiter needs no re-check:
     -- token:fencing:ttl_ms:expires_us:name (sent only after the commit).
     PERFORM pg_notify('@S@_wake', @S@._hex(h.token) || ':' || g.fencing ||
@@ -439,7 +458,7 @@ BEGIN
   IF FOUND THEN
     IF EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
       PERFORM @S@._expire(p_name, v_now);
-      PERFORM @S@._pump(p_name, v_now);
+      PERFORM @S@._pump(p_name, v_now, true);
     ELSE
       PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
