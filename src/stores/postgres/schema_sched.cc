@@ -256,7 +256,9 @@ BEGIN
     v_now := clock_timestamp();
     IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
        AND NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name) THEN
-      PERFORM @S@._durable();
+      IF current_setting('synchronous_commit') = 'off' THEN  -- _durable()
+        PERFORM set_config('synchronous_commit', 'on', true);
+      END IF;
       UPDATE @S@.locks l SET capacity = p_capacity,
              last_fencing = l.last_fencing + 1,
              h_token = p_token, h_fencing = l.last_fencing + 1,
@@ -274,10 +276,11 @@ BEGIN
         ON CONFLICT (name) DO NOTHING
         RETURNING h_fencing INTO v_n;
       END IF;
-      IF v_n IS NOT NULL THEN
-        h := ROW(p_name, p_token, v_n, p_ttl_ms, v_now + @S@._ms(p_ttl_ms), 1,
-                 p_label, p_rkey, '{}', v_now, p_shared)::@S@.holders;
-        RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
+      IF v_n IS NOT NULL THEN  -- the row _grant_row would make
+        r := ROW('grant', p_name, p_token, v_n, p_ttl_ms, 1, p_capacity,
+                 @S@._us(v_now + @S@._ms(p_ttl_ms)), @S@._us(v_now), p_label,
+                 NULL, p_shared, NULL, NULL);
+        RETURN NEXT r;
         RETURN;
       END IF;
       -- A live inline holder: the full pass below.

@@ -163,8 +163,11 @@ DO $$ BEGIN
   END IF;
 END $$;
 
+-- (STABLE like extract() on timestamptz, so the planner inlines it: a
+-- LANGUAGE sql function whose body is more volatile than its declaration
+-- is run as a separate query, parsed and planned on every call.)
 CREATE OR REPLACE FUNCTION @S@._us(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+LANGUAGE sql STABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
 
 CREATE OR REPLACE FUNCTION @S@._ms(n bigint) RETURNS interval
 LANGUAGE sql IMMUTABLE AS $$ SELECT n * interval '1 millisecond' $$;
@@ -206,8 +209,9 @@ LANGUAGE sql IMMUTABLE AS $$
                      THEN left(p_name, 64) || '...' ELSE p_name END || '"'
 $$;
 
+-- (STABLE like text || int, so it is inlined; see _us.)
 CREATE OR REPLACE FUNCTION @S@._check_name(p_name text, p_what text)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
+RETURNS text LANGUAGE sql STABLE AS $$
   SELECT CASE
     WHEN p_name IS NULL OR p_name = '' THEN p_what || ' is empty'
     WHEN octet_length(p_name) > 512 THEN p_what || ' is ' ||
