@@ -84,7 +84,7 @@ BEGIN
     DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
     IF p_inline AND NOT h.shared AND h.reentrancy_key = '' AND cap = 1 THEN
       -- No holder at all (cnt = 0 above): the inline slot is free.
-      PERFORM @S@._durable();
+      PERFORM @S@._durable();  -- (once per handoff)
       UPDATE @S@.locks l SET last_fencing = l.last_fencing + 1,
              h_token = h.token, h_fencing = l.last_fencing + 1,
              h_ttl_ms = h.ttl_ms, h_expires = p_now + @S@._ms(h.ttl_ms),
@@ -143,6 +143,7 @@ DECLARE
   v_recheck boolean := p_mode IN ('recheck', 'full');
   v_light boolean := p_mode = 'recheck';
   v_ok boolean;
+  v_void text;
 BEGIN
   IF v_recheck THEN
     p_mode := 'wait';
@@ -171,8 +172,8 @@ BEGIN
     -- is due, a pass could grant nothing, and any later pass sees the
     -- request. Otherwise the answer asks for the full pass at once
     -- (code 'full'). The shared lock is never upgraded (no deadlock).
-    PERFORM pg_advisory_xact_lock_shared(@S@._key(p_name));
-    PERFORM set_config('synchronous_commit', 'off', true);
+    v_void := pg_advisory_xact_lock_shared(@S@._key(p_name))::text;
+    v_void := set_config('synchronous_commit', 'off', true);
     v_now := clock_timestamp();
     SELECT coalesce(max(capacity), 1) INTO v_cap FROM @S@.locks
      WHERE name = p_name;
@@ -252,22 +253,25 @@ BEGIN
     -- holder) is granted here: its advisory lock and one update of its
     -- locks row (fencing counter + inline holder; HOT), or one insert on
     -- first use. An expired inline holder is replaced (its lease is over).
-    PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+    -- (Calls of functions without a table are assigned, not PERFORMed: an
+    -- assignment is a "simple expression", evaluated without starting an
+    -- executor; PERFORM runs a query.)
+    v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
     v_now := clock_timestamp();
-    IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name) THEN
-      IF current_setting('synchronous_commit') = 'off' THEN  -- _durable()
-        PERFORM set_config('synchronous_commit', 'on', true);
-      END IF;
-      UPDATE @S@.locks l SET capacity = p_capacity,
-             last_fencing = l.last_fencing + 1,
-             h_token = p_token, h_fencing = l.last_fencing + 1,
-             h_ttl_ms = p_ttl_ms, h_expires = v_now + @S@._ms(p_ttl_ms),
-             h_label = p_label, h_rkey = p_rkey, h_shared = p_shared,
-             h_granted = v_now
-       WHERE l.name = p_name AND (l.h_token IS NULL OR l.h_expires <= v_now)
-      RETURNING l.h_fencing INTO v_n;
-      IF NOT FOUND THEN
+    UPDATE @S@.locks l SET capacity = p_capacity,
+           last_fencing = l.last_fencing + 1,
+           h_token = p_token, h_fencing = l.last_fencing + 1,
+           h_ttl_ms = p_ttl_ms, h_expires = v_now + @S@._ms(p_ttl_ms),
+           h_label = p_label, h_rkey = p_rkey, h_shared = p_shared,
+           h_granted = v_now
+     WHERE l.name = p_name AND (l.h_token IS NULL OR l.h_expires <= v_now)
+       AND NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name)
+    RETURNING l.h_fencing INTO v_n;
+    -- First use of the name (no locks row, hence no holder or request:
+    -- every grant and every queueing creates the row first).
+    IF NOT FOUND THEN
+      IF NOT EXISTS (SELECT 1 FROM @S@.locks WHERE name = p_name) THEN
         INSERT INTO @S@.locks (name, capacity, last_fencing, h_token,
                                h_fencing, h_ttl_ms, h_expires, h_label,
                                h_rkey, h_shared, h_granted)
@@ -276,15 +280,20 @@ BEGIN
         ON CONFLICT (name) DO NOTHING
         RETURNING h_fencing INTO v_n;
       END IF;
-      IF v_n IS NOT NULL THEN  -- the row _grant_row would make
-        r := ROW('grant', p_name, p_token, v_n, p_ttl_ms, 1, p_capacity,
-                 @S@._us(v_now + @S@._ms(p_ttl_ms)), @S@._us(v_now), p_label,
-                 NULL, p_shared, NULL, NULL);
-        RETURN NEXT r;
-        RETURN;
-      END IF;
-      -- A live inline holder: the full pass below.
     END IF;
+    IF v_n IS NOT NULL THEN
+      -- A grant commits durably (_durable(); read at the commit).
+      IF current_setting('synchronous_commit') = 'off' THEN
+        v_void := set_config('synchronous_commit', 'on', true);
+      END IF;
+      -- The row _grant_row would make.
+      r := ROW('grant', p_name, p_token, v_n, p_ttl_ms, 1, p_capacity,
+               @S@._us(v_now + @S@._ms(p_ttl_ms)), @S@._us(v_now), p_label,
+               NULL, p_shared, NULL, NULL);
+      RETURN NEXT r;
+      RETURN;
+    END IF;
+    -- Busy (a live inline holder, holders rows or a queue): the full pass.
   END IF;
   v_now := @S@._begin(ARRAY[p_name]);
   SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
@@ -396,6 +405,7 @@ CREATE OR REPLACE FUNCTION @S@.extend(p_name text, p_token uuid,
                                       p_ttl_ms bigint)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE v_now timestamptz; v_msg text; h @S@.holders; v_cap int;
+        v_void text;
 BEGIN
   v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
                     @S@._check_ttl(p_ttl_ms));
@@ -404,7 +414,7 @@ BEGIN
     RETURN;
   END IF;
   -- Fast path: the inline holder of a name nobody waits for.
-  PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+  v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
   v_now := clock_timestamp();
   IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
     UPDATE @S@.locks SET h_ttl_ms = p_ttl_ms,
@@ -438,7 +448,7 @@ END $$;
 CREATE OR REPLACE FUNCTION @S@.release(p_name text, p_token uuid)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE v_now timestamptz; v_msg text; h @S@.holders; q @S@.requests;
-        r @S@.res; v_held boolean := false; v_left int := 0;
+        r @S@.res; v_held boolean := false; v_left int := 0; v_void text;
 BEGIN
   v_msg := @S@._check_name(p_name, 'lock name');
   IF v_msg IS NOT NULL THEN
@@ -450,7 +460,7 @@ BEGIN
   -- crash loses it, the lease only lives on until its expiry (no one else
   -- was granted anything), and any later grant's durable commit flushes it.
   -- The inline holder is one update of the locks row (HOT).
-  PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+  v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
   v_now := clock_timestamp();
   UPDATE @S@.locks SET h_token = NULL
    WHERE name = p_name AND h_token = p_token AND h_expires > v_now;
@@ -463,7 +473,7 @@ BEGIN
       PERFORM @S@._expire(p_name, v_now);
       PERFORM @S@._pump(p_name, v_now, true);
     ELSE
-      PERFORM set_config('synchronous_commit', 'off', true);
+      v_void := set_config('synchronous_commit', 'off', true);
     END IF;
     r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
              @S@._us(v_now), NULL, 0, true, NULL, NULL);
