@@ -215,5 +215,25 @@ TEST(PostgresContention, InlineHolderSpillsForASecondHolderAndComesBack) {
   EXPECT_EQ(sql.one(inline_fencing), "");
 }
 
+// No release, so no scheduling pass and no NOTIFY: an inline holder that
+// expires is seen by the waiter's own timed light re-check (which must
+// count the inline holder as due), and the waiter is granted a few
+// re-check intervals after the expiry, not at its wait deadline.
+TEST(PostgresContention, ExpiredInlineHolderIsSeenByTheTimedRecheck) {
+  Client holder = pg_client();
+  Client waiter = pg_client("recheck_interval=100ms");
+  const std::string name = unique_name("inline-expiry");
+  auto held = holder.try_acquire(name, ttl_opts(500ms));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = waiter.acquire(name, 20s, ttl_opts(30s));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_LT(waited, 5s) << "the expiry was not noticed by the re-check";
+  EXPECT_FALSE(*holder.release(*held));
+  EXPECT_TRUE(*waiter.release(*got));
+}
+
 }  // namespace
 }  // namespace baton::testing
