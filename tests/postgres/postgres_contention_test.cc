@@ -7,6 +7,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,9 +69,9 @@ TEST(PostgresContention, HandoffsNeedNoTimerAndStayExclusive) {
   EXPECT_EQ(sql.one("SELECT count(*) FROM baton.requests WHERE name = '" +
                     name + "'"),
             "0");
-  EXPECT_EQ(
-      sql.one("SELECT count(*) FROM baton.holders WHERE name = '" + name + "'"),
-      "0");
+  EXPECT_EQ(sql.one("SELECT count(*) FROM baton.holders_all WHERE name = '" +
+                    name + "'"),
+            "0");
 }
 
 // Two clients take turns, and each release is sent while the other
@@ -141,6 +142,97 @@ TEST(PostgresContention, LightRechecksKeepALongWaiterInPlace) {
   EXPECT_TRUE(*holder.release(*held));
   EXPECT_TRUE(granted.get_future().get());
   t.join();
+}
+
+// Schema version 5: a lock's only holder lives in its locks row (no
+// holders row), is moved into holders when a second holder joins, comes
+// back inline once the lock is idle, is replaced once expired, and a
+// handoff by the release fast path grants the waiter inline too.
+TEST(PostgresContention, InlineHolderSpillsForASecondHolderAndComesBack) {
+  Client a = pg_client();
+  Client b = pg_client("recheck_interval=60s");
+  Sql sql(pg_server().conninfo());
+  const std::string name = unique_name("inline");
+  const std::string rows =
+      "SELECT count(*) FROM baton.holders WHERE name = '" + name + "'";
+  const std::string inline_fencing =
+      "SELECT coalesce(h_fencing::text, 'none') FROM baton.locks "
+      "WHERE name = '" +
+      name + "' AND h_token IS NOT NULL";
+  AcquireOptions two = ttl_opts(30s, "first");
+  two.capacity = 2;
+  auto l1 = a.try_acquire(name, two);
+  ASSERT_TRUE(l1.ok()) << l1.error().to_string();
+  EXPECT_EQ(sql.one(rows), "0");
+  EXPECT_EQ(sql.one(inline_fencing), std::to_string(l1->fencing_token));
+  auto info = b.describe(name);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].fencing_token, l1->fencing_token);
+  EXPECT_EQ(info->holders[0].label, "first");
+  EXPECT_EQ(info->capacity, 2u);
+  // A second holder: both are holders rows now.
+  two.label = "second";
+  auto l2 = b.try_acquire(name, two);
+  ASSERT_TRUE(l2.ok()) << l2.error().to_string();
+  EXPECT_GT(l2->fencing_token, l1->fencing_token);
+  EXPECT_EQ(sql.one(rows), "2");
+  EXPECT_EQ(sql.one(inline_fencing), "");
+  EXPECT_FALSE(b.try_acquire(name, two).ok());  // full (2 of 2)
+  ASSERT_TRUE(a.extend(*l1, 20s).ok());
+  EXPECT_TRUE(*a.release(*l1));
+  EXPECT_TRUE(*b.release(*l2));
+  // Idle again: the next holder is inline; an expired one is replaced.
+  auto l3 = a.try_acquire(name, ttl_opts(30s));
+  ASSERT_TRUE(l3.ok()) << l3.error().to_string();
+  EXPECT_GT(l3->fencing_token, l2->fencing_token);
+  EXPECT_EQ(sql.one(rows), "0");
+  EXPECT_EQ(sql.one(inline_fencing), std::to_string(l3->fencing_token));
+  ASSERT_TRUE(a.extend(*l3, 100ms).ok());
+  std::optional<Lease> l4;
+  ASSERT_TRUE(eventually([&] {
+    auto l = b.try_acquire(name, ttl_opts(30s));
+    if (l.ok()) l4 = std::move(*l);
+    return l4.has_value();
+  }));
+  EXPECT_GT(l4->fencing_token, l3->fencing_token);
+  EXPECT_FALSE(*a.release(*l3));  // expired and replaced
+  EXPECT_FALSE(a.extend(*l3, 30s).ok());
+  // A waiter granted by the release fast path is the inline holder.
+  auto waiting = std::async(
+      std::launch::async, [&] { return a.acquire(name, 30s, ttl_opts(30s)); });
+  ASSERT_TRUE(eventually([&] {
+    return sql.one("SELECT count(*) FROM baton.requests WHERE name = '" + name +
+                   "'") == "1";
+  }));
+  EXPECT_TRUE(*b.release(*l4));
+  auto l5 = waiting.get();
+  ASSERT_TRUE(l5.ok()) << l5.error().to_string();
+  EXPECT_GT(l5->fencing_token, l4->fencing_token);
+  EXPECT_EQ(sql.one(rows), "0");
+  EXPECT_EQ(sql.one(inline_fencing), std::to_string(l5->fencing_token));
+  EXPECT_TRUE(*a.release(*l5));
+  EXPECT_EQ(sql.one(inline_fencing), "");
+}
+
+// No release, so no scheduling pass and no NOTIFY: an inline holder that
+// expires is seen by the waiter's own timed light re-check (which must
+// count the inline holder as due), and the waiter is granted a few
+// re-check intervals after the expiry, not at its wait deadline.
+TEST(PostgresContention, ExpiredInlineHolderIsSeenByTheTimedRecheck) {
+  Client holder = pg_client();
+  Client waiter = pg_client("recheck_interval=100ms");
+  const std::string name = unique_name("inline-expiry");
+  auto held = holder.try_acquire(name, ttl_opts(500ms));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = waiter.acquire(name, 20s, ttl_opts(30s));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_LT(waited, 5s) << "the expiry was not noticed by the re-check";
+  EXPECT_FALSE(*holder.release(*held));
+  EXPECT_TRUE(*waiter.release(*got));
 }
 
 }  // namespace

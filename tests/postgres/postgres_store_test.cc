@@ -38,7 +38,7 @@ TEST(PostgresStore, ExpiryFollowsTheDatabaseClock) {
   // The stored expiry is the database's now() + TTL, to the microsecond.
   const std::string stored = sql.one(
       "SELECT (extract(epoch FROM expires_at - granted_at) * 1000)::bigint "
-      "FROM baton.holders WHERE name = '" +
+      "FROM baton.holders_all WHERE name = '" +
       name + "'");
   EXPECT_EQ(stored, "2000");
   // Expiry is decided by database time: a short lease is free again for a
@@ -157,7 +157,22 @@ TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
     ASSERT_TRUE(l.ok()) << l.error().to_string();
     EXPECT_EQ(l->fencing_token, 1u);
   }
-  // Make it look like version 1 (with a lease held by it).
+  // Make it look like version 1 (with a lease held by it): the lease in a
+  // holders row, no inline holder in locks (version 5) ...
+  ASSERT_EQ(sql.one("DROP VIEW " + schema + ".holders_all"), "");
+  ASSERT_EQ(sql.one("INSERT INTO " + schema +
+                    ".holders (name, token, fencing, ttl_ms, expires_at, "
+                    "granted_at) SELECT name, h_token, h_fencing, h_ttl_ms, "
+                    "h_expires, h_granted FROM " +
+                    schema + ".locks WHERE h_token IS NOT NULL"),
+            "");
+  for (const char* col : {"h_token", "h_fencing", "h_ttl_ms", "h_expires",
+                          "h_label", "h_rkey", "h_shared", "h_granted"}) {
+    ASSERT_EQ(sql.one("ALTER TABLE " + schema + ".locks DROP COLUMN " + col),
+              "")
+        << col;
+  }
+  ASSERT_EQ(sql.one("SELECT count(*) FROM " + schema + ".holders"), "1");
   for (const char* f :
        {"_grant_new(text, uuid, bigint, int, text, text, timestamptz, "
         "boolean)",

@@ -189,7 +189,7 @@ BEGIN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
   END IF;
-  v_live := EXISTS (SELECT 1 FROM @S@.holders
+  v_live := EXISTS (SELECT 1 FROM @S@.holders_all
                      WHERE name = p_name AND expires_at > v_now)
          OR EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name
                       AND deadline > v_now
@@ -223,7 +223,7 @@ DECLARE v_now timestamptz := clock_timestamp(); x text;
 BEGIN
   FOR x IN
     SELECT y FROM (
-      SELECT name AS y FROM @S@.holders
+      SELECT name AS y FROM @S@.holders_all
        WHERE starts_with(name, p_prefix) AND expires_at > v_now
       UNION
       SELECT name FROM @S@.requests

@@ -11,8 +11,13 @@ const char* const kSchemaScheduler = R"SQL(
 -- is due. Grants the oldest live requests while capacity allows; an
 -- acquire_all head is granted only when it heads every queue it is in and
 -- each has capacity (other names are locked with try-lock: if one is busy,
--- its owner or the waiter's next re-check schedules it).
-CREATE OR REPLACE FUNCTION @S@._pump(p_name text, p_now timestamptz)
+-- its owner or the waiter's next re-check schedules it). p_inline (only
+-- where nothing reads holders after the pass in this transaction: the
+-- release fast path): a plain grant on a capacity-1 lock becomes the
+-- inline holder (one update of the locks row, no holders row).
+DROP FUNCTION IF EXISTS @S@._pump(text, timestamptz);
+CREATE OR REPLACE FUNCTION @S@._pump(p_name text, p_now timestamptz,
+                                     p_inline boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   h @S@.requests;
@@ -39,7 +44,8 @@ BEGIN
         END IF;
         IF (SELECT r.token FROM @S@.requests r WHERE r.name = m.name
              ORDER BY r.seq LIMIT 1) IS DISTINCT FROM h.token
-           OR (SELECT count(*) FROM @S@.holders x WHERE x.name = m.name) >=
+           OR (SELECT count(*) FROM @S@.holders_all x
+                WHERE x.name = m.name) >=
               (SELECT l.capacity FROM @S@.locks l WHERE l.name = m.name) THEN
           ok := false;
           EXIT;
@@ -68,16 +74,29 @@ BEGIN
     END IF;
     IF h.shared THEN
       -- Rule 18: a shared head joins shared holders, never an exclusive one.
-      EXIT WHEN EXISTS (SELECT 1 FROM @S@.holders
+      EXIT WHEN EXISTS (SELECT 1 FROM @S@.holders_all
                          WHERE name = p_name AND NOT shared);
     ELSE
       SELECT capacity INTO cap FROM @S@.locks WHERE name = p_name;
-      SELECT count(*) INTO cnt FROM @S@.holders WHERE name = p_name;
+      SELECT count(*) INTO cnt FROM @S@.holders_all WHERE name = p_name;
       EXIT WHEN cnt >= coalesce(cap, 1);
     END IF;
     DELETE FROM @S@.requests WHERE name = p_name AND token = h.token;
-    g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
-                    p_now, h.shared);
+    IF p_inline AND NOT h.shared AND h.reentrancy_key = '' AND cap = 1 THEN
+      -- No holder at all (cnt = 0 above): the inline slot is free.
+      PERFORM @S@._durable();  -- (once per handoff)
+      UPDATE @S@.locks l SET last_fencing = l.last_fencing + 1,
+             h_token = h.token, h_fencing = l.last_fencing + 1,
+             h_ttl_ms = h.ttl_ms, h_expires = p_now + @S@._ms(h.ttl_ms),
+             h_label = h.label, h_rkey = '', h_shared = false,
+             h_granted = p_now
+       WHERE l.name = p_name
+      RETURNING l.h_fencing, l.h_ttl_ms, l.h_expires
+           INTO g.fencing, g.ttl_ms, g.expires_at;
+    ELSE
+      g := @S@._grant(p_name, h.token, h.ttl_ms, h.label, h.reentrancy_key,
+                      p_now, h.shared);
+    END IF;
     -- The payload carries the grant, so the waiter needs no re-check:
     -- token:fencing:ttl_ms:expires_us:name (sent only after the commit).
     PERFORM pg_notify('@S@_wake', @S@._hex(h.token) || ':' || g.fencing ||
@@ -124,6 +143,7 @@ DECLARE
   v_recheck boolean := p_mode IN ('recheck', 'full');
   v_light boolean := p_mode = 'recheck';
   v_ok boolean;
+  v_void text;
 BEGIN
   IF v_recheck THEN
     p_mode := 'wait';
@@ -152,12 +172,12 @@ BEGIN
     -- is due, a pass could grant nothing, and any later pass sees the
     -- request. Otherwise the answer asks for the full pass at once
     -- (code 'full'). The shared lock is never upgraded (no deadlock).
-    PERFORM pg_advisory_xact_lock_shared(@S@._key(p_name));
-    PERFORM set_config('synchronous_commit', 'off', true);
+    v_void := pg_advisory_xact_lock_shared(@S@._key(p_name))::text;
+    v_void := set_config('synchronous_commit', 'off', true);
     v_now := clock_timestamp();
     SELECT coalesce(max(capacity), 1) INTO v_cap FROM @S@.locks
      WHERE name = p_name;
-    SELECT * INTO h FROM @S@.holders
+    SELECT * INTO h FROM @S@.holders_all
      WHERE name = p_name AND (token = p_token OR p_token = ANY (aliases))
        AND expires_at > v_now;
     IF FOUND THEN  -- granted meanwhile (committed durably)
@@ -168,9 +188,10 @@ BEGIN
     v_ok := coalesce(FOUND AND q.kind = 0 AND NOT q.shared
        AND q.deadline > v_now
        AND q.heartbeat_until > v_now
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
                         WHERE name = p_name AND expires_at <= v_now)
-       AND (SELECT count(*) FROM @S@.holders WHERE name = p_name) >= v_cap
+       AND (SELECT count(*) FROM @S@.holders_all
+             WHERE name = p_name) >= v_cap
        AND NOT EXISTS (SELECT 1 FROM @S@.requests
                         WHERE name = p_name
                           AND (deadline <= v_now OR heartbeat_until <= v_now)),
@@ -204,9 +225,9 @@ BEGIN
     v_now := clock_timestamp();
     SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
     IF v_cap = p_capacity
-       AND (SELECT count(*) FROM @S@.holders
+       AND (SELECT count(*) FROM @S@.holders_all
              WHERE name = p_name AND expires_at > v_now) >= v_cap
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
                         WHERE name = p_name AND (expires_at <= v_now
                           OR token = p_token OR p_token = ANY (aliases)))
        AND NOT EXISTS (SELECT 1 FROM @S@.requests
@@ -228,19 +249,51 @@ BEGIN
     END IF;
   END IF;
   IF NOT v_recheck THEN
-    -- Fast path: an idle name (no queue, no live holder) is granted here:
-    -- its advisory lock, one upsert of the fencing counter, one insert.
-    PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+    -- Fast path: an idle name (no queue, no holders row, no live inline
+    -- holder) is granted here: its advisory lock and one update of its
+    -- locks row (fencing counter + inline holder; HOT), or one insert on
+    -- first use. An expired inline holder is replaced (its lease is over).
+    -- (Calls of functions without a table are assigned, not PERFORMed: an
+    -- assignment is a "simple expression", evaluated without starting an
+    -- executor; PERFORM runs a query.)
+    v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
     v_now := clock_timestamp();
-    IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders
-                        WHERE name = p_name AND expires_at > v_now) THEN
-      DELETE FROM @S@.holders WHERE name = p_name;  -- expired leftovers
-      h := @S@._grant_new(p_name, p_token, p_ttl_ms, p_capacity, p_label,
-                          p_rkey, v_now, p_shared);
-      RETURN NEXT @S@._grant_row(h, p_capacity, v_now);
+    UPDATE @S@.locks l SET capacity = p_capacity,
+           last_fencing = l.last_fencing + 1,
+           h_token = p_token, h_fencing = l.last_fencing + 1,
+           h_ttl_ms = p_ttl_ms, h_expires = v_now + @S@._ms(p_ttl_ms),
+           h_label = p_label, h_rkey = p_rkey, h_shared = p_shared,
+           h_granted = v_now
+     WHERE l.name = p_name AND (l.h_token IS NULL OR l.h_expires <= v_now)
+       AND NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+       AND NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name)
+    RETURNING l.h_fencing INTO v_n;
+    -- First use of the name (no locks row, hence no holder or request:
+    -- every grant and every queueing creates the row first).
+    IF NOT FOUND THEN
+      IF NOT EXISTS (SELECT 1 FROM @S@.locks WHERE name = p_name) THEN
+        INSERT INTO @S@.locks (name, capacity, last_fencing, h_token,
+                               h_fencing, h_ttl_ms, h_expires, h_label,
+                               h_rkey, h_shared, h_granted)
+        VALUES (p_name, p_capacity, 1, p_token, 1, p_ttl_ms,
+                v_now + @S@._ms(p_ttl_ms), p_label, p_rkey, p_shared, v_now)
+        ON CONFLICT (name) DO NOTHING
+        RETURNING h_fencing INTO v_n;
+      END IF;
+    END IF;
+    IF v_n IS NOT NULL THEN
+      -- A grant commits durably (_durable(); read at the commit).
+      IF current_setting('synchronous_commit') = 'off' THEN
+        v_void := set_config('synchronous_commit', 'on', true);
+      END IF;
+      -- The row _grant_row would make.
+      r := ROW('grant', p_name, p_token, v_n, p_ttl_ms, 1, p_capacity,
+               @S@._us(v_now + @S@._ms(p_ttl_ms)), @S@._us(v_now), p_label,
+               NULL, p_shared, NULL, NULL);
+      RETURN NEXT r;
       RETURN;
     END IF;
+    -- Busy (a live inline holder, holders rows or a queue): the full pass.
   END IF;
   v_now := @S@._begin(ARRAY[p_name]);
   SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
@@ -352,12 +405,28 @@ CREATE OR REPLACE FUNCTION @S@.extend(p_name text, p_token uuid,
                                       p_ttl_ms bigint)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE v_now timestamptz; v_msg text; h @S@.holders; v_cap int;
+        v_void text;
 BEGIN
   v_msg := coalesce(@S@._check_name(p_name, 'lock name'),
                     @S@._check_ttl(p_ttl_ms));
   IF v_msg IS NOT NULL THEN
     RETURN NEXT @S@._err('invalid_argument', v_msg);
     RETURN;
+  END IF;
+  -- Fast path: the inline holder of a name nobody waits for.
+  v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
+  v_now := clock_timestamp();
+  IF NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
+    UPDATE @S@.locks SET h_ttl_ms = p_ttl_ms,
+           h_expires = v_now + @S@._ms(p_ttl_ms)
+     WHERE name = p_name AND h_token = p_token AND h_expires > v_now
+    RETURNING capacity INTO v_cap;
+    IF FOUND THEN
+      SELECT * INTO h FROM @S@.holders_all
+       WHERE name = p_name AND token = p_token;
+      RETURN NEXT @S@._grant_row(h, v_cap, v_now);
+      RETURN;
+    END IF;
   END IF;
   v_now := @S@._begin(ARRAY[p_name]);
   UPDATE @S@.holders SET ttl_ms = p_ttl_ms,
@@ -379,7 +448,7 @@ END $$;
 CREATE OR REPLACE FUNCTION @S@.release(p_name text, p_token uuid)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE v_now timestamptz; v_msg text; h @S@.holders; q @S@.requests;
-        r @S@.res; v_held boolean := false; v_left int := 0;
+        r @S@.res; v_held boolean := false; v_left int := 0; v_void text;
 BEGIN
   v_msg := @S@._check_name(p_name, 'lock name');
   IF v_msg IS NOT NULL THEN
@@ -390,16 +459,21 @@ BEGIN
   -- is handed over, so the commit need not wait for the WAL flush: if a
   -- crash loses it, the lease only lives on until its expiry (no one else
   -- was granted anything), and any later grant's durable commit flushes it.
-  PERFORM pg_advisory_xact_lock(@S@._key(p_name));
+  -- The inline holder is one update of the locks row (HOT).
+  v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
   v_now := clock_timestamp();
-  DELETE FROM @S@.holders WHERE name = p_name AND token = p_token
-     AND holds = 1 AND expires_at > v_now;
+  UPDATE @S@.locks SET h_token = NULL
+   WHERE name = p_name AND h_token = p_token AND h_expires > v_now;
+  IF NOT FOUND THEN
+    DELETE FROM @S@.holders WHERE name = p_name AND token = p_token
+       AND holds = 1 AND expires_at > v_now;
+  END IF;
   IF FOUND THEN
     IF EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name) THEN
       PERFORM @S@._expire(p_name, v_now);
-      PERFORM @S@._pump(p_name, v_now);
+      PERFORM @S@._pump(p_name, v_now, true);
     ELSE
-      PERFORM set_config('synchronous_commit', 'off', true);
+      v_void := set_config('synchronous_commit', 'off', true);
     END IF;
     r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
              @S@._us(v_now), NULL, 0, true, NULL, NULL);

@@ -5,7 +5,7 @@
 
 namespace baton::store::pg {
 
-// Version 2 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// Version 5 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
 // CREATE OR REPLACE) and the whole script runs under a transaction-scoped
 // advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
@@ -76,6 +76,52 @@ DROP FUNCTION IF EXISTS @S@.acquire(text, uuid, bigint, int, text, text, text,
                                     bigint, bigint);
 CREATE INDEX IF NOT EXISTS requests_token ON @S@.requests (token);
 
+-- Version 5: a lock's only holder kept in its locks row (the "inline"
+-- holder, h_token not NULL) by the uncontended fast paths, so an acquire
+-- and a release each change that one row (HOT updates: no indexed column
+-- changes) instead of inserting and deleting a holders row. Every path
+-- that takes the name's advisory lock for more than the fast path first
+-- moves it into holders (_spill, from _expire), so the scheduling code
+-- sees all holders in one table; lock-free readers use holders_all.
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_token uuid;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_fencing bigint;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_ttl_ms bigint;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_expires timestamptz;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_label text;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_rkey text;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_shared boolean;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_granted timestamptz;
+
+-- Every holder: the holders rows and the inline ones (same columns as
+-- holders, so a row of it reads into a @S@.holders variable).
+CREATE OR REPLACE VIEW @S@.holders_all AS
+  SELECT name, token, fencing, ttl_ms, expires_at, holds, label,
+         reentrancy_key, aliases, granted_at, shared
+    FROM @S@.holders
+  UNION ALL
+  SELECT name, h_token, h_fencing, h_ttl_ms, h_expires, 1, h_label, h_rkey,
+         '{}'::uuid[], h_granted, h_shared
+    FROM @S@.locks WHERE h_token IS NOT NULL;
+
+-- Moves a name's inline holder into holders (dropped if expired). The
+-- caller holds the name's advisory lock.
+CREATE OR REPLACE FUNCTION @S@._spill(p_name text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE l @S@.locks;
+BEGIN
+  SELECT * INTO l FROM @S@.locks WHERE name = p_name AND h_token IS NOT NULL;
+  IF NOT FOUND THEN RETURN; END IF;
+  UPDATE @S@.locks SET h_token = NULL WHERE name = p_name;
+  IF l.h_expires > p_now THEN
+    INSERT INTO @S@.holders (name, token, fencing, ttl_ms, expires_at, holds,
+                             label, reentrancy_key, aliases, granted_at,
+                             shared)
+    VALUES (p_name, l.h_token, l.h_fencing, l.h_ttl_ms, l.h_expires, 1,
+            l.h_label, l.h_rkey, '{}', l.h_granted, l.h_shared)
+    ON CONFLICT DO NOTHING;
+  END IF;
+END $$;
+
 -- Requests withdrawn by release() while their caller still waits: the
 -- caller's next re-check reports the withdrawal instead of queueing again.
 CREATE TABLE IF NOT EXISTS @S@.withdrawn (
@@ -117,8 +163,11 @@ DO $$ BEGIN
   END IF;
 END $$;
 
+-- (STABLE like extract() on timestamptz, so the planner inlines it: a
+-- LANGUAGE sql function whose body is more volatile than its declaration
+-- is run as a separate query, parsed and planned on every call.)
 CREATE OR REPLACE FUNCTION @S@._us(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+LANGUAGE sql STABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
 
 CREATE OR REPLACE FUNCTION @S@._ms(n bigint) RETURNS interval
 LANGUAGE sql IMMUTABLE AS $$ SELECT n * interval '1 millisecond' $$;
@@ -160,8 +209,9 @@ LANGUAGE sql IMMUTABLE AS $$
                      THEN left(p_name, 64) || '...' ELSE p_name END || '"'
 $$;
 
+-- (STABLE like text || int, so it is inlined; see _us.)
 CREATE OR REPLACE FUNCTION @S@._check_name(p_name text, p_what text)
-RETURNS text LANGUAGE sql IMMUTABLE AS $$
+RETURNS text LANGUAGE sql STABLE AS $$
   SELECT CASE
     WHEN p_name IS NULL OR p_name = '' THEN p_what || ' is empty'
     WHEN octet_length(p_name) > 512 THEN p_what || ' is ' ||
@@ -199,6 +249,7 @@ CREATE OR REPLACE FUNCTION @S@._expire(p_name text, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE t uuid;
 BEGIN
+  PERFORM @S@._spill(p_name, p_now);
   DELETE FROM @S@.holders WHERE name = p_name AND expires_at <= p_now;
   DELETE FROM @S@.withdrawn WHERE name = p_name AND until <= p_now;
   DELETE FROM @S@.requests WHERE name = p_name AND kind <> 2
@@ -356,7 +407,7 @@ RETURNS SETOF @S@.res LANGUAGE sql STABLE AS $$
              greatest(0, floor(extract(epoch FROM h.expires_at - p_now)
                                * 1000))::bigint,
              h.shared, NULL, NULL)::@S@.res
-  FROM @S@.holders h WHERE h.name = p_name AND h.expires_at > p_now
+  FROM @S@.holders_all h WHERE h.name = p_name AND h.expires_at > p_now
   ORDER BY h.fencing
 $$;
 )SQL";
