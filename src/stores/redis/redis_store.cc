@@ -203,9 +203,10 @@ class RedisStore final : public Store {
 }  // namespace
 
 Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
-  if (url.scheme != "redis") {
-    return Error(Errc::invalid_argument,
-                 "store URL \"" + url.safe() + "\" is not a redis:// URL");
+  if (url.scheme != "redis" && url.scheme != "rediss") {
+    return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
+                                             "\" is not a redis:// or "
+                                             "rediss:// URL");
   }
   if (url.hosts.size() != 1) {
     return Error(Errc::invalid_argument,
@@ -222,10 +223,22 @@ Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
   t.password = config->password;
   t.db = config->db;
   t.timeout = config->timeout;
+  t.tls = config->tls;
   // Check that the server answers (and that the password is right) now, so
-  // that open() reports an unreachable store clearly.
+  // that open() reports an unreachable store clearly. The PING shows a
+  // plain client on a TLS port (the server closes the connection).
   auto ctx = connect(t);
   if (!ctx.ok()) return std::move(ctx).error();
+  auto pong = command(ctx->get(), t, {"PING"});
+  if (!pong.ok()) {
+    if (t.tls || pong.error().code() != Errc::unavailable) {
+      return std::move(pong).error();
+    }
+    return Error(Errc::unavailable,
+                 pong.error().message() +
+                     " (no answer to PING: if this port has TLS on, use "
+                     "rediss://)");
+  }
   return std::unique_ptr<Store>(
       std::make_unique<RedisStore>(t, *config, url.safe()));
 }
