@@ -30,6 +30,8 @@ Error bad_file(const char* key, const std::string& path) {
   std::string why = openssl_reason();
   if (::access(path.c_str(), R_OK) != 0) {
     why = std::string("cannot read it: ") + std::strerror(errno);
+  } else if (why == "key values mismatch") {
+    why += " (this key does not belong to cert)";
   }
   return Error(Errc::invalid_argument,
                std::string("TLS option ") + key + "=" + path + ": " + why);

@@ -1,0 +1,334 @@
+// tests/redis/rediss_test.cc — rediss:// and redlock://?tls=1 against
+// private redis-server processes with TLS on (Debian's redis 7 is built
+// with TLS), certificates made at test time (tests/server/test_certs.h).
+// Started once for the binary: a main server with a TLS port and a plain
+// port (bound to 127.0.0.1 and 127.0.0.2, so that an address the
+// certificate does not name reaches it), and two TLS-only servers that make
+// up a redlock:// trio with it. The whole conformance suite runs over
+// rediss:// on the main server.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/client.h"
+#include "baton/counter.h"
+#include "child_process.h"
+#include "conformance.h"
+#include "redis_process.h"
+#include "stores/redis/common.h"
+#include "stores/redis/conn.h"
+#include "stores/redis/instance.h"
+#include "test_certs.h"
+
+namespace baton::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// redis-server with --tls-port (and a plain --port if `plain`).
+class TlsRedis {
+ public:
+  TlsRedis(const TestCertificates& certs, bool plain) {
+    char tmpl[] = "/tmp/baton-rediss-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    tls_port_ = free_loopback_port();
+    plain_port_ = plain ? free_loopback_port() : 0;
+    std::vector<std::string> args = {"/usr/bin/redis-server",
+                                     "--port",
+                                     std::to_string(plain_port_),
+                                     "--tls-port",
+                                     std::to_string(tls_port_),
+                                     "--bind",
+                                     "127.0.0.1 127.0.0.2",
+                                     "--tls-cert-file",
+                                     certs.path("server.pem"),
+                                     "--tls-key-file",
+                                     certs.path("server.key"),
+                                     "--tls-ca-cert-file",
+                                     certs.path("ca.pem"),
+                                     "--tls-auth-clients",
+                                     "optional",
+                                     "--dir",
+                                     dir_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
+    pid_ = spawn_logged(args, dir_ + "/stdout.log");
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    const std::string probe =
+        "rediss://127.0.0.1:" + std::to_string(tls_port_) +
+        "?ca=" + certs.path("ca.pem") + "&timeout=500";
+    for (int i = 0; i < 500; ++i) {
+      if (open_store(probe).ok()) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    throw std::runtime_error("redis-server with TLS did not start; see " +
+                             dir_ + "/redis.log");
+  }
+  ~TlsRedis() {
+    stop_child(pid_, std::chrono::seconds(10));
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string tls_hostport() const {
+    return "127.0.0.1:" + std::to_string(tls_port_);
+  }
+  std::uint16_t tls_port() const { return tls_port_; }
+  std::uint16_t plain_port() const { return plain_port_; }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  std::uint16_t tls_port_ = 0, plain_port_ = 0;
+};
+
+struct World {
+  TestCertificates certs;
+  std::unique_ptr<TlsRedis> main, b, c;
+  World() {
+    main = std::make_unique<TlsRedis>(certs, true);
+    b = std::make_unique<TlsRedis>(certs, false);
+    c = std::make_unique<TlsRedis>(certs, false);
+  }
+  std::string ca() const { return certs.path("ca.pem"); }
+  std::string url(const std::string& extra = "") const {
+    return "rediss://" + main->tls_hostport() + "?ca=" + ca() + extra;
+  }
+};
+
+World* g_world = nullptr;
+World& world() {
+  if (g_world == nullptr) {
+    g_world = new World();
+    std::atexit([] { delete g_world; });
+  }
+  return *g_world;
+}
+
+Result<Client> open_under_test(const ClientOptions& options) {
+  return open_client(world().url(), options);
+}
+
+std::string unique(const std::string& what) {
+  static int n = 0;
+  return "rediss-test/" + what + "/" + std::to_string(::getpid()) + "-" +
+         std::to_string(++n);
+}
+
+// Runs a command on the main server over TLS (the store's own plumbing).
+void config_set(const std::string& key, const std::string& value) {
+  // With a client certificate: also accepted once one is required.
+  auto u =
+      core::parse_url(world().url("&cert=" + world().certs.path("client.pem") +
+                                  "&key=" + world().certs.path("client.key")));
+  ASSERT_TRUE(u.ok());
+  auto cfg = store::redis::parse_config(*u, 2000ms);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();
+  store::redis::Target t;
+  t.port = world().main->tls_port();
+  t.tls = cfg->tls;
+  auto conn = store::redis::connect(t);
+  ASSERT_TRUE(conn.ok()) << conn.error().to_string();
+  auto r = store::redis::command(conn->get(), t, {"CONFIG", "SET", key, value});
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ((*r)->type, REDIS_REPLY_STATUS) << std::string((*r)->str);
+}
+
+void expect_error(const std::string& url, Errc code, const std::string& part) {
+  auto s = open_store(url);
+  ASSERT_FALSE(s.ok()) << url << " opened";
+  std::printf("%s\n  -> %s\n", url.c_str(), s.error().to_string().c_str());
+  EXPECT_EQ(s.error().code(), code) << s.error().to_string();
+  EXPECT_NE(s.error().message().find(part), std::string::npos)
+      << "\"" << s.error().message() << "\" does not contain \"" << part
+      << "\"";
+}
+
+TEST(Rediss, AcquireExtendReleaseAndCounters) {
+  auto c = open_client(world().url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("basic");
+  AcquireOptions o;
+  o.ttl = 10s;
+  auto l = c->try_acquire(name, o);
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  auto ext = c->extend(*l, 20s);
+  ASSERT_TRUE(ext.ok()) << ext.error().to_string();
+  auto rel = c->release(*l);
+  ASSERT_TRUE(rel.ok()) << rel.error().to_string();
+  EXPECT_TRUE(*rel);
+  // Counter changes run only on connections checked idle (pool probe): a
+  // TLS 1.3 session ticket waiting on an idle connection must not count
+  // as "the server closed it", and the value must come out right.
+  const std::string counter = unique("counter");
+  for (int i = 1; i <= 5; ++i) {
+    auto v = c->counter(counter).add(1);
+    ASSERT_TRUE(v.ok()) << v.error().to_string();
+    EXPECT_EQ(*v, i);
+  }
+}
+
+// The waiter's wake-up comes over the subscriber connection, which must be
+// TLS too: a wake-up message is delivered (not only a periodic re-check).
+TEST(Rediss, WaiterIsWokenOverTheTlsSubscriber) {
+  auto c = open_client(world().url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string name = unique("wake");
+  AcquireOptions o;
+  o.ttl = 30s;
+  auto held = c->try_acquire(name, o);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20000;  // a re-check cannot be what wakes it
+  const auto delivered = hooks.delivered.load();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(500ms);
+    (void)c->release(*held);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto l = c->acquire(name, 10s, o);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  releaser.join();
+  hooks.recheck_ms = 0;
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_GT(hooks.delivered.load(), delivered);
+  EXPECT_LT(took, 10s);
+  (void)c->release(*l);
+}
+
+TEST(Rediss, WrongCaIsUnavailableNamingTlsVerification) {
+  const std::string other = world().certs.path("other_ca.pem");
+  expect_error("rediss://" + world().main->tls_hostport() + "?ca=" + other,
+               Errc::unavailable,
+               "TLS verification of the server certificate failed");
+  expect_error("rediss://" + world().main->tls_hostport() + "?ca=" + other,
+               Errc::unavailable, "ca=" + other);
+  // No ca=: the system CAs, which do not know the test CA.
+  expect_error("rediss://" + world().main->tls_hostport(), Errc::unavailable,
+               "system CAs");
+}
+
+TEST(Rediss, AddressNotNamedByTheCertificateIsRefused) {
+  // Same server, reached at 127.0.0.2: the certificate names 127.0.0.1.
+  expect_error(
+      "rediss://127.0.0.2:" + std::to_string(world().main->tls_port()) +
+          "?ca=" + world().ca(),
+      Errc::unavailable, "IP address mismatch");
+}
+
+TEST(Rediss, PlainClientOnTlsPortIsAClearError) {
+  expect_error("redis://" + world().main->tls_hostport() + "?timeout=2000",
+               Errc::unavailable, "use rediss://");
+}
+
+TEST(Rediss, TlsClientOnPlainPortIsAClearError) {
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_error(
+      "rediss://127.0.0.1:" + std::to_string(world().main->plain_port()) +
+          "?timeout=2000&ca=" + world().ca(),
+      Errc::unavailable, "TLS handshake failed");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
+TEST(Rediss, ClientCertificateRequired) {
+  config_set("tls-auth-clients", "yes");
+  struct Restore {
+    ~Restore() { config_set("tls-auth-clients", "optional"); }
+  } restore;
+  // Without a client certificate: refused (TLS 1.3 reports it after the
+  // handshake, at the first reply).
+  auto no = open_store(world().url("&timeout=2000"));
+  ASSERT_FALSE(no.ok());
+  std::printf("no client certificate -> %s\n", no.error().to_string().c_str());
+  EXPECT_EQ(no.error().code(), Errc::unavailable) << no.error().to_string();
+  // With cert and key: works.
+  auto c = open_client(world().url("&cert=" + world().certs.path("client.pem") +
+                                   "&key=" + world().certs.path("client.key")));
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  AcquireOptions o;
+  o.ttl = 10s;
+  auto l = c->try_acquire(unique("mtls"), o);
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_TRUE(c->release(*l).ok());
+}
+
+TEST(Rediss, RedlockOverTls) {
+  World& w = world();
+  const std::string url = "redlock://" + w.main->tls_hostport() + "," +
+                          w.b->tls_hostport() + "," + w.c->tls_hostport() +
+                          "?tls=1&timeout=2000&ca=" + w.ca();
+  auto c = open_client(url);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  AcquireOptions o;
+  o.ttl = 10s;
+  const std::string name = unique("redlock");
+  auto l = c->try_acquire(name, o);
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  auto again = c->try_acquire(name, o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), Errc::not_acquired);
+  EXPECT_TRUE(c->release(*l).ok());
+  // The same trio without tls=1: plain clients on TLS ports get no grant.
+  auto plain = open_client("redlock://" + w.main->tls_hostport() + "," +
+                           w.b->tls_hostport() + "," + w.c->tls_hostport() +
+                           "?timeout=500");
+  ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+  auto p = plain->try_acquire(unique("redlock-plain"), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code(), Errc::unavailable) << p.error().to_string();
+}
+
+TEST(Rediss, OptionErrorsNameTheProblem) {
+  const std::string hp = world().main->tls_hostport();
+  const std::string ca = world().ca();
+  expect_error("redis://" + hp + "?ca=" + ca, Errc::invalid_argument,
+               "ca is a TLS option but TLS is off (write rediss://");
+  expect_error("redlock://" + hp + "," + hp + "," + hp + "?ca=" + ca,
+               Errc::invalid_argument, "add tls=1");
+  expect_error("redlock://" + hp + "," + hp + "," + hp + "?tls=yes",
+               Errc::invalid_argument, "tls \"yes\" must be");
+  expect_error("rediss://" + hp + "?tls=1", Errc::invalid_argument,
+               "unknown option \"tls\"");
+  expect_error("rediss://" + hp + "?ca=" + ca + "&bogus=1",
+               Errc::invalid_argument, "unknown option \"bogus\"");
+  expect_error("rediss://" + hp + "?ca=/nonexistent/ca.pem",
+               Errc::invalid_argument, "TLS option ca=/nonexistent/ca.pem");
+  expect_error("rediss://" + hp + "?ca=" + ca +
+                   "&cert=" + world().certs.path("client.pem"),
+               Errc::invalid_argument, "cert and key go together");
+  expect_error("rediss://" + hp + "?ca=" + ca +
+                   "&cert=" + world().certs.path("client.pem") +
+                   "&key=" + world().certs.path("server.key"),
+               Errc::invalid_argument, "this key does not belong to cert");
+}
+
+// A password never appears in an error (nor in the store's URL).
+TEST(Rediss, PasswordIsNotEchoed) {
+  auto s = open_store("rediss://:sekrit-pw@" + world().main->tls_hostport() +
+                      "?ca=" + world().certs.path("other_ca.pem"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().to_string().find("sekrit-pw"), std::string::npos)
+      << s.error().to_string();
+  auto bad = open_store("rediss://:sekrit-pw@" + world().main->tls_hostport() +
+                        "?ca=" + world().ca() + "&nope=1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().to_string().find("sekrit-pw"), std::string::npos)
+      << bad.error().to_string();
+}
+
+}  // namespace
+}  // namespace baton::testing
+
+INSTANTIATE_CONFORMANCE(Rediss, baton::testing::open_under_test);
