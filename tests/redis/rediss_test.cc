@@ -1,11 +1,11 @@
 // tests/redis/rediss_test.cc — rediss:// and redlock://?tls=1 against
 // private redis-server processes with TLS on (Debian's redis 7 is built
 // with TLS), certificates made at test time (tests/server/test_certs.h).
-// Started once for the binary: a main server with a TLS port and a plain
-// port (bound to 127.0.0.1 and 127.0.0.2, so that an address the
-// certificate does not name reaches it), and two TLS-only servers that make
-// up a redlock:// trio with it. The whole conformance suite runs over
-// rediss:// on the main server.
+// Started once for the binary (RedisProcess with RedisTls: a TLS port, and
+// a plain port on the same server, bound to 127.0.0.1 and 127.0.0.2 so that
+// an address the certificate does not name reaches it): a main server, and
+// two more that make up a redlock:// trio with it. The whole conformance suite
+// runs over rediss:// on the main server.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -34,77 +34,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// redis-server with --tls-port (and a plain --port if `plain`).
-class TlsRedis {
- public:
-  TlsRedis(const TestCertificates& certs, bool plain) {
-    char tmpl[] = "/tmp/baton-rediss-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    tls_port_ = free_loopback_port();
-    plain_port_ = plain ? free_loopback_port() : 0;
-    std::vector<std::string> args = {"/usr/bin/redis-server",
-                                     "--port",
-                                     std::to_string(plain_port_),
-                                     "--tls-port",
-                                     std::to_string(tls_port_),
-                                     "--bind",
-                                     "127.0.0.1 127.0.0.2",
-                                     "--tls-cert-file",
-                                     certs.path("server.pem"),
-                                     "--tls-key-file",
-                                     certs.path("server.key"),
-                                     "--tls-ca-cert-file",
-                                     certs.path("ca.pem"),
-                                     "--tls-auth-clients",
-                                     "optional",
-                                     "--dir",
-                                     dir_,
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--logfile",
-                                     dir_ + "/redis.log"};
-    pid_ = spawn_logged(args, dir_ + "/stdout.log");
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    const std::string probe =
-        "rediss://127.0.0.1:" + std::to_string(tls_port_) +
-        "?ca=" + certs.path("ca.pem") + "&timeout=500";
-    for (int i = 0; i < 500; ++i) {
-      if (open_store(probe).ok()) return;
-      std::this_thread::sleep_for(10ms);
-    }
-    throw std::runtime_error("redis-server with TLS did not start; see " +
-                             dir_ + "/redis.log");
-  }
-  ~TlsRedis() {
-    stop_child(pid_, std::chrono::seconds(10));
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string tls_hostport() const {
-    return "127.0.0.1:" + std::to_string(tls_port_);
-  }
-  std::uint16_t tls_port() const { return tls_port_; }
-  std::uint16_t plain_port() const { return plain_port_; }
-
- private:
-  std::string dir_;
-  pid_t pid_ = -1;
-  std::uint16_t tls_port_ = 0, plain_port_ = 0;
-};
-
 struct World {
   TestCertificates certs;
-  std::unique_ptr<TlsRedis> main, b, c;
+  std::unique_ptr<RedisProcess> main, b, c;
   World() {
-    main = std::make_unique<TlsRedis>(certs, true);
-    b = std::make_unique<TlsRedis>(certs, false);
-    c = std::make_unique<TlsRedis>(certs, false);
+    const RedisTls tls{certs.path("server.pem"), certs.path("server.key"),
+                       certs.path("ca.pem")};
+    main = std::make_unique<RedisProcess>(false, &tls);
+    b = std::make_unique<RedisProcess>(false, &tls);
+    c = std::make_unique<RedisProcess>(false, &tls);
   }
   std::string ca() const { return certs.path("ca.pem"); }
   std::string url(const std::string& extra = "") const {
-    return "rediss://" + main->tls_hostport() + "?ca=" + ca() + extra;
+    return "rediss://" + main->hostport() + "?ca=" + ca() + extra;
   }
 };
 
@@ -137,7 +79,7 @@ void config_set(const std::string& key, const std::string& value) {
   auto cfg = store::redis::parse_config(*u, 2000ms);
   ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();
   store::redis::Target t;
-  t.port = world().main->tls_port();
+  t.port = world().main->port();
   t.tls = cfg->tls;
   auto conn = store::redis::connect(t);
   ASSERT_TRUE(conn.ok()) << conn.error().to_string();
@@ -210,26 +152,25 @@ TEST(Rediss, WaiterIsWokenOverTheTlsSubscriber) {
 
 TEST(Rediss, WrongCaIsUnavailableNamingTlsVerification) {
   const std::string other = world().certs.path("other_ca.pem");
-  expect_error("rediss://" + world().main->tls_hostport() + "?ca=" + other,
+  expect_error("rediss://" + world().main->hostport() + "?ca=" + other,
                Errc::unavailable,
                "TLS verification of the server certificate failed");
-  expect_error("rediss://" + world().main->tls_hostport() + "?ca=" + other,
+  expect_error("rediss://" + world().main->hostport() + "?ca=" + other,
                Errc::unavailable, "ca=" + other);
   // No ca=: the system CAs, which do not know the test CA.
-  expect_error("rediss://" + world().main->tls_hostport(), Errc::unavailable,
+  expect_error("rediss://" + world().main->hostport(), Errc::unavailable,
                "system CAs");
 }
 
 TEST(Rediss, AddressNotNamedByTheCertificateIsRefused) {
   // Same server, reached at 127.0.0.2: the certificate names 127.0.0.1.
-  expect_error(
-      "rediss://127.0.0.2:" + std::to_string(world().main->tls_port()) +
-          "?ca=" + world().ca(),
-      Errc::unavailable, "IP address mismatch");
+  expect_error("rediss://127.0.0.2:" + std::to_string(world().main->port()) +
+                   "?ca=" + world().ca(),
+               Errc::unavailable, "IP address mismatch");
 }
 
 TEST(Rediss, PlainClientOnTlsPortIsAClearError) {
-  expect_error("redis://" + world().main->tls_hostport() + "?timeout=2000",
+  expect_error("redis://" + world().main->hostport() + "?timeout=2000",
                Errc::unavailable, "use rediss://");
 }
 
@@ -266,8 +207,8 @@ TEST(Rediss, ClientCertificateRequired) {
 
 TEST(Rediss, RedlockOverTls) {
   World& w = world();
-  const std::string url = "redlock://" + w.main->tls_hostport() + "," +
-                          w.b->tls_hostport() + "," + w.c->tls_hostport() +
+  const std::string url = "redlock://" + w.main->hostport() + "," +
+                          w.b->hostport() + "," + w.c->hostport() +
                           "?tls=1&timeout=2000&ca=" + w.ca();
   auto c = open_client(url);
   ASSERT_TRUE(c.ok()) << c.error().to_string();
@@ -281,9 +222,9 @@ TEST(Rediss, RedlockOverTls) {
   EXPECT_EQ(again.error().code(), Errc::not_acquired);
   EXPECT_TRUE(c->release(*l).ok());
   // The same trio without tls=1: plain clients on TLS ports get no grant.
-  auto plain = open_client("redlock://" + w.main->tls_hostport() + "," +
-                           w.b->tls_hostport() + "," + w.c->tls_hostport() +
-                           "?timeout=500");
+  auto plain =
+      open_client("redlock://" + w.main->hostport() + "," + w.b->hostport() +
+                  "," + w.c->hostport() + "?timeout=500");
   ASSERT_TRUE(plain.ok()) << plain.error().to_string();
   auto p = plain->try_acquire(unique("redlock-plain"), o);
   ASSERT_FALSE(p.ok());
@@ -291,7 +232,7 @@ TEST(Rediss, RedlockOverTls) {
 }
 
 TEST(Rediss, OptionErrorsNameTheProblem) {
-  const std::string hp = world().main->tls_hostport();
+  const std::string hp = world().main->hostport();
   const std::string ca = world().ca();
   expect_error("redis://" + hp + "?ca=" + ca, Errc::invalid_argument,
                "ca is a TLS option but TLS is off (write rediss://");
@@ -316,12 +257,12 @@ TEST(Rediss, OptionErrorsNameTheProblem) {
 
 // A password never appears in an error (nor in the store's URL).
 TEST(Rediss, PasswordIsNotEchoed) {
-  auto s = open_store("rediss://:sekrit-pw@" + world().main->tls_hostport() +
+  auto s = open_store("rediss://:sekrit-pw@" + world().main->hostport() +
                       "?ca=" + world().certs.path("other_ca.pem"));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().to_string().find("sekrit-pw"), std::string::npos)
       << s.error().to_string();
-  auto bad = open_store("rediss://:sekrit-pw@" + world().main->tls_hostport() +
+  auto bad = open_store("rediss://:sekrit-pw@" + world().main->hostport() +
                         "?ca=" + world().ca() + "&nope=1");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().to_string().find("sekrit-pw"), std::string::npos)
