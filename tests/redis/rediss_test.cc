@@ -170,7 +170,24 @@ TEST(Rediss, AddressNotNamedByTheCertificateIsRefused) {
 }
 
 TEST(Rediss, PlainClientOnTlsPortIsAClearError) {
-  expect_error("redis://" + world().main->hostport() + "?timeout=2000",
+  // Without a password nothing is sent at open(); the first call is
+  // refused.
+  ClientOptions co;
+  co.max_retries = 0;
+  auto c =
+      open_client("redis://" + world().main->hostport() + "?timeout=2000", co);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  AcquireOptions o;
+  o.ttl = 10s;
+  auto l = c->try_acquire(unique("plain-on-tls"), o);
+  ASSERT_FALSE(l.ok());
+  std::printf("plain client on TLS port -> %s\n",
+              l.error().to_string().c_str());
+  EXPECT_EQ(l.error().code(), Errc::unavailable) << l.error().to_string();
+  EXPECT_NE(l.error().message().find("use rediss://"), std::string::npos)
+      << l.error().to_string();
+  // With a password, open() sends AUTH and reports it there.
+  expect_error("redis://:pw@" + world().main->hostport() + "?timeout=2000",
                Errc::unavailable, "use rediss://");
 }
 
@@ -188,18 +205,25 @@ TEST(Rediss, ClientCertificateRequired) {
   struct Restore {
     ~Restore() { config_set("tls-auth-clients", "optional"); }
   } restore;
-  // Without a client certificate: refused (TLS 1.3 reports it after the
-  // handshake, at the first reply).
-  auto no = open_store(world().url("&timeout=2000"));
-  ASSERT_FALSE(no.ok());
-  std::printf("no client certificate -> %s\n", no.error().to_string().c_str());
-  EXPECT_EQ(no.error().code(), Errc::unavailable) << no.error().to_string();
+  AcquireOptions o;
+  o.ttl = 10s;
+  // Without a client certificate: refused. TLS 1.3 reports it after the
+  // handshake, at the first reply: open() (nothing sent without a password)
+  // succeeds, the first call fails.
+  ClientOptions co;
+  co.max_retries = 0;
+  auto no = open_client(world().url("&timeout=2000"), co);
+  ASSERT_TRUE(no.ok()) << no.error().to_string();
+  auto refused = no->try_acquire(unique("mtls-none"), o);
+  ASSERT_FALSE(refused.ok());
+  std::printf("no client certificate -> %s\n",
+              refused.error().to_string().c_str());
+  EXPECT_EQ(refused.error().code(), Errc::unavailable)
+      << refused.error().to_string();
   // With cert and key: works.
   auto c = open_client(world().url("&cert=" + world().certs.path("client.pem") +
                                    "&key=" + world().certs.path("client.key")));
   ASSERT_TRUE(c.ok()) << c.error().to_string();
-  AcquireOptions o;
-  o.ttl = 10s;
   auto l = c->try_acquire(unique("mtls"), o);
   ASSERT_TRUE(l.ok()) << l.error().to_string();
   EXPECT_TRUE(c->release(*l).ok());

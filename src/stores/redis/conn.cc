@@ -220,7 +220,10 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
     if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
       return unavailable(t, ctx->errstr);
     }
-    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    if (raw != nullptr) {
+      conn->replied = true;
+      return ReplyPtr(static_cast<redisReply*>(raw));
+    }
     if (conn->tls && conn->tls->has_pending()) {  // poll(2) cannot see it
       if (!read_in(conn, &why)) return unavailable(t, why);
       continue;
@@ -236,7 +239,15 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
     const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0 && errno != EINTR) return unavailable(t, std::strerror(errno));
     if (rc <= 0) continue;  // timed out or interrupted: the loop decides
-    if (!read_in(conn, &why)) return unavailable(t, why);
+    if (!read_in(conn, &why)) {
+      // A TLS port drops a plain client at its first bytes: say so.
+      if (!conn->tls && !conn->replied) {
+        why +=
+            " (the server closed a new connection before any reply: if "
+            "this port has TLS on, use rediss://)";
+      }
+      return unavailable(t, why);
+    }
   }
 }
 

@@ -56,6 +56,7 @@ using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
 struct Conn {
   ContextPtr ctx;
   std::unique_ptr<TlsSession> tls;  // null: plain TCP
+  bool replied = false;             // a reply has come on it
   redisContext* get() const { return ctx.get(); }
   int fd() const { return ctx->fd; }
 };

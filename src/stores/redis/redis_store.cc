@@ -225,20 +225,9 @@ Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
   t.timeout = config->timeout;
   t.tls = config->tls;
   // Check that the server answers (and that the password is right) now, so
-  // that open() reports an unreachable store clearly. The PING shows a
-  // plain client on a TLS port (the server closes the connection).
+  // that open() reports an unreachable store clearly.
   auto ctx = connect(t);
   if (!ctx.ok()) return std::move(ctx).error();
-  auto pong = command(ctx->get(), t, {"PING"});
-  if (!pong.ok()) {
-    if (t.tls || pong.error().code() != Errc::unavailable) {
-      return std::move(pong).error();
-    }
-    return Error(Errc::unavailable,
-                 pong.error().message() +
-                     " (no answer to PING: if this port has TLS on, use "
-                     "rediss://)");
-  }
   return std::unique_ptr<Store>(
       std::make_unique<RedisStore>(t, *config, url.safe()));
 }

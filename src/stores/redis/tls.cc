@@ -281,6 +281,11 @@ bool TlsSession::read_available(std::string* out, std::string* why) {
     // yet): the caller's next read retries it.
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return true;
     *why = failure(err);
+    if (why->find("certificate required") != std::string::npos) {
+      *why +=
+          " (the server requires a client certificate: give cert= and "
+          "key=)";
+    }
     return false;
   }
 }
