@@ -220,6 +220,9 @@ TEST(Rediss, ClientCertificateRequired) {
               refused.error().to_string().c_str());
   EXPECT_EQ(refused.error().code(), Errc::unavailable)
       << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("give cert= and key="),
+            std::string::npos)
+      << refused.error().to_string();
   // With cert and key: works.
   auto c = open_client(world().url("&cert=" + world().certs.path("client.pem") +
                                    "&key=" + world().certs.path("client.key")));

@@ -125,6 +125,21 @@ bool idle_ok(Conn* c) {
   return c->tls->read_available(&data, &why) && data.empty();
 }
 
+// Why a connection failed before its first reply, with the likely cause:
+// a TLS port drops a plain client at its first bytes, and a server that
+// requires a client certificate drops a TLS 1.3 client after the handshake
+// (its alert may or may not arrive before the reset).
+void new_connection_hint(const Conn* c, std::string* why) {
+  if (c->replied || why->find("client certificate") != std::string::npos) {
+    return;
+  }
+  *why += c->tls ? " (the server closed a new TLS session before any reply: "
+                   "does it require a client certificate? give cert= and "
+                   "key=)"
+                 : " (the server closed a new connection before any reply: "
+                   "if this port has TLS on, use rediss://)";
+}
+
 }  // namespace
 
 Result<ConnPtr> connect(const Target& t) {
@@ -213,6 +228,7 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
     if (capped && store::call_deadline_passed()) {
       return deadline_passed(t, "cannot send the command: " + why);
     }
+    new_connection_hint(conn, &why);
     return unavailable(t, why);
   }
   for (;;) {
@@ -240,12 +256,7 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
     if (rc < 0 && errno != EINTR) return unavailable(t, std::strerror(errno));
     if (rc <= 0) continue;  // timed out or interrupted: the loop decides
     if (!read_in(conn, &why)) {
-      // A TLS port drops a plain client at its first bytes: say so.
-      if (!conn->tls && !conn->replied) {
-        why +=
-            " (the server closed a new connection before any reply: if "
-            "this port has TLS on, use rediss://)";
-      }
+      new_connection_hint(conn, &why);
       return unavailable(t, why);
     }
   }
