@@ -195,8 +195,8 @@ TEST(Rediss, TlsClientOnPlainPortIsAClearError) {
   const auto t0 = std::chrono::steady_clock::now();
   expect_error(
       "rediss://127.0.0.1:" + std::to_string(world().main->plain_port()) +
-          "?timeout=2000&ca=" + world().ca(),
-      Errc::unavailable, "TLS handshake failed");
+          "?timeout=500&ca=" + world().ca(),
+      Errc::unavailable, "is this a plain-text port?");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 }
 
