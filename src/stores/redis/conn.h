@@ -90,6 +90,20 @@ struct Target {
   }
 };
 
+// The bytes of a connection (conn_io.cc): hiredis's own I/O on plain TCP,
+// the TLS session's on TLS.
+// Sends the context's output buffer; false with *why (TLS: bounded by
+// `until`).
+bool flush(Conn* c, std::chrono::steady_clock::time_point until,
+           std::string* why);
+// Feeds what arrived to the reply reader; false with *why.
+bool read_in(Conn* c, std::string* why);
+// An idle pooled connection is still usable (see conn_io.cc).
+bool idle_ok(Conn* c);
+// Adds the likely cause to *why for a connection that failed before its
+// first reply.
+void new_connection_hint(const Conn* c, std::string* why);
+
 // Connects (with the TLS handshake when the target has TLS on),
 // authenticates and selects the database.
 Result<ConnPtr> connect(const Target& target);
