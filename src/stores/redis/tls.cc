@@ -223,7 +223,11 @@ Result<std::unique_ptr<TlsSession>> TlsSession::handshake(
     std::string why = failure(err);
     if (why.empty()) {
       if (wait_for(fd, err, deadline, &why)) continue;
-      if (why == "timed out") why += not_tls;
+      if (why == "timed out") {
+        why +=
+            " (no TLS answer in time: a slow server or network, or a "
+            "plain-text port? use redis:// for that)";
+      }
       return fail(why);
     }
     const long v = SSL_get_verify_result(t->ssl_);
