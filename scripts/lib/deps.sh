@@ -10,7 +10,7 @@ BATON_BUILD_PACKAGES=(
   cmake g++ make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libhiredis-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
-  libssl-dev openssl                  # batond TLS, batons:// (openssl: test certificates)
+  libssl-dev openssl                  # batond TLS, batons://, rediss:// (openssl: test certificates)
   libpq-dev                           # postgres:// store
   libzookeeper-mt-dev                 # zookeeper:// store
   libmariadb-dev                      # mysql:// store (Connector/C)

@@ -57,6 +57,7 @@ constexpr KnownStore kKnown[] = {
     {"postgres", "postgres://", "BATON_WITH_POSTGRES"},
     {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
     {"redis", "redis://", "BATON_WITH_REDIS"},
+    {"rediss", "rediss://", "BATON_WITH_REDIS"},
     {"redlock", "redlock://", "BATON_WITH_REDIS"},
     {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER"},
     {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
@@ -81,7 +82,9 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   }
 #endif
 #if BATON_WITH_REDIS
-  if (url.scheme == "redis") return open_redis_store(url);
+  if (url.scheme == "redis" || url.scheme == "rediss") {
+    return open_redis_store(url);
+  }
   if (url.scheme == "redlock") return open_redlock_store(url);
 #endif
 #if BATON_WITH_ZOOKEEPER
@@ -148,11 +151,12 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
                        k.option + "=ON)");
     }
   }
-  return Error(
-      Errc::invalid_argument,
-      "store URL \"" + u.safe() + "\" has an unknown scheme \"" + u.scheme +
-          "\" (available: memory:, baton://, batons://, postgres://, "
-          "redis://, redlock://, zookeeper://, mysql://, etcd://, sqlite://)");
+  return Error(Errc::invalid_argument,
+               "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
+                   u.scheme +
+                   "\" (available: memory:, baton://, batons://, postgres://, "
+                   "redis://, rediss://, redlock://, zookeeper://, mysql://, "
+                   "etcd://, sqlite://)");
 }
 
 }  // namespace baton::store

@@ -14,6 +14,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,9 +42,17 @@ inline std::string sh(const std::string& cmd, int* status = nullptr) {
   return out;
 }
 
+// TLS for a PgServer: PEM files (copied into the data directory, owned by
+// the server's user, mode 0600) and the pg_hba.conf to use instead of
+// initdb's (e.g. hostssl lines and a `hostnossl ... reject`).
+struct PgTls {
+  std::string cert, key, ca;
+  std::string hba;
+};
+
 class PgServer {
  public:
-  PgServer() {
+  explicit PgServer(const PgTls* tls = nullptr) {
     char tmpl[] = "/tmp/baton-pg-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
@@ -62,6 +71,7 @@ class PgServer {
                 "/data -A trust -U postgres --no-sync -E UTF8 --locale=C",
             &st);
     if (st != 0) throw std::runtime_error("initdb failed: " + out);
+    if (tls != nullptr) setup_tls(*tls);
     start_watchdog();
     start();
   }
@@ -82,7 +92,7 @@ class PgServer {
                 "/pg.log -w -t 60 -o \"-p " + std::to_string(port_) + " -k " +
                 dir_ + " -c listen_addresses=127.0.0.1 -c fsync=off " +
                 "-c synchronous_commit=off -c full_page_writes=off " +
-                "-c max_connections=300\" start",
+                "-c max_connections=300" + tls_opts_ + "\" start",
             &st);
     if (st != 0) throw std::runtime_error("pg_ctl start failed: " + out);
     running_ = true;
@@ -142,6 +152,28 @@ class PgServer {
 
  private:
   static constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
+
+  void setup_tls(const PgTls& tls) {
+    const std::string data = dir_ + "/data/";
+    std::filesystem::copy_file(tls.cert, data + "server.pem");
+    std::filesystem::copy_file(tls.key, data + "server.key");
+    std::filesystem::copy_file(tls.ca, data + "ca.pem");
+    std::ofstream(data + "pg_hba.conf", std::ios::trunc) << tls.hba;
+    for (const char* f :
+         {"server.pem", "server.key", "ca.pem", "pg_hba.conf"}) {
+      const std::string path = data + f;
+      ::chmod(path.c_str(), 0600);
+      if (as_postgres_) {
+        const passwd* pw = ::getpwnam("postgres");
+        if (pw == nullptr || ::chown(path.c_str(), pw->pw_uid, pw->pw_gid)) {
+          throw std::runtime_error("chown " + path);
+        }
+      }
+    }
+    tls_opts_ =
+        " -c ssl=on -c ssl_cert_file=server.pem "
+        "-c ssl_key_file=server.key -c ssl_ca_file=ca.pem";
+  }
 
   std::string run(const std::string& cmd, int* status = nullptr) const {
     if (!as_postgres_) return sh(cmd, status);
@@ -231,6 +263,7 @@ class PgServer {
   std::uint16_t port_ = 0;
   bool as_postgres_ = false;
   bool running_ = false;
+  std::string tls_opts_;  // postgres -c settings for TLS, "" without
   int watchdog_fd_ = -1;
   pid_t watchdog_pid_ = -1;
 };

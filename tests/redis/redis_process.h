@@ -1,6 +1,9 @@
 // tests/redis/redis_process.h — private redis-server processes for tests:
 // each on a free loopback port in its own temp dir, persistence off unless
-// asked, stopped by pid (never by name).
+// asked, stopped by pid (never by name). With RedisTls, port() is a TLS port
+// (client certificates optional) and plain_port() a plain one on the same
+// server, bound to 127.0.0.1 and 127.0.0.2 (an address its certificate may
+// not name).
 #ifndef BATON_TESTS_REDIS_REDIS_PROCESS_H_
 #define BATON_TESTS_REDIS_REDIS_PROCESS_H_
 
@@ -26,13 +29,23 @@ namespace baton::testing {
 
 inline std::uint16_t free_port() { return free_loopback_port(); }
 
+// PEM files for a TLS redis-server.
+struct RedisTls {
+  std::string cert, key, ca;
+};
+
 class RedisProcess {
  public:
   // `persistent`: appendonly yes + appendfsync always.
-  explicit RedisProcess(bool persistent = false) : persistent_(persistent) {
+  explicit RedisProcess(bool persistent = false, const RedisTls* tls = nullptr)
+      : persistent_(persistent) {
     char tmpl[] = "/tmp/baton-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = free_port();
+    if (tls != nullptr) {
+      tls_ = *tls;
+      plain_port_ = free_port();
+    }
     start();
   }
   ~RedisProcess() {
@@ -59,6 +72,18 @@ class RedisProcess {
                                      "always",
                                      "--logfile",
                                      dir_ + "/redis.log"};
+    if (!tls_.cert.empty()) {
+      args[2] = std::to_string(plain_port_);
+      args[4] = "127.0.0.1 127.0.0.2";
+      for (const std::string& a :
+           {std::string("--tls-port"), std::to_string(port_),
+            std::string("--tls-cert-file"), tls_.cert,
+            std::string("--tls-key-file"), tls_.key,
+            std::string("--tls-ca-cert-file"), tls_.ca,
+            std::string("--tls-auth-clients"), std::string("optional")}) {
+        args.push_back(a);
+      }
+    }
     // Never outlives the test, never holds its stdout open.
     pid_ = spawn_logged(args, dir_ + "/stdout.log");
     if (pid_ < 0) throw std::runtime_error("fork failed");
@@ -71,7 +96,8 @@ class RedisProcess {
   }
   bool ping() const {
     timeval tv{0, 200000};
-    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    redisContext* c = redisConnectWithTimeout(
+        "127.0.0.1", tls_.cert.empty() ? port_ : plain_port_, tv);
     bool ok = false;
     if (c != nullptr && c->err == 0) {
       auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
@@ -87,7 +113,8 @@ class RedisProcess {
   void resume() { ::kill(pid_, SIGCONT); }
   bool running() const { return pid_ > 0; }
 
-  std::uint16_t port() const { return port_; }
+  std::uint16_t port() const { return port_; }  // the TLS port with RedisTls
+  std::uint16_t plain_port() const { return plain_port_; }
   std::string hostport() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string url() const { return "redis://" + hostport(); }
 
@@ -96,6 +123,8 @@ class RedisProcess {
   std::string dir_;
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
+  RedisTls tls_;                  // cert empty: no TLS
+  std::uint16_t plain_port_ = 0;  // with TLS: the plain port (ping)
 };
 
 // Opens redis:// or redlock:// directly (the registry does not list them

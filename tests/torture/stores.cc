@@ -32,6 +32,7 @@ std::string g_batond_exec = TORTURE_BATOND;
 #include "tests/postgres/pg_server.h"
 #include "tests/redis/redis_process.h"
 #include "tests/server/batond_process.h"
+#include "tests/server/test_certs.h"
 
 namespace baton::torture {
 namespace {
@@ -141,15 +142,25 @@ class Cluster : public Proxied {
           return false;
         }
         ports.push_back(pg_->port());
-      } else if (k == "redis" || k == "redlock") {
-        const int n = k == "redis" ? 1 : 3;
+      } else if (k == "redis" || k == "redlock" || k == "rediss") {
+        // rediss: redis:// over TLS (certificates made now, in a temp dir
+        // that outlives the runs; the proxies carry the TLS bytes).
+        const int n = k == "redlock" ? 3 : 1;
+        testing::RedisTls tls;
+        if (k == "rediss") {
+          certs_ = std::make_unique<testing::TestCertificates>();
+          tls = {certs_->path("server.pem"), certs_->path("server.key"),
+                 certs_->path("ca.pem")};
+        }
         for (int i = 0; i < n; ++i) {
-          redis_.push_back(std::make_unique<RedisProcess>(/*persistent=*/true));
+          redis_.push_back(std::make_unique<RedisProcess>(
+              /*persistent=*/true, certs_ ? &tls : nullptr));
           ports.push_back(redis_.back()->port());
         }
       } else {
         *error = "unknown --store-kind '" + k +
-                 "' (batond, postgres, redis, redlock, zookeeper, mysql, etcd)";
+                 "' (batond, postgres, redis, rediss, redlock, zookeeper, "
+                 "mysql, etcd)";
         return false;
       }
       direct_ports_ = ports;
@@ -346,6 +357,10 @@ class Cluster : public Proxied {
              "/postgres";
     }
     if (k == "redis") return "redis://127.0.0.1:" + port_str(ports[0]);
+    if (k == "rediss") {
+      return "rediss://127.0.0.1:" + port_str(ports[0]) +
+             "?ca=" + certs_->path("ca.pem");
+    }
     if (k == "redlock") {
       std::string u = "redlock://";
       for (std::size_t i = 0; i < ports.size(); ++i) {
@@ -361,6 +376,7 @@ class Cluster : public Proxied {
   std::unique_ptr<BatondProcess> batond_;
   std::unique_ptr<PgServer> pg_;
   std::vector<std::unique_ptr<RedisProcess>> redis_;
+  std::unique_ptr<testing::TestCertificates> certs_;  // rediss only
   std::vector<std::uint16_t> direct_ports_;
   std::vector<pid_t> frozen_;  // stopped by freeze(true)
   bool mounted_ = false;

@@ -143,21 +143,30 @@ void Listener::run() {
         continue;
       }
     }
+    // Reads what arrived and dispatches its notifications; false (and the
+    // connection dropped) when it broke.
+    auto consume = [&] {
+      if (PQconsumeInput(conn->raw()) == 0 ||
+          PQstatus(conn->raw()) == CONNECTION_BAD) {
+        conn.reset();
+        wake_all();
+        return false;
+      }
+      while (PGnotify* note = PQnotifies(conn->raw())) {
+        dispatch(note->extra);
+        PQfreemem(note);
+      }
+      return true;
+    };
+    // On TLS, decrypted bytes may wait inside OpenSSL where poll(2) cannot
+    // see them: read them (non-blocking) before waiting.
+    if (PQsslInUse(conn->raw()) != 0 && !consume()) continue;
     pollfd fds[2] = {{PQsocket(conn->raw()), POLLIN, 0},
                      {wake_pipe_[0], POLLIN, 0}};
     const int n = ::poll(fds, 2, 1000);
     if (stop_) break;
     if (n <= 0 || (fds[0].revents == 0)) continue;
-    if (PQconsumeInput(conn->raw()) == 0 ||
-        PQstatus(conn->raw()) == CONNECTION_BAD) {
-      conn.reset();
-      wake_all();
-      continue;
-    }
-    while (PGnotify* note = PQnotifies(conn->raw())) {
-      dispatch(note->extra);
-      PQfreemem(note);
-    }
+    consume();
   }
 }
 

@@ -1,7 +1,13 @@
 // stores/postgres/options.cc — postgres:// URL settings.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <iterator>
+#include <string_view>
 
 #include "core/duration.h"
 #include "stores/postgres/postgres_store.h"
@@ -101,9 +107,33 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
         return bad(url, "serialize must be \"name\" or \"global\"");
       }
       o.global_serialize = value == "global";
-    } else if (k == "sslmode" || k == "passfile" || k == "sslrootcert" ||
-               k == "sslcert" || k == "sslkey") {
-      params->emplace_back(key == "sslmode" ? "sslmode" : k, value);
+    } else if (k == "sslmode") {
+      static constexpr std::string_view kModes[] = {
+          "disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
+      if (std::find(std::begin(kModes), std::end(kModes), value) ==
+          std::end(kModes)) {
+        return bad(url, "sslmode \"" + value +
+                            "\" must be disable, allow, prefer, require, "
+                            "verify-ca or verify-full");
+      }
+      params->emplace_back("sslmode", value);
+    } else if (k == "passfile" || k == "sslrootcert" || k == "sslcert" ||
+               k == "sslkey" || k == "sslcrl") {
+      // Files libpq reads: a path that cannot be read is a setting error
+      // now, not a connection failure on every later call.
+      if (value.empty() || ::access(value.c_str(), R_OK) != 0) {
+        return bad(url, key + "=" + value + ": cannot read it: " +
+                            (value.empty() ? std::string("empty path")
+                                           : std::strerror(errno)));
+      }
+      params->emplace_back(k, value);
+    } else if (k == "sslpassword") {
+      // A secret in the URL would be echoed wherever the URL is (only
+      // password= is masked): keys must be unencrypted, mode 0600.
+      return bad(url,
+                 "sslpassword is not accepted (it would put a secret in "
+                 "the URL): use an unencrypted sslkey file readable only by "
+                 "its owner (mode 0600)");
     } else if (k == "password") {
       params->emplace_back("password", value);
     } else if (k == "applicationname") {

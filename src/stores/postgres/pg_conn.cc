@@ -160,6 +160,12 @@ Result<PgResult> PgConn::finish(TimePoint own_deadline) {
   bool retry = false;
   for (;;) {
     while (PQisBusy(conn_)) {
+      // On TLS, libpq may leave decrypted bytes inside OpenSSL that poll(2)
+      // cannot see: read them first (non-blocking) before waiting.
+      if (PQsslInUse(conn_) != 0) {
+        if (PQconsumeInput(conn_) == 0) return lost("connection lost");
+        if (!PQisBusy(conn_)) break;
+      }
       if (!wait_socket(PQsocket(conn_), false, deadline)) {
         return abandon(own_deadline,
                        "did not answer in time (outcome unknown)");

@@ -72,7 +72,7 @@ Error from_error_reply(const Target& t, const redisReply* r) {
 
 }  // namespace
 
-Result<ContextPtr> connect(const Target& t) {
+Result<ConnPtr> connect(const Target& t) {
   bool capped = false;
   const milliseconds limit = io_timeout(t, &capped);
   if (limit <= milliseconds(0)) return deadline_passed(t, "no connection");
@@ -88,11 +88,27 @@ Result<ContextPtr> connect(const Target& t) {
   if (redisSetTimeout(ctx.get(), to_timeval(t.timeout)) != REDIS_OK) {
     return unavailable(t, "cannot set the socket timeout");
   }
+  auto conn = std::make_unique<Conn>();
+  conn->ctx = std::move(ctx);
+  if (t.tls) {
+    // The handshake gets its own I/O timeout, capped by the call deadline.
+    const milliseconds hs = io_timeout(t, &capped);
+    if (hs <= milliseconds(0)) return deadline_passed(t, "no TLS handshake");
+    auto s = TlsSession::handshake(t.tls, conn->fd(), t.host,
+                                   std::chrono::steady_clock::now() + hs);
+    if (!s.ok()) {
+      if (capped && store::call_deadline_passed()) {
+        return deadline_passed(t, s.error().message());
+      }
+      return unavailable(t, s.error().message());
+    }
+    conn->tls = std::move(*s);
+  }
   if (!t.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!t.user.empty()) auth.push_back(t.user);
     auth.push_back(t.password);
-    auto r = command(ctx.get(), t, auth);
+    auto r = command(conn.get(), t, auth);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Error(Errc::permission_denied,
@@ -101,7 +117,7 @@ Result<ContextPtr> connect(const Target& t) {
     }
   }
   if (t.db != 0) {
-    auto r = command(ctx.get(), t, {"SELECT", std::to_string(t.db)});
+    auto r = command(conn.get(), t, {"SELECT", std::to_string(t.db)});
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Error(Errc::invalid_argument,
@@ -110,11 +126,12 @@ Result<ContextPtr> connect(const Target& t) {
                        std::string((*r)->str, (*r)->len));
     }
   }
-  return ctx;
+  return conn;
 }
 
-Result<ReplyPtr> command(redisContext* ctx, const Target& t,
+Result<ReplyPtr> command(Conn* conn, const Target& t,
                          const std::vector<std::string>& args) {
+  redisContext* ctx = conn->get();
   Argv a(args);
   // Rule 7: never wait for a reply past the call deadline. The reply is
   // awaited with poll(), whose timeout the kernel keeps to the millisecond;
@@ -136,35 +153,48 @@ Result<ReplyPtr> command(redisContext* ctx, const Target& t,
       REDIS_OK) {
     return unavailable(t, ctx->errstr);
   }
-  for (int done = 0; !done;) {  // a few bytes: the socket buffer takes them
-    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
-      return unavailable(t, ctx->errstr);
+  std::string why;
+  if (!flush(conn, until, &why)) {
+    if (capped && store::call_deadline_passed()) {
+      return deadline_passed(t, "cannot send the command: " + why);
     }
+    new_connection_hint(conn, &why);
+    return unavailable(t, why);
   }
   for (;;) {
     void* raw = nullptr;
     if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) {
       return unavailable(t, ctx->errstr);
     }
-    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    if (raw != nullptr) {
+      conn->replied = true;
+      return ReplyPtr(static_cast<redisReply*>(raw));
+    }
+    if (conn->tls && conn->tls->has_pending()) {  // poll(2) cannot see it
+      if (!read_in(conn, &why)) return unavailable(t, why);
+      continue;
+    }
     const auto left = std::chrono::ceil<milliseconds>(
         until - std::chrono::steady_clock::now());
     if (left <= milliseconds(0)) {
-      const std::string why =
+      const std::string late =
           "no reply within " + std::to_string(limit.count()) + "ms";
-      return capped ? deadline_passed(t, why) : unavailable(t, why);
+      return capped ? deadline_passed(t, late) : unavailable(t, late);
     }
-    pollfd p{ctx->fd, POLLIN, 0};
+    pollfd p{conn->fd(), POLLIN, 0};
     const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0 && errno != EINTR) return unavailable(t, std::strerror(errno));
     if (rc <= 0) continue;  // timed out or interrupted: the loop decides
-    if (redisBufferRead(ctx) != REDIS_OK) return unavailable(t, ctx->errstr);
+    if (!read_in(conn, &why)) {
+      new_connection_hint(conn, &why);
+      return unavailable(t, why);
+    }
   }
 }
 
-Result<ContextPtr> Pool::take(bool* reused, bool probe) {
+Result<ConnPtr> Pool::take(bool* reused, bool probe) {
   for (;;) {
-    ContextPtr c;
+    ConnPtr c;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (idle_.empty()) break;
@@ -174,10 +204,7 @@ Result<ContextPtr> Pool::take(bool* reused, bool probe) {
     // An idle connection has nothing to read: readable means the server
     // closed it (restart, idle timeout). Checked before a script that must
     // not be re-run, so a stale connection costs no unknown outcome.
-    if (probe) {
-      pollfd p{c->fd, POLLIN, 0};
-      if (::poll(&p, 1, 0) != 0) continue;  // dropped
-    }
+    if (probe && !idle_ok(c.get())) continue;  // dropped
     *reused = true;
     return c;
   }
@@ -185,7 +212,7 @@ Result<ContextPtr> Pool::take(bool* reused, bool probe) {
   return connect(target_);
 }
 
-void Pool::give(ContextPtr ctx) {
+void Pool::give(ConnPtr ctx) {
   std::lock_guard<std::mutex> lk(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(ctx));
 }
@@ -273,7 +300,7 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
   return r;
 }
 
-Result<ReplyPtr> Pool::fcall(redisContext* ctx, const Script& script,
+Result<ReplyPtr> Pool::fcall(Conn* ctx, const Script& script,
                              const std::vector<std::string>& args,
                              bool* fallback) {
   std::vector<std::string> cmd = {"FCALL", script.function, "0"};
@@ -463,23 +490,27 @@ void Subscriber::on_reply(const redisReply* r) {
   }
 }
 
-bool Subscriber::serve(redisContext* ctx) {
+bool Subscriber::serve(Conn* conn) {
+  redisContext* ctx = conn->get();
+  std::string why;
   for (;;) {
-    const int timeout = reconcile(ctx, std::chrono::steady_clock::now());
-    int done = 0;
-    while (!done) {
-      if (redisBufferWrite(ctx, &done) != REDIS_OK) return false;
+    const auto now = std::chrono::steady_clock::now();
+    const int timeout = reconcile(ctx, now);
+    if (!flush(conn, now + target_.timeout, &why)) return false;
+    // Decrypted bytes inside OpenSSL: poll(2) cannot see them, so no wait.
+    const bool pending = conn->tls && conn->tls->has_pending();
+    pollfd fds[2] = {{conn->fd(), POLLIN, 0}, {wake_r_, POLLIN, 0}};
+    if (::poll(fds, 2, pending ? 0 : timeout) < 0 && errno != EINTR) {
+      return false;
     }
-    pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {wake_r_, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return false;
     if (stop_) return true;
     if (fds[1].revents & POLLIN) {
       char buf[64];
       while (::read(wake_r_, buf, sizeof buf) > 0) {
       }
     }
-    if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-      if (redisBufferRead(ctx) != REDIS_OK) return false;
+    if (pending || (fds[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+      if (!read_in(conn, &why)) return false;
       for (;;) {
         void* raw = nullptr;
         if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) return false;

@@ -35,6 +35,7 @@
 #include "baton/error.h"
 #include "stores/redis/common.h"
 #include "stores/redis/scripts.h"
+#include "stores/redis/tls.h"
 
 namespace baton::store::redis {
 
@@ -48,6 +49,18 @@ struct ContextFree {
   void operator()(redisContext* c) const { redisFree(c); }
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
+
+// One connection: hiredis's context (its output buffer and reply reader)
+// and, for TLS, the session on its socket that carries the bytes instead
+// of hiredis's own read/write.
+struct Conn {
+  ContextPtr ctx;
+  std::unique_ptr<TlsSession> tls;  // null: plain TCP
+  bool replied = false;             // a reply has come on it
+  redisContext* get() const { return ctx.get(); }
+  int fd() const { return ctx->fd; }
+};
+using ConnPtr = std::unique_ptr<Conn>;
 
 // A command's arguments as hiredis' *Argv calls take them (binary-safe).
 struct Argv {
@@ -70,17 +83,33 @@ struct Target {
   std::string user;
   std::string password;
   int db = 0;
-  milliseconds timeout{5000};  // connect and per-command
-  std::string where() const {  // "redis 127.0.0.1:6379"
-    return "redis " + host + ":" + std::to_string(port);
+  milliseconds timeout{5000};       // connect and per-command
+  std::shared_ptr<TlsContext> tls;  // null: plain TCP
+  std::string where() const {       // "redis 127.0.0.1:6379" ("rediss" on TLS)
+    return (tls ? "rediss " : "redis ") + host + ":" + std::to_string(port);
   }
 };
 
-// Connects, authenticates and selects the database.
-Result<ContextPtr> connect(const Target& target);
+// The bytes of a connection (conn_io.cc): hiredis's own I/O on plain TCP,
+// the TLS session's on TLS.
+// Sends the context's output buffer; false with *why (TLS: bounded by
+// `until`).
+bool flush(Conn* c, std::chrono::steady_clock::time_point until,
+           std::string* why);
+// Feeds what arrived to the reply reader; false with *why.
+bool read_in(Conn* c, std::string* why);
+// An idle pooled connection is still usable (see conn_io.cc).
+bool idle_ok(Conn* c);
+// Adds the likely cause to *why for a connection that failed before its
+// first reply.
+void new_connection_hint(const Conn* c, std::string* why);
+
+// Connects (with the TLS handshake when the target has TLS on),
+// authenticates and selects the database.
+Result<ConnPtr> connect(const Target& target);
 // Runs one command; an IO failure is `unavailable` (the context is then
 // unusable). A Redis error reply is returned as a reply.
-Result<ReplyPtr> command(redisContext* ctx, const Target& target,
+Result<ReplyPtr> command(Conn* conn, const Target& target,
                          const std::vector<std::string>& args);
 
 class Pool {
@@ -100,17 +129,17 @@ class Pool {
   // FCALL of the script's function (FUNCTION LOAD once if missing). Sets
   // *fallback when the server refuses functions (too old, ACL): then
   // EVALSHA is used from now on.
-  Result<ReplyPtr> fcall(redisContext* ctx, const Script& script,
+  Result<ReplyPtr> fcall(Conn* ctx, const Script& script,
                          const std::vector<std::string>& args, bool* fallback);
   // An idle connection, or a new one. `probe`: drop idle connections the
   // server has closed (checked without blocking) instead of returning them.
-  Result<ContextPtr> take(bool* reused, bool probe);
-  void give(ContextPtr ctx);
+  Result<ConnPtr> take(bool* reused, bool probe);
+  void give(ConnPtr ctx);
 
   const Target target_;
   const std::size_t max_idle_;
   std::mutex mu_;
-  std::vector<ContextPtr> idle_;            // guarded by mu_
+  std::vector<ConnPtr> idle_;               // guarded by mu_
   std::map<std::string, std::string> sha_;  // script name -> sha, mu_
   std::atomic<bool> use_functions_{true};
 };
@@ -177,7 +206,7 @@ class Subscriber {
   };
   void run();
   void wake();
-  bool serve(redisContext* ctx);  // one connection's life; false: failed
+  bool serve(Conn* ctx);  // one connection's life; false: failed
   // Appends (UN)SUBSCRIBE for channels whose wanted state changed; returns
   // the poll timeout until the next linger expiry (ms, -1: none).
   int reconcile(redisContext* ctx, std::chrono::steady_clock::time_point now);

@@ -139,8 +139,35 @@ Result<StoreConfig> parse_config(const core::Url& url,
   c.timeout = default_timeout;
   c.user = url.user;
   c.password = url.password;
+  const bool redlock = url.scheme == "redlock";
+  bool tls = url.scheme == "rediss";
+  TlsOptions tls_opts;
+  std::string tls_key_seen;  // a ca/cert/key option given (for the error)
   for (const auto& [k, v] : url.query) {
-    if (k == "password") {
+    if (k == "ca" || k == "cert" || k == "key") {
+      if (v.empty()) {
+        return Error(
+            Errc::invalid_argument,
+            "store URL \"" + url.safe() + "\": " + k + " needs a file path");
+      }
+      (k == "ca"     ? tls_opts.ca
+       : k == "cert" ? tls_opts.cert
+                     : tls_opts.key) = v;
+      tls_key_seen = k;
+    } else if (k == "tls" && redlock) {
+      if (v == "1" || v == "true") {
+        tls = true;
+      } else if (v != "0" && v != "false") {
+        return Error(Errc::invalid_argument,
+                     "store URL \"" + url.safe() + "\": tls \"" + v +
+                         "\" must be 1, true, 0 or false");
+      }
+    } else if (k == "tls") {
+      return Error(Errc::invalid_argument,
+                   "store URL \"" + url.safe() +
+                       "\": unknown option \"tls\" (for TLS write "
+                       "rediss:// instead of redis://)");
+    } else if (k == "password") {
       c.password = v;
     } else if (k == "prefix") {
       if (v.empty() || v.find('\0') != std::string::npos || v.size() > 256) {
@@ -162,8 +189,23 @@ Result<StoreConfig> parse_config(const core::Url& url,
       return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
                                                "\": unknown option \"" + k +
                                                "\" (known: password, prefix, "
-                                               "timeout)");
+                                               "timeout, ca, cert, key" +
+                                               (redlock ? ", tls)" : ")"));
     }
+  }
+  if (!tls && !tls_key_seen.empty()) {
+    return Error(Errc::invalid_argument,
+                 "store URL \"" + url.safe() + "\": " + tls_key_seen +
+                     " is a TLS option but TLS is off (" +
+                     (redlock ? "add tls=1" : "write rediss:// for TLS") + ")");
+  }
+  if (tls) {
+    auto ctx = TlsContext::create(tls_opts);
+    if (!ctx.ok()) {
+      return Error(ctx.error().code(), "store URL \"" + url.safe() +
+                                           "\": " + ctx.error().message());
+    }
+    c.tls = std::move(*ctx);
   }
   if (!url.path.empty()) {
     char* end = nullptr;

@@ -67,8 +67,12 @@ struct StoreConfig {
   std::string user, password;
   int db = 0;
   milliseconds timeout{5000};
+  // TLS: rediss://, or redlock://...?tls=1 (every instance); ca/cert/key
+  // only with it. Made once per store, shared by its connections.
+  std::shared_ptr<TlsContext> tls;
 };
-// Reads ?prefix=, ?password=, ?timeout= (ms), the /db path and userinfo.
+// Reads ?prefix=, ?password=, ?timeout= (ms), ?tls= (redlock://), ?ca=,
+// ?cert=, ?key= (TLS only), the /db path and userinfo.
 Result<StoreConfig> parse_config(const core::Url& url,
                                  milliseconds default_timeout);
 

@@ -203,9 +203,10 @@ class RedisStore final : public Store {
 }  // namespace
 
 Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
-  if (url.scheme != "redis") {
-    return Error(Errc::invalid_argument,
-                 "store URL \"" + url.safe() + "\" is not a redis:// URL");
+  if (url.scheme != "redis" && url.scheme != "rediss") {
+    return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
+                                             "\" is not a redis:// or "
+                                             "rediss:// URL");
   }
   if (url.hosts.size() != 1) {
     return Error(Errc::invalid_argument,
@@ -222,6 +223,7 @@ Result<std::unique_ptr<Store>> open_redis_store(const core::Url& url) {
   t.password = config->password;
   t.db = config->db;
   t.timeout = config->timeout;
+  t.tls = config->tls;
   // Check that the server answers (and that the password is right) now, so
   // that open() reports an unreachable store clearly.
   auto ctx = connect(t);

@@ -1,6 +1,7 @@
 // stores/redis/redis_store.h — the redis:// store: one Redis server (7.0+).
 //
 //   redis://[user:password@]host[:port][/db][?password=...&prefix=baton:&timeout=5000]
+//   rediss://...?ca=ca.pem[&cert=client.pem&key=client.key]   (TLS, tls.h)
 //
 // Every Store call is one Lua script (a function of one library: FCALL,
 // FUNCTION LOAD when missing; EVALSHA/EVAL where functions are refused)

@@ -398,6 +398,7 @@ Result<std::unique_ptr<Store>> open_redlock_store(const core::Url& url) {
     t.password = config->password;
     t.db = config->db;
     t.timeout = config->timeout;
+    t.tls = config->tls;
     targets.push_back(std::move(t));
   }
   return std::unique_ptr<Store>(std::make_unique<redis::RedlockStore>(

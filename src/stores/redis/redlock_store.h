@@ -2,6 +2,7 @@
 // independent Redis masters (N >= 3, odd recommended).
 //
 //   redlock://h1:p1,h2:p2,h3:p3[?password=...&prefix=baton:&timeout=250]
+//   redlock://...?tls=1&ca=ca.pem[&cert=...&key=...]   (TLS to every one)
 //
 // Each instance runs the same per-instance scripts as redis:// (one script
 // per call, store time from each instance's TIME). A call goes to every
