@@ -17,10 +17,14 @@
 
 #include "proto/commands.h"
 #include "proto/resp.h"
-#include "stores/baton/tls_client.h"
 #include "stores/call_deadline.h"
+#include "stores/tls/tls_client.h"
 
 namespace baton::store {
+
+using tls::TlsChannel;
+using tls::TlsContext;
+using tls::TlsOptions;
 
 namespace {
 
@@ -76,7 +80,13 @@ class Conn {
         c->fd_ = fd;
         if (tls) {
           // Stays non-blocking: OpenSSL driven by poll (tls_client.h).
-          auto t = TlsChannel::handshake(tls, fd, host, port, deadline);
+          tls::TlsPeer peer;
+          peer.host = host;
+          peer.where = "batond at " + host + ":" + std::to_string(port);
+          peer.plain_port_hint =
+              " (the server did not answer with TLS: is this batond's "
+              "plain-text port?)";
+          auto t = TlsChannel::handshake(tls, fd, std::move(peer), deadline);
           if (!t) return t.error();
           c->tls_ = std::move(*t);
           return c;

@@ -94,7 +94,17 @@ Result<ConnPtr> connect(const Target& t) {
     // The handshake gets its own I/O timeout, capped by the call deadline.
     const milliseconds hs = io_timeout(t, &capped);
     if (hs <= milliseconds(0)) return deadline_passed(t, "no TLS handshake");
-    auto s = TlsSession::handshake(t.tls, conn->fd(), t.host,
+    tls::TlsPeer peer;
+    peer.host = t.host;  // where: the error is prefixed with t.where()
+    peer.plain_port_hint =
+        " (the server did not answer with TLS: is this a plain-text port? "
+        "use redis:// for it)";
+    peer.timeout_hint =
+        " (no TLS answer in time: a slow server or network, or a "
+        "plain-text port? use redis:// for that)";
+    peer.client_cert_hint =
+        " (the server requires a client certificate: give cert= and key=)";
+    auto s = TlsSession::handshake(t.tls, conn->fd(), std::move(peer),
                                    std::chrono::steady_clock::now() + hs);
     if (!s.ok()) {
       if (capped && store::call_deadline_passed()) {

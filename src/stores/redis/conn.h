@@ -35,11 +35,14 @@
 #include "baton/error.h"
 #include "stores/redis/common.h"
 #include "stores/redis/scripts.h"
-#include "stores/redis/tls.h"
+#include "stores/tls/tls_client.h"
 
 namespace baton::store::redis {
 
 using std::chrono::milliseconds;
+using tls::TlsContext;
+using tls::TlsOptions;
+using TlsSession = tls::TlsChannel;
 
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }

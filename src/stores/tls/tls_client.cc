@@ -1,5 +1,5 @@
-// stores/redis/tls.cc — OpenSSL on a hiredis connection's socket.
-#include "stores/redis/tls.h"
+// stores/tls/tls_client.cc — OpenSSL on a store connection's socket.
+#include "stores/tls/tls_client.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,8 +13,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
-namespace baton::store::redis {
+namespace baton::store::tls {
 namespace {
 
 // OpenSSL's reason for the last failure (and clears the queue).
@@ -43,7 +44,7 @@ bool is_ip_literal(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-int ms_left(TlsSession::Deadline deadline) {
+int ms_left(TlsChannel::Deadline deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   if (left.count() <= 0) return 0;
@@ -89,7 +90,7 @@ int bio_create(BIO* b) {
 const BIO_METHOD* nosignal_socket_method() {
   static BIO_METHOD* m = [] {
     BIO_METHOD* mm = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
-                                  "baton redis nosignal socket");
+                                  "baton nosignal socket");
     BIO_meth_set_write(mm, bio_write);
     BIO_meth_set_read(mm, bio_read);
     BIO_meth_set_ctrl(mm, bio_ctrl);
@@ -115,7 +116,7 @@ std::string failure(int err) {
 }
 
 // Waits for the socket as SSL_get_error asked; false with *why on timeout.
-bool wait_for(int fd, int err, TlsSession::Deadline deadline,
+bool wait_for(int fd, int err, TlsChannel::Deadline deadline,
               std::string* why) {
   const short events = err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
   for (;;) {
@@ -181,14 +182,19 @@ TlsContext::~TlsContext() {
   if (ctx_ != nullptr) SSL_CTX_free(ctx_);
 }
 
-Result<std::unique_ptr<TlsSession>> TlsSession::handshake(
-    std::shared_ptr<TlsContext> ctx, int fd, const std::string& host,
-    Deadline deadline) {
-  std::unique_ptr<TlsSession> t(new TlsSession());
+Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(
+    std::shared_ptr<TlsContext> ctx, int fd, TlsPeer peer, Deadline deadline) {
+  std::unique_ptr<TlsChannel> t(new TlsChannel());
   t->ctx_ = std::move(ctx);
   t->fd_ = fd;
-  auto fail = [](const std::string& why) {
-    return Error(Errc::unavailable, "TLS handshake failed: " + why);
+  t->peer_ = std::move(peer);
+  const TlsPeer& p = t->peer_;
+  auto fail = [&p](const std::string& why) {
+    return Error(
+        Errc::unavailable,
+        (p.where.empty() ? std::string("TLS handshake failed: ")
+                         : "TLS handshake with " + p.where + " failed: ") +
+            why);
   };
   const int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -203,17 +209,14 @@ Result<std::unique_ptr<TlsSession>> TlsSession::handshake(
   SSL_set_bio(t->ssl_, bio, bio);  // the SSL owns the BIO, not the fd
   // The certificate must name what the URL names.
   X509_VERIFY_PARAM* param = SSL_get0_param(t->ssl_);
-  if (is_ip_literal(host)) {
-    X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+  if (is_ip_literal(p.host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, p.host.c_str());
   } else {
     X509_VERIFY_PARAM_set_hostflags(param,
                                     X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    SSL_set1_host(t->ssl_, host.c_str());
-    SSL_set_tlsext_host_name(t->ssl_, host.c_str());
+    SSL_set1_host(t->ssl_, p.host.c_str());
+    SSL_set_tlsext_host_name(t->ssl_, p.host.c_str());
   }
-  const char* not_tls =
-      " (the server did not answer with TLS: is this a plain-text port? "
-      "use redis:// for it)";
   for (;;) {
     ERR_clear_error();
     errno = 0;
@@ -223,35 +226,31 @@ Result<std::unique_ptr<TlsSession>> TlsSession::handshake(
     std::string why = failure(err);
     if (why.empty()) {
       if (wait_for(fd, err, deadline, &why)) continue;
-      if (why == "timed out") {
-        why +=
-            " (no TLS answer in time: a slow server or network, or a "
-            "plain-text port? use redis:// for that)";
-      }
+      if (why == "timed out") why += p.timeout_hint;
       return fail(why);
     }
     const long v = SSL_get_verify_result(t->ssl_);
     if (err == SSL_ERROR_SSL && v != X509_V_OK) {
-      const auto& ca = t->ctx_->options().ca;
-      why = std::string("TLS verification of the server certificate failed: ") +
-            X509_verify_cert_error_string(v) +
-            (ca.empty() ? " (against the system CAs)" : " (ca=" + ca + ")");
+      const std::string& ca = t->ctx_->options().ca;
+      why = std::string("server certificate: ") +
+            X509_verify_cert_error_string(v) + " (verified against " +
+            (ca.empty() ? std::string("the system CAs") : "ca=" + ca) + ")";
     } else if (why == "wrong version number" ||
                why == "packet length too long" ||
                why == "record layer failure" ||
                why == "the server closed the connection") {
-      why += not_tls;
+      why += p.plain_port_hint;
     }
     return fail(why);
   }
   return t;
 }
 
-TlsSession::~TlsSession() {
+TlsChannel::~TlsChannel() {
   if (ssl_ != nullptr) SSL_free(ssl_);
 }
 
-bool TlsSession::write_all(const char* data, std::size_t n, Deadline deadline,
+bool TlsChannel::write_all(const char* data, std::size_t n, Deadline deadline,
                            std::string* why) {
   while (n > 0) {
     ERR_clear_error();
@@ -270,7 +269,39 @@ bool TlsSession::write_all(const char* data, std::size_t n, Deadline deadline,
   return true;
 }
 
-bool TlsSession::read_available(std::string* out, std::string* why) {
+Status TlsChannel::write_all(std::string_view data, Deadline deadline) {
+  std::string why;
+  if (write_all(data.data(), data.size(), deadline, &why)) return {};
+  return Error(Errc::unavailable, "TLS send to " + peer_.where + ": " + why);
+}
+
+Result<std::size_t> TlsChannel::read_some(char* buf, std::size_t size,
+                                          Deadline deadline) {
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    const int n = SSL_read(ssl_, buf, static_cast<int>(size));
+    if (n > 0) return static_cast<std::size_t>(n);
+    const int err = SSL_get_error(ssl_, n);
+    if (err == SSL_ERROR_ZERO_RETURN) return std::size_t{0};
+    if (err == SSL_ERROR_SYSCALL && errno == 0 && ERR_peek_last_error() == 0) {
+      return std::size_t{0};  // closed without close_notify
+    }
+    std::string why = failure(err);
+    if (why.empty() && wait_for(fd_, err, deadline, &why)) continue;
+    if (why == "timed out") {
+      return Error(Errc::unavailable,
+                   "no reply from " + peer_.where + " within the timeout");
+    }
+    if (why.find("certificate required") != std::string::npos) {
+      why += peer_.client_cert_hint;
+    }
+    return Error(Errc::unavailable,
+                 "TLS recv from " + peer_.where + ": " + why);
+  }
+}
+
+bool TlsChannel::read_available(std::string* out, std::string* why) {
   char buf[16 * 1024];
   for (;;) {
     ERR_clear_error();
@@ -286,14 +317,12 @@ bool TlsSession::read_available(std::string* out, std::string* why) {
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return true;
     *why = failure(err);
     if (why->find("certificate required") != std::string::npos) {
-      *why +=
-          " (the server requires a client certificate: give cert= and "
-          "key=)";
+      *why += peer_.client_cert_hint;
     }
     return false;
   }
 }
 
-bool TlsSession::has_pending() const { return SSL_pending(ssl_) > 0; }
+bool TlsChannel::has_pending() const { return SSL_pending(ssl_) > 0; }
 
-}  // namespace baton::store::redis
+}  // namespace baton::store::tls
