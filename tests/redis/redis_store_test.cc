@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "baton/counter.h"
@@ -163,15 +165,16 @@ struct HooksGuard {
   }
 };
 
-// Subscribers of one channel, asked of the server (PUBSUB NUMSUB).
-long long subscribers(const std::string& channel) {
+// Channels with at least one subscriber that match `pattern` (PUBSUB
+// CHANNELS), e.g. every inbox under a prefix: "<prefix>in:*".
+long long channels(const std::string& pattern) {
   redisContext* c = redisConnect("127.0.0.1", server().port());
   long long n = -1;
   if (c != nullptr && c->err == 0) {
     auto* r = static_cast<redisReply*>(
-        redisCommand(c, "PUBSUB NUMSUB %b", channel.data(), channel.size()));
-    if (r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-      n = r->element[1]->integer;
+        redisCommand(c, "PUBSUB CHANNELS %b", pattern.data(), pattern.size()));
+    if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
+      n = static_cast<long long>(r->elements);
     }
     if (r != nullptr) freeReplyObject(r);
   }
@@ -191,20 +194,21 @@ bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
 
 // Rule 10: the handoff is pushed. With the re-check period set to 20 s, a
 // waiter that gets the lock well before that was woken by its message; the
-// channel is per lock and subscribed only while someone waits.
-TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
+// message goes to the waiting store's own inbox channel, subscribed only
+// while one of its threads waits.
+TEST(RedisStore, WaiterIsWokenByPushOnItsInbox) {
   HooksGuard guard;
   auto& hooks = store::redis::test_hooks();
   hooks.recheck_ms = 20'000;
-  auto a = open_client(server().url());
-  auto b = open_client(server().url());
+  const std::string prefix = unique("push") + ":";
+  auto a = open_client(server().url() + "?prefix=" + prefix);
+  auto b = open_client(server().url() + "?prefix=" + prefix);
   ASSERT_TRUE(a.ok() && b.ok());
-  const std::string name = unique("push");
-  const std::string channel = "baton:ch:" + name;
+  const std::string name = "lock";
   // An uncontended blocking acquire subscribes nothing.
   auto free_lease = b->acquire(name, 5s, opts(60s));
   ASSERT_TRUE(free_lease.ok());
-  EXPECT_EQ(subscribers(channel), 0);
+  EXPECT_EQ(channels(prefix + "*"), 0);
   ASSERT_TRUE(*b->release(*free_lease));
 
   auto held = a->try_acquire(name, opts(60s, "holder"));
@@ -215,7 +219,8 @@ TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
     got = b->acquire(name, 60s, opts(30s, "waiter"));
     done = true;
   });
-  ASSERT_TRUE(eventually([&] { return subscribers(channel) == 1; }));
+  ASSERT_TRUE(eventually([&] { return channels(prefix + "in:*") == 1; }));
+  EXPECT_EQ(channels(prefix + "*"), 1);  // no per-lock channel
   EXPECT_EQ(a->describe(name)->waiters.size(), 1u);
   const auto delivered = hooks.delivered.load();
   const auto pushed = hooks.pushed_grants.load();
@@ -237,8 +242,67 @@ TEST(RedisStore, WaiterIsWokenByPushOnItsLockChannel) {
   EXPECT_EQ(info->holders[0].label, "waiter");
   EXPECT_GT(got->fencing_token, held->fencing_token);
   EXPECT_TRUE(*b->release(*got));
-  // The channel is dropped once nobody waits on it (after the linger).
-  EXPECT_TRUE(eventually([&] { return subscribers(channel) == 0; }));
+  // The inbox is dropped once nobody waits (after the linger).
+  EXPECT_TRUE(eventually([&] { return channels(prefix + "*") == 0; }));
+}
+
+// "Wake only the next waiter", across clients: four clients (four stores,
+// four subscriber connections) wait on one lock; each release delivers
+// exactly one message in this process — to the client whose waiter was
+// granted — not one per waiting client. The re-check is 20 s, so every
+// handoff below is the push.
+TEST(RedisStore, EachReleaseWakesOnlyTheGrantedClient) {
+  HooksGuard guard;
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20'000;
+  const std::string prefix = unique("herd") + ":";
+  const std::string url = server().url() + "?prefix=" + prefix;
+  auto holder = open_client(url);
+  ASSERT_TRUE(holder.ok());
+  constexpr int kWaiters = 4;
+  std::vector<Result<Client>> clients;
+  for (int i = 0; i < kWaiters; ++i) clients.push_back(open_client(url));
+  for (auto& c : clients) ASSERT_TRUE(c.ok());
+  auto first = holder->try_acquire("lock", opts(60s, "holder"));
+  ASSERT_TRUE(first.ok());
+  std::mutex mu;
+  std::vector<std::pair<int, Lease>> granted;  // (waiter, lease) in order
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      auto l = clients[i]->acquire("lock", 60s, opts(30s, std::to_string(i)));
+      std::lock_guard<std::mutex> lk(mu);
+      if (l.ok()) granted.emplace_back(i, *l);
+    });
+    // One at a time, so the queue order is known.
+    ASSERT_TRUE(eventually([&] {
+      auto info = holder->describe("lock");
+      return info.ok() && info->waiters.size() == static_cast<size_t>(i + 1);
+    }));
+  }
+  ASSERT_TRUE(
+      eventually([&] { return channels(prefix + "in:*") == kWaiters; }));
+  auto count = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    return granted.size();
+  };
+  std::uint64_t before = hooks.delivered.load();
+  ASSERT_TRUE(*holder->release(*first));
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(eventually([&] { return count() == size_t(i + 1); }))
+        << "handoff " << i;
+    std::this_thread::sleep_for(100ms);  // let any stray message arrive
+    EXPECT_EQ(hooks.delivered.load() - before, 1u) << "handoff " << i;
+    before = hooks.delivered.load();
+    std::pair<int, Lease> g;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      g = granted.back();
+    }
+    EXPECT_EQ(g.first, i);  // FIFO
+    ASSERT_TRUE(*clients[g.first]->release(g.second));
+  }
+  for (auto& t : threads) t.join();
 }
 
 // Rule 10's fallback: the wake-up message is lost, the jittered re-check
@@ -254,7 +318,7 @@ TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {
   ASSERT_TRUE(held.ok());
   Result<Lease> got = Error(Errc::internal, "not run");
   std::thread waiter([&] { got = b->acquire(name, 60s, opts(30s)); });
-  ASSERT_TRUE(eventually([&] { return subscribers("baton:ch:" + name) == 1; }));
+  ASSERT_TRUE(eventually([&] { return channels("baton:in:*") >= 1; }));
   ASSERT_TRUE(
       eventually([&] { return a->describe(name)->waiters.size() == 1; }));
   hooks.drop_messages = true;

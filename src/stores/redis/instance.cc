@@ -236,13 +236,10 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
                                    spec.reentrancy_key,
                                    mode,
                                    std::to_string(wait_ms)};
-  if (ticket >= 0 || seq > 0 || spec.shared) {
-    args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
-  }
-  if (seq > 0 || spec.shared) {
-    args.push_back(seq > 0 ? std::to_string(seq) : std::string());
-  }
-  if (spec.shared) args.push_back("1");
+  args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
+  args.push_back(seq > 0 ? std::to_string(seq) : std::string());
+  args.push_back(spec.shared ? "1" : "0");
+  args.push_back(inbox_);
   auto r = run(scripts().acquire, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
@@ -330,7 +327,8 @@ Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
       spec.all_or_nothing ? "1" : "0", mode,
       std::to_string(queue_ms),        std::to_string(spec.names.size())};
   args.insert(args.end(), spec.names.begin(), spec.names.end());
-  if (seq > 0) args.push_back(std::to_string(seq));
+  args.push_back(seq > 0 ? std::to_string(seq) : std::string());
+  args.push_back(inbox_);
   auto r = run(scripts().multi, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();

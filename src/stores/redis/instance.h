@@ -79,7 +79,10 @@ Result<StoreConfig> parse_config(const core::Url& url,
 class Instance {
  public:
   Instance(Target target, std::string prefix, Notifier& notifier)
-      : pool_(target), prefix_(std::move(prefix)), sub_(target, notifier) {}
+      : pool_(target),
+        prefix_(std::move(prefix)),
+        inbox_(OwnerToken::random().to_string()),
+        sub_(target, notifier) {}
 
   // `ticket` < 0: arrival order (redis://); 0: assign a Redlock ticket;
   // > 0: raise the waiter's ticket to it (see kAcquireBody in scripts.cc).
@@ -109,23 +112,27 @@ class Instance {
   Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta);
   Result<std::int64_t> counter_take(std::string_view name, std::int64_t n);
 
-  // Per-lock wake-up channel "<prefix>ch:<name>" (see Subscriber).
-  void subscribe(std::string_view name) { sub_.add(channel(name)); }
-  std::optional<std::chrono::steady_clock::time_point> await_subscribed(
-      std::string_view name, std::chrono::steady_clock::time_point until) {
-    return sub_.await_active(channel(name), until);
+  // This store's inbox on this server, "<prefix>in:<id>" (a random id per
+  // Instance): every waiter record this Instance writes names it, so the
+  // grant or withdrawal of one of its waiters is published there alone —
+  // one subscriber connection receives it, not every client waiting on the
+  // lock (see Subscriber). Reference-counted by the waiting threads.
+  void subscribe_inbox() { sub_.add(inbox_channel()); }
+  std::optional<std::chrono::steady_clock::time_point> await_inbox(
+      std::chrono::steady_clock::time_point until) {
+    return sub_.await_active(inbox_channel(), until);
   }
-  void unsubscribe(std::string_view name) { sub_.unsubscribe(channel(name)); }
+  void unsubscribe_inbox() { sub_.unsubscribe(inbox_channel()); }
+  const std::string& inbox() const { return inbox_; }
   const Target& target() const { return pool_.target(); }
 
  private:
-  std::string channel(std::string_view name) const {
-    return prefix_ + "ch:" + std::string(name);
-  }
+  std::string inbox_channel() const { return prefix_ + "in:" + inbox_; }
   Result<ReplyPtr> run(const Script& s, std::vector<std::string> args);
 
   Pool pool_;
   const std::string prefix_;
+  const std::string inbox_;
   Subscriber sub_;
 };
 

@@ -44,7 +44,7 @@ class RedisStore final : public Store {
       }
       return r.grant;
     };
-    Waiter waiter(notifier_, spec.token.to_string(), {&inst_}, {spec.name});
+    Waiter waiter(notifier_, spec.token.to_string(), {&inst_});
     auto out = waiter.run<Grant>(
         end, true,
         [&](bool first, std::int64_t left) -> Round<Grant> {
@@ -129,8 +129,7 @@ class RedisStore final : public Store {
     }
     const auto end = wait_end(wait);
     const std::int64_t queue_ms = spec.ttl.count();
-    Waiter waiter(notifier_, spec.reservation.to_string(), {&inst_},
-                  spec.names);
+    Waiter waiter(notifier_, spec.reservation.to_string(), {&inst_});
     auto out = waiter.run<std::vector<Grant>>(
         end, spec.all_or_nothing,
         [&](bool first, std::int64_t left) -> Round<std::vector<Grant>> {

@@ -133,8 +133,7 @@ Result<std::vector<Grant>> RedlockStore::acquire_multi(const MultiSpec& spec,
   };
   if (!waiting) return std::get<R>(round(true, 0));
   {
-    Waiter waiter(notifier_, spec.reservation.to_string(), instances(),
-                  spec.names);
+    Waiter waiter(notifier_, spec.reservation.to_string(), instances());
     auto out = waiter.run<std::vector<Grant>>(wait_end(wait), aon, round, [&] {
       release_names(aon ? spec.names : minority, spec.reservation, seq);
     });

@@ -132,7 +132,7 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
         return i.acquire(spec, kYield, left, ticket, seq);
       });
     };
-    Waiter waiter(notifier_, spec.token.to_string(), instances(), {spec.name});
+    Waiter waiter(notifier_, spec.token.to_string(), instances());
     auto out = waiter.run<Grant>(end, true, round, requeue);
     if (out) return std::move(*out);
   }

@@ -15,9 +15,11 @@ namespace baton::store::redis {
 namespace {
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
-// mode (try | wait | refresh | withdraw | yield), wait_ms[, ticket[, seq[,
-// shared]]]. `shared` (ARGV[12]) '1': a shared (read) request (rule 18);
-// ticket and seq may then be empty.
+// mode (try | wait | refresh | withdraw | yield), wait_ms, ticket, seq,
+// shared, inbox. `shared` (ARGV[12]) '1': a shared (read) request (rule 18);
+// ticket and seq may be empty. `inbox` (ARGV[13]): the caller's inbox id,
+// kept in its waiter record, where its grant or withdrawal is published
+// (see publish in the prelude).
 // `refresh` is a waiting thread's re-check: like `wait`, but answers
 // `withdrawn` if release() withdrew the request meanwhile. `ticket` (Redlock
 // only; absent on redis://: plain arrival order) orders the queue the same
@@ -44,6 +46,7 @@ local waitms = tonumber(ARGV[9])
 local ticket = tonumber(ARGV[10] or '')
 local seq = tonumber(ARGV[11] or '')
 local sh = ARGV[12] == '1'  -- rule 18: a shared (read) request
+local inbox = ARGV[13] or ''
 local bad = shared_misuse(sh, cap, rkey)
 if bad then return {'error', 'invalid_argument', bad} end
 -- True if x (a lease or waiter of tok) was created or re-found by a round
@@ -94,7 +97,7 @@ if s then
     table.remove(s.h, li)
     local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
                d = NOW + waitms * 1000, hb = NOW + HB, o = ticket,
-               r = le.r or seq, sh = le.sh}
+               r = le.r or seq, sh = le.sh, ib = inbox}
     if seq ~= nil and (w.r == nil or w.r < seq) then w.r = seq end
     local pos = place(s, w)
     mark(name)  -- finish() grants the head(s) by ticket
@@ -118,6 +121,7 @@ if s then
     if mode == 'wait' or mode == 'refresh' or mode == 'yield' then
       w.d = NOW + waitms * 1000
       w.hb = NOW + HB
+      if inbox ~= '' then w.ib = inbox end
       if ticket and ticket > 0 and w.o and w.o < ticket then
         w.o = ticket
         table.remove(s.q, wi)
@@ -159,7 +163,7 @@ if #s.q >= MAXQ then
                  ' has ' .. num(#s.q) .. ' waiters; the limit is ' .. num(MAXQ)})
 end
 local w = {t = tok, ttl = ttl, l = label, k = rkey, ar = NOW,
-           d = NOW + waitms * 1000, hb = NOW + HB, r = seq}
+           d = NOW + waitms * 1000, hb = NOW + HB, r = seq, ib = inbox}
 if sh then w.sh = true end
 local pos
 if ticket then
@@ -233,10 +237,11 @@ end
 local wi = find_waiter(s, tok)
 if wi and newer(s.q[wi]) then return finish({'released', 0, 0, 0}) end
 if wi then
+  local w = s.q[wi]
   remove_waiter(name, s, wi)
   -- Tell the waiting thread (if alive) that its request was withdrawn.
   redis.call('SET', P .. 'w:' .. tok .. ':' .. name, '1', 'PX', 60000)
-  publish(name, tok)
+  publish(name, w, tok)
   return finish({'released', 0, 0, 1})
 end
 return finish({'released', 0, 0, 0})
@@ -280,7 +285,8 @@ return finish(out)
 )LUA";
 
 // ARGV: prefix, reservation, ttl_ms, capacity, label, all_or_nothing (0|1),
-// mode (try | wait | refresh | withdraw), queue_ms, n, names...[, seq]
+// mode (try | wait | refresh | withdraw), queue_ms, n, names..., seq, inbox
+// (seq may be empty; inbox as in acquire)
 // `seq` (Redlock only) as in acquire: every lease and waiter of the
 // reservation that a reply reports as granted or pending remembers the
 // highest round that created or found it, so that a delayed clean-up of an
@@ -299,6 +305,7 @@ local qms, n = tonumber(ARGV[8]), tonumber(ARGV[9])
 local names, st, plan = {}, {}, {}
 for i = 1, n do names[i] = ARGV[9 + i] end
 local seq = tonumber(ARGV[10 + n] or '')
+local inbox = ARGV[11 + n] or ''
 for i, nm in ipairs(names) do
   local s = load(nm)
   st[i] = s
@@ -347,7 +354,8 @@ local function free(i)
   return not s or (#s.q == 0 and #s.h < s.c)
 end
 local function waiter(group)
-  local w = {t = tok, ttl = ttl, l = label, k = '', ar = NOW, d = qd}
+  local w = {t = tok, ttl = ttl, l = label, k = '', ar = NOW, d = qd,
+             ib = inbox}
   if group then
     w.g = group
     w.hb = NOW + HB

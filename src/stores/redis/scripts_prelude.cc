@@ -54,12 +54,21 @@ end
 local function num(x) return string.format('%d', x) end
 local function mod(n) changed[n] = true end
 local function mark(n) mod(n); dirty[#dirty + 1] = n end
-local function publish(n, tok) pubs[#pubs + 1] = {n, tok} end
+-- A message about the waiter w of lock n goes to the inbox of the store
+-- that queued it (w.ib), so only that client's subscriber receives it; a
+-- record without one (written by an older baton) is told on the lock's
+-- channel.
+local function publish(n, w, msg)
+  local ch = 'ch:' .. n
+  if w.ib and w.ib ~= '' then ch = 'in:' .. w.ib end
+  pubs[#pubs + 1] = {ch, msg}
+end
 -- A single-lock grant's message carries the grant, so the woken waiter
 -- needs no further round trip: "waiter lease fencing ttl holds capacity
 -- expiry_us now_us name".
-local function publish_grant(n, s, le, tok)
-  publish(n, tok .. ' ' .. le.t .. ' ' .. num(le.f) .. ' ' .. num(le.ttl) ..
+local function publish_grant(n, s, le, w)
+  local tok = w.t
+  publish(n, w, tok .. ' ' .. le.t .. ' ' .. num(le.f) .. ' ' .. num(le.ttl) ..
           ' ' .. num(le.n) .. ' ' .. num(s.c) .. ' ' .. num(le.e) .. ' ' ..
           num(NOW) .. ' ' .. n)
 end
@@ -194,7 +203,7 @@ local function pump(n)
         local sm = load(m)
         local gw = table.remove(sm.q, 1)
         add_lease(m, sm, gw.t, gw.ttl, gw.l, '')
-        publish(m, gw.t)
+        publish(m, gw, gw.t)
         if m ~= n then mark(m) end
       end
     else
@@ -202,13 +211,13 @@ local function pump(n)
       if le and le.n < 4294967295 then
         table.remove(s.q, 1)
         join(n, le, w.t, w.ttl)
-        publish_grant(n, s, le, w.t)
+        publish_grant(n, s, le, w)
       else
         if not fits(s, w.sh) then return end
         table.remove(s.q, 1)
         local le2 = add_lease(n, s, w.t, w.ttl, w.l, w.k, w.sh)
         le2.r = w.r  -- Redlock: the round that queued it (see acquire)
-        publish_grant(n, s, le2, w.t)
+        publish_grant(n, s, le2, w)
       end
     end
   end
@@ -295,7 +304,7 @@ local function finish(reply)
     end
   end
   for _, p in ipairs(pubs) do
-    redis.call('PUBLISH', P .. 'ch:' .. p[1], p[2])
+    redis.call('PUBLISH', P .. p[1], p[2])
   end
   return reply
 end

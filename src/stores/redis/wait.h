@@ -4,9 +4,10 @@
 // A blocking call runs "rounds" (one script per instance each) until a
 // round decides. Between rounds the thread sleeps until its owner token is
 // pushed (pub/sub, see Subscriber), or a jittered re-check period passes, or
-// the round's own nap hint (e.g. the holder's expiry) is due. The lock
-// channels are subscribed only after the first round queued the request, so
-// an uncontended acquire never touches pub/sub; when a subscription became
+// the round's own nap hint (e.g. the holder's expiry) is due. The store's
+// inbox channels (Instance::subscribe_inbox) are subscribed only after the
+// first round queued the request, so an uncontended acquire never touches
+// pub/sub; when a subscription became
 // active after that round was sent (a grant could have been published
 // before), the next round runs at once. A round that reports a split
 // (Redlock: granted on fewer than a quorum) for longer than a jittered
@@ -52,19 +53,15 @@ inline milliseconds split_timeout() {
 class Waiter {
  public:
   // `key`: the owner token (or reservation) pushes are addressed to;
-  // `names`: the locks waited on; `instances`: where they live.
-  Waiter(Notifier& notifier, std::string key, std::vector<Instance*> instances,
-         std::vector<std::string> names)
+  // `instances`: where the locks waited on live.
+  Waiter(Notifier& notifier, std::string key, std::vector<Instance*> instances)
       : notifier_(notifier),
         key_(std::move(key)),
         instances_(std::move(instances)),
-        names_(std::move(names)),
         slot_(notifier_.enter(key_)) {}
   ~Waiter() {
     if (subscribed_) {
-      for (Instance* i : instances_) {
-        for (const auto& n : names_) i->unsubscribe(n);
-      }
+      for (Instance* i : instances_) i->unsubscribe_inbox();
     }
     notifier_.leave(key_);
   }
@@ -122,22 +119,18 @@ class Waiter {
   }
 
  private:
-  // Subscribes every name on every instance (in parallel: all requests
+  // Subscribes the inbox on every instance (in parallel: all requests
   // first, then the confirmations). True if a round must run at once: some
   // subscription was not active before `sent`, so a push may be missed.
   bool subscribe(Steady::time_point sent, Steady::time_point end) {
     subscribed_ = true;
-    for (Instance* i : instances_) {
-      for (const auto& n : names_) i->subscribe(n);
-    }
+    for (Instance* i : instances_) i->subscribe_inbox();
     const auto until = store::cap_to_call_deadline(
         std::min(end, Steady::now() + milliseconds(250)));
     bool recheck = false;
     for (Instance* i : instances_) {
-      for (const auto& n : names_) {
-        auto since = i->await_subscribed(n, until);
-        if (!since || *since >= sent) recheck = true;
-      }
+      auto since = i->await_inbox(until);
+      if (!since || *since >= sent) recheck = true;
     }
     return recheck;
   }
@@ -145,7 +138,6 @@ class Waiter {
   Notifier& notifier_;
   const std::string key_;
   const std::vector<Instance*> instances_;
-  const std::vector<std::string> names_;
   std::shared_ptr<Notifier::Slot> slot_;
   bool subscribed_ = false;
 };
