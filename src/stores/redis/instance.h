@@ -81,7 +81,7 @@ class Instance {
   Instance(Target target, std::string prefix, Notifier& notifier)
       : pool_(target),
         prefix_(std::move(prefix)),
-        inbox_(OwnerToken::random().to_string()),
+        inbox_(OwnerToken::random().to_string().substr(0, 16)),
         sub_(target, notifier) {}
 
   // `ticket` < 0: arrival order (redis://); 0: assign a Redlock ticket;
@@ -112,8 +112,8 @@ class Instance {
   Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta);
   Result<std::int64_t> counter_take(std::string_view name, std::int64_t n);
 
-  // This store's inbox on this server, "<prefix>in:<id>" (a random id per
-  // Instance): every waiter record this Instance writes names it, so the
+  // This store's inbox on this server, "<prefix>in:<id>" (64 random bits
+  // per Instance): every waiter record this Instance writes names it, so the
   // grant or withdrawal of one of its waiters is published there alone —
   // one subscriber connection receives it, not every client waiting on the
   // lock (see Subscriber). Reference-counted by the waiting threads.

@@ -67,7 +67,7 @@ end
 -- Inserts w by (ticket, token), never ahead of a waiter without a ticket.
 local function place(s, w)
   local i = #s.q
-  while i >= 1 and s.q[i].o and before(w, s.q[i]) do i = i - 1 end
+  while i >= 1 and W(s, i).o and before(w, W(s, i)) do i = i - 1 end
   table.insert(s.q, i + 1, w)
   if w.o > (s.tk or 0) then s.tk = w.o end
   return i + 1
@@ -109,7 +109,7 @@ if s then
   end
   local wi = find_waiter(s, tok)
   if wi then
-    local w = s.q[wi]
+    local w = W(s, wi)
     if newer(w) then
       return finish({'queued', wi, num(NOW), next_expiry(s), num(w.o or 0)})
     end
@@ -209,7 +209,7 @@ end
 local lk = P .. 'l:' .. name
 local raw = redis.call('GET', lk)
 local u = raw and cmsgpack.unpack(raw)
-if u and (not u.q or #u.q == 0) and u.h and #u.h == 1 then
+if u and (not u.q or #u.q == 0) and not u.Q and u.h and #u.h == 1 then
   -- Fast path: the caller's unexpired single hold, nobody queued: what
   -- advance/remove/finish would do is deleting the lock.
   local le = u.h[1]
@@ -235,9 +235,9 @@ if le then
   return finish({'released', 1, le.n, 0})
 end
 local wi = find_waiter(s, tok)
-if wi and newer(s.q[wi]) then return finish({'released', 0, 0, 0}) end
+if wi and newer(W(s, wi)) then return finish({'released', 0, 0, 0}) end
 if wi then
-  local w = s.q[wi]
+  local w = W(s, wi)
   remove_waiter(name, s, wi)
   -- Tell the waiting thread (if alive) that its request was withdrawn.
   redis.call('SET', P .. 'w:' .. tok .. ':' .. name, '1', 'PX', 60000)
@@ -318,12 +318,12 @@ for i, nm in ipairs(names) do
       local wi = find_waiter(s, tok)
       if wi then
         plan[i] = 'queued'
-        if aon and not s.q[wi].g then
+        if aon and not W(s, wi).g then
           return finish({'error', 'invalid_argument', 'reservation is ' ..
                          'already queued on lock ' .. quote(nm) ..
                          ' by acquire_some'})
         end
-        if not aon and s.q[wi].g then
+        if not aon and W(s, wi).g then
           return finish({'error', 'invalid_argument', 'reservation is ' ..
                          'already queued on lock ' .. quote(nm) ..
                          ' by acquire_all'})
@@ -368,7 +368,7 @@ local function reply(pending)
     local s = cache[nm]
     local le = s and find_lease(s, tok)
     local wi = s and not le and find_waiter(s, tok)
-    local x = le or (wi and s.q[wi])
+    local x = le or (wi and W(s, wi))
     if x and seq ~= nil and (x.r == nil or x.r < seq) then
       x.r = seq  -- this round found or made it (see seq above)
       mod(nm)
@@ -389,7 +389,7 @@ if aon then
   local group, all_free, first = nil, true, nil
   for i = 1, n do
     if plan[i] == 'queued' then
-      group = st[i].q[find_waiter(st[i], tok)].g
+      group = W(st[i], find_waiter(st[i], tok)).g
     end
     if plan[i] == 'none' and not free(i) then
       all_free = false
@@ -404,7 +404,7 @@ if aon then
     if qd then
       for _, m in ipairs(group) do
         local sm = load(m)
-        local w = sm.q[find_waiter(sm, tok)]
+        local w = W(sm, find_waiter(sm, tok))
         w.d = qd
         w.hb = NOW + HB
         mod(m)
@@ -442,7 +442,7 @@ if aon then
     for _, m in ipairs(cmsgpack.unpack(other)) do
       local sm = load(m)
       local wi = sm and find_waiter(sm, tok)
-      if wi and sm.q[wi].g then
+      if wi and W(sm, wi).g then
         return finish({'error', 'invalid_argument', 'reservation is ' ..
                        'already queued on other locks (' .. quote(m) ..
                        ' by acquire_all)'})
@@ -488,7 +488,7 @@ local pending = 0
 for i, nm in ipairs(names) do
   if plan[i] == 'queued' then
     if qd then
-      st[i].q[find_waiter(st[i], tok)].d = qd
+      W(st[i], find_waiter(st[i], tok)).d = qd
       mod(nm)
     end
     pending = pending + 1

@@ -52,6 +52,42 @@ local function quote(n)
   return s
 end
 local function num(x) return string.format('%d', x) end
+-- Waiters are stored packed, each as its own string "<#t>:<t><msgpack of
+-- the other fields as an array>" (the lock's `Q`), and unpacked only when a
+-- script needs that waiter: a call on a lock with a long queue reads the
+-- head or looks for one token, not every record. s.q holds packed strings
+-- and unpacked tables side by side; W(s, i) unpacks entry i in place.
+-- s.qd / s.qm bound the packed waiters' dead_at from below / above
+-- (advance unpacks every waiter only once the lower bound is due; the
+-- key's PXAT uses the upper bound).
+local WF = {'ttl', 'l', 'k', 'ar', 'd', 'hb', 'o', 'r', 'sh', 'g', 'ib'}
+local function wpack(w)
+  local a = {}
+  for i, f in ipairs(WF) do
+    local v = w[f]
+    if v == nil then v = false end
+    a[i] = v
+  end
+  return num(#w.t) .. ':' .. w.t .. cmsgpack.pack(a)
+end
+local function W(s, i)
+  local x = s.q[i]
+  if type(x) == 'string' then
+    local c = string.find(x, ':', 1, true)
+    local e = c + tonumber(string.sub(x, 1, c - 1))
+    local a = cmsgpack.unpack(string.sub(x, e + 1))
+    x = {t = string.sub(x, c + 1, e)}
+    for j, f in ipairs(WF) do
+      if a[j] ~= false then x[f] = a[j] end
+    end
+    s.q[i] = x
+  end
+  return x
+end
+local function unpack_all(s)
+  for i = 1, #s.q do W(s, i) end
+  s.qd, s.qm = nil, nil
+end
 local function mod(n) changed[n] = true end
 local function mark(n) mod(n); dirty[#dirty + 1] = n end
 -- A message about the waiter w of lock n goes to the inbox of the store
@@ -93,8 +129,13 @@ local function find_rkey(s, k)
   return nil
 end
 local function find_waiter(s, tok)
-  for i, w in ipairs(s.q) do
-    if w.t == tok then return i end
+  local pre = num(#tok) .. ':' .. tok
+  for i, x in ipairs(s.q) do
+    if type(x) == 'string' then
+      if string.sub(x, 1, #pre) == pre then return i end
+    elseif x.t == tok then
+      return i
+    end
   end
   return nil
 end
@@ -137,7 +178,7 @@ local function remove_group(tok, names)
   end
 end
 local function remove_waiter(n, s, wi)
-  local w = s.q[wi]
+  local w = W(s, wi)
   if w.g then
     remove_group(w.t, w.g)
   else
@@ -148,7 +189,7 @@ end
 local function group_ready(w)
   for _, m in ipairs(w.g) do
     local sm = load(m)
-    if not sm or not sm.q[1] or sm.q[1].t ~= w.t or #sm.h >= sm.c then
+    if not sm or not sm.q[1] or W(sm, 1).t ~= w.t or #sm.h >= sm.c then
       return false
     end
   end
@@ -195,13 +236,14 @@ local function pump(n)
   local s = cache[n]
   if not s then return end
   while #s.q > 0 do
-    local w = s.q[1]
+    local w = W(s, 1)
     if w.g then
       if not group_ready(w) then return end
       redis.call('DEL', P .. 'g:' .. w.t)
       for _, m in ipairs(w.g) do
         local sm = load(m)
-        local gw = table.remove(sm.q, 1)
+        local gw = W(sm, 1)
+        table.remove(sm.q, 1)
         add_lease(m, sm, gw.t, gw.ttl, gw.l, '')
         publish(m, gw, gw.t)
         if m ~= n then mark(m) end
@@ -229,9 +271,12 @@ local function advance(n, s)
   for _, le in ipairs(s.h) do
     if le.e <= NOW then due[#due + 1] = {le.e, 1, le.t} end
   end
-  for _, w in ipairs(s.q) do
-    local d = dead_at(w)
-    if d <= NOW then due[#due + 1] = {d, 0, w.t} end
+  if #s.q > 0 and (s.qd == nil or s.qd <= NOW) then
+    unpack_all(s)
+    for _, w in ipairs(s.q) do
+      local d = dead_at(w)
+      if d <= NOW then due[#due + 1] = {d, 0, w.t} end
+    end
   end
   if #due == 0 then return end
   table.sort(due, function(a, b)
@@ -262,7 +307,16 @@ local function decode(n, raw, u)
   end
   local s = u or cmsgpack.unpack(raw)
   s.h = s.h or {}
+  if s.Q then
+    -- Packed waiters; an older baton may have appended unpacked ones.
+    for _, w in ipairs(s.q or {}) do
+      s.Q[#s.Q + 1] = w
+      s.qd = nil
+    end
+    s.q, s.Q = s.Q, nil
+  end
   s.q = s.q or {}
+  if s.qd == nil then unpack_all(s) end
   for _, le in ipairs(s.h) do le.a = le.a or {} end
   cache[n] = s
   touched[#touched + 1] = n
@@ -293,12 +347,23 @@ local function finish(reply)
         for _, le in ipairs(s.h) do
           if le.e > last then last = le.e end
         end
-        for _, w in ipairs(s.q) do
-          local d = dead_at(w)
-          if d > last then last = d end
+        local q, lo, hi = s.q, s.qd, s.qm
+        s.Q = {}
+        for i, x in ipairs(q) do
+          if type(x) == 'table' then
+            local d = dead_at(x)
+            if lo == nil or d < lo then lo = d end
+            if hi == nil or d > hi then hi = d end
+            x = wpack(x)
+          end
+          s.Q[i] = x
         end
+        if hi and hi > last then last = hi end
+        s.q, s.qd, s.qm = nil, lo, hi
+        if #s.Q == 0 then s.Q, s.qd, s.qm = nil, nil, nil end
         redis.call('SET', P .. 'l:' .. n, cmsgpack.pack(s), 'PXAT',
                    num(math.floor(last / 1000) + 1000))
+        s.q, s.Q = q, nil
         redis.call('ZADD', P .. 'index', 0, n)
       end
     end
@@ -336,6 +401,7 @@ local function describe(n, s)
   local f = tonumber(redis.call('GET', P .. 'f:' .. n) or '0')
   if not s then return {n, 1, num(f), {}, {}} end
   local ws = {}
+  unpack_all(s)
   for _, w in ipairs(s.q) do
     local waited = math.floor((NOW - w.ar) / 1000)
     if waited < 0 then waited = 0 end
