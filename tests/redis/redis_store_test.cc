@@ -305,6 +305,74 @@ TEST(RedisStore, EachReleaseWakesOnlyTheGrantedClient) {
   for (auto& t : threads) t.join();
 }
 
+// A lock value as a baton before packed waiters wrote it (waiters as
+// MessagePack maps under `q`, no inbox): the current scripts read it, keep
+// its queue order, grant its waiter (told on the lock's channel, as that
+// client listens there) and write the packed form back.
+TEST(RedisStore, LockValueOfAnOlderBatonIsReadAndUpgraded) {
+  const std::string prefix = unique("old") + ":";
+  const std::string holder = "0123456789abcdef0123456789abcdef";
+  const std::string waiter = "fedcba9876543210fedcba9876543210";
+  redisContext* admin = redisConnect("127.0.0.1", server().port());
+  ASSERT_TRUE(admin != nullptr && admin->err == 0);
+  auto* r = static_cast<redisReply*>(redisCommand(
+      admin, "EVAL %s 0 %s %s %s",
+      "local tm = redis.call('TIME') "
+      "local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2]) "
+      "local far = now + 60000000 "
+      "redis.call('SET', ARGV[1] .. 'f:lock', '1') "
+      "redis.call('SET', ARGV[1] .. 'l:lock', cmsgpack.pack({c = 1, "
+      "h = {{t = ARGV[2], f = 1, ttl = 60000, e = far, n = 1, l = 'old', "
+      "k = '', a = {}}}, q = {{t = ARGV[3], ttl = 30000, l = 'w', k = '', "
+      "ar = now, d = far, hb = far}}})) return 1",
+      prefix.c_str(), holder.c_str(), waiter.c_str()));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->type, REDIS_REPLY_INTEGER);
+  freeReplyObject(r);
+  auto c = open_client(server().url() + "?prefix=" + prefix);
+  ASSERT_TRUE(c.ok());
+  auto info = c->describe("lock");
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "old");
+  ASSERT_EQ(info->waiters.size(), 1u);
+  EXPECT_EQ(info->waiters[0].label, "w");
+  // A new request queues behind the old waiter.
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread t([&] { got = c->acquire("lock", 30s, opts(30s, "new")); });
+  ASSERT_TRUE(
+      eventually([&] { return c->describe("lock")->waiters.size() == 2; }));
+  auto as_lease = [](const std::string& hex) {
+    Lease l;
+    l.name = "lock";
+    l.token = *OwnerToken::parse(hex);
+    return l;
+  };
+  ASSERT_TRUE(*c->release(as_lease(holder)));
+  info = c->describe("lock");
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "w");  // FIFO kept
+  EXPECT_EQ(info->holders[0].fencing_token, 2u);
+  // Written back packed: the new request is one string under Q, no q.
+  r = static_cast<redisReply*>(redisCommand(
+      admin, "EVAL %s 1 %s",
+      "local s = cmsgpack.unpack(redis.call('GET', KEYS[1])) "
+      "return {s.Q and #s.Q or -1, s.q and #s.q or -1, type(s.Q[1])}",
+      (prefix + "l:lock").c_str()));
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  EXPECT_EQ(r->element[0]->integer, 1);
+  EXPECT_EQ(r->element[1]->integer, -1);
+  EXPECT_EQ(std::string(r->element[2]->str), "string");
+  freeReplyObject(r);
+  redisFree(admin);
+  ASSERT_TRUE(*c->release(as_lease(waiter)));
+  t.join();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(got->fencing_token, 3u);
+  EXPECT_TRUE(*c->release(*got));
+}
+
 // Rule 10's fallback: the wake-up message is lost, the jittered re-check
 // (50–200 ms) still hands the lock over.
 TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {
