@@ -280,7 +280,15 @@ class Judge {
     // The last store expiry each lease was known to have (grant, ok extend,
     // keeper renewal), on real_us()'s clock in ms.
     std::map<std::tuple<int, std::string, std::uint64_t>, std::int64_t> expiry;
+    // The latest safe deadline each lease was given (rule 14: its "deadline"
+    // lines; real_us()'s clock in µs).
+    std::map<std::tuple<int, std::string, std::uint64_t>, std::int64_t>
+        safe_end;
     for (const Op& o : ops_) {
+      if (o.kind == "deadline") {
+        auto& d = safe_end[{o.worker, o.lock, o.fencing}];
+        d = std::max(d, o.complete_us);
+      }
       const bool known = is_grant(o) || o.kind == "deadline" ||
                          (o.kind == "extend" && o.result == "ok");
       if (!known || o.expires_ms <= 0) continue;
@@ -310,6 +318,16 @@ class Judge {
       const auto e = expiry.find({w.writer, w.lock, w.writer_token});
       if (e != expiry.end() && w.at_us > e->second * 1000) {
         ++out_.counts["reads_after_writer_lease_ended"];
+        continue;
+      }
+      // The read came after the writer's safe deadline: its write began
+      // in time but outlasted the lease's local end, and past that end the
+      // keeper gives the lease back (a grant that arrived late leaves
+      // little of the TTL: rule 14 counts the lease from the request's
+      // send). The lease ended mid-write: fencing's case, as above.
+      const auto d = safe_end.find({w.writer, w.lock, w.writer_token});
+      if (d != safe_end.end() && w.at_us > d->second) {
+        ++out_.counts["reads_after_writer_deadline"];
         continue;
       }
       add("9-read-during-write",

@@ -64,12 +64,18 @@ TEST(CheckerHolder, AnExclusiveGrantBeforeTheNoticeIsFlagged) {
 
 // Writer 1 holds token 4 until 1000 ms (store expiry) and begins a write at
 // 900 ms that the resource still has in progress when reader 2 (token 6)
-// reads at `read_ms`.
-int read_during_write_flags(std::int64_t read_ms) {
+// reads at `read_ms`. `safe_ms` > 0: the lease's safe deadline (its
+// "deadline" line).
+int read_during_write_flags(std::int64_t read_ms, std::int64_t safe_ms = 0) {
   std::vector<Op> ops;
   Op g = op(1, "acquire", 800, 850, "ok", 4);
   g.expires_ms = 1000;
   ops.push_back(g);
+  if (safe_ms > 0) {
+    Op d = op(1, "deadline", 850, safe_ms, "grant", 4);
+    d.expires_ms = 1000;
+    ops.push_back(d);
+  }
   Write w;
   w.worker = 1;
   w.lock = g.lock;
@@ -102,6 +108,14 @@ TEST(CheckerReadWrite, AReadAfterTheWritersLeaseEndedIsFencingsCase) {
   // The write outlived its lease (writer killed before its "E", or held up
   // in the resource's SQL check while the store was frozen).
   EXPECT_EQ(read_during_write_flags(1100), 0);
+}
+
+TEST(CheckerReadWrite, AReadAfterTheWritersSafeDeadlineIsFencingsCase) {
+  // A late grant left 70 ms of safe time (deadline 920 ms); the write begun
+  // at 900 ms outlasted it and the keeper gave the lease back.
+  EXPECT_EQ(read_during_write_flags(950, 920), 0);
+  // Before the safe deadline the writer still held it: flagged.
+  EXPECT_EQ(read_during_write_flags(950, 980), 1);
 }
 
 TEST(CheckerHolder, ModeSurvivesTheWorkerLogLine) {
