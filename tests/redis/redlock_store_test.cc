@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "redis_process.h"
+#include "stores/redis/common.h"
 
 namespace baton::testing {
 namespace {
@@ -158,6 +159,44 @@ TEST(Redlock, LostReplyIsResolvedByTheOwnerToken) {
   for (auto& p : s) EXPECT_EQ(on(*p, spec.name).holders.size(), 1u);
   EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
   EXPECT_FALSE((*st)->release(spec.name, spec.token)->was_held);
+}
+
+// Rule 10 on Redlock: a release grants the waiter on every instance, and
+// each pushes that grant to the waiter's inbox there; the waiter returns
+// those grants as its round, with no refresh round (re-check set to 20 s,
+// so only pushes can hand over), and every instance agrees on the lease.
+TEST(Redlock, WaiterTakesTheGrantsPushedByEveryInstance) {
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20'000;
+  Servers s = make(3);
+  auto a = open_client(redlock_url(s), no_retry());
+  auto b = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string name = unique("pushed");
+  auto held = a->try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread waiter([&] { got = b->acquire(name, 20s, opts(30s)); });
+  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 1; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(300ms);  // the inboxes are subscribed
+  const auto pushed = hooks.pushed_grants.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(*a->release(*held));
+  waiter.join();
+  hooks.recheck_ms = 0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(hooks.pushed_grants.load(), pushed + 1);
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  for (auto& p : s) {
+    const LockInfo info = on(*p, name);
+    ASSERT_EQ(info.holders.size(), 1u);
+    EXPECT_EQ(info.holders[0].fencing_token, got->fencing_token);
+    EXPECT_TRUE(info.waiters.empty());
+  }
+  EXPECT_TRUE(*b->release(*got));
 }
 
 // Waiters that race to the instances reach them in different orders; their

@@ -348,18 +348,26 @@ void Notifier::leave(const std::string& token) {
   if (it != slots_.end() && --it->second->refs == 0) slots_.erase(it);
 }
 
-void Notifier::wake(const std::string& token, std::string payload) {
+void Notifier::wake(const std::string& token, std::string payload,
+                    const void* from) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = slots_.find(token);
   if (it == slots_.end()) return;
-  ++it->second->gen;
-  it->second->payload = std::move(payload);
-  it->second->cv.notify_all();
+  Slot& s = *it->second;
+  ++s.gen;
+  if (s.pushes.size() >= kMaxPushes) s.pushes.erase(s.pushes.begin());
+  s.pushes.push_back(Push{from, std::move(payload)});
+  s.cv.notify_all();
 }
 
 std::string Notifier::take_payload(Slot& slot) {
+  std::vector<Push> all = take_pushes(slot);
+  return all.empty() ? std::string() : std::move(all.back().payload);
+}
+
+std::vector<Notifier::Push> Notifier::take_pushes(Slot& slot) {
   std::lock_guard<std::mutex> lk(mu_);
-  return std::exchange(slot.payload, std::string());
+  return std::exchange(slot.pushes, {});
 }
 
 std::uint64_t Notifier::gen(Slot& slot) {
@@ -483,7 +491,7 @@ void Subscriber::on_reply(const redisReply* r) {
     hooks.delivered.fetch_add(1);
     std::string payload(r->element[2]->str, r->element[2]->len);
     std::string token = payload.substr(0, payload.find(' '));
-    notifier_.wake(token, std::move(payload));
+    notifier_.wake(token, std::move(payload), this);
     return;
   }
   if ((kind != "subscribe" && kind != "unsubscribe") ||

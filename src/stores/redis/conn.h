@@ -150,17 +150,28 @@ class Pool {
 // Wake-ups for waiting threads, keyed by owner token (hex).
 class Notifier {
  public:
+  // One message: its payload and the subscriber it came from (Redlock
+  // tells its instances apart by it).
+  struct Push {
+    const void* from = nullptr;
+    std::string payload;
+  };
   struct Slot {
     std::condition_variable cv;
     std::uint64_t gen = 0;
     int refs = 0;
-    std::string payload;  // the last message's payload
+    std::vector<Push> pushes;  // since the last take (at most kMaxPushes)
   };
+  static constexpr std::size_t kMaxPushes = 32;
   std::shared_ptr<Slot> enter(const std::string& token);
   void leave(const std::string& token);
-  void wake(const std::string& token, std::string payload = {});
-  // The last payload delivered to the slot (and forgets it); "" if none.
+  void wake(const std::string& token, std::string payload = {},
+            const void* from = nullptr);
+  // The last payload delivered to the slot; "" if none. Forgets them all.
   std::string take_payload(Slot& slot);
+  // Every message delivered to the slot since the last take, oldest first
+  // (the oldest are dropped beyond kMaxPushes), and forgets them.
+  std::vector<Push> take_pushes(Slot& slot);
   // Waits until the slot is woken after `seen` or `until`; returns its gen.
   std::uint64_t wait(Slot& slot, std::uint64_t seen,
                      std::chrono::steady_clock::time_point until);

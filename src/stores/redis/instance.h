@@ -124,6 +124,8 @@ class Instance {
   }
   void unsubscribe_inbox() { sub_.unsubscribe(inbox_channel()); }
   const std::string& inbox() const { return inbox_; }
+  // What Notifier::Push::from is for the messages of this instance.
+  const void* push_source() const { return &sub_; }
   const Target& target() const { return pool_.target(); }
 
  private:

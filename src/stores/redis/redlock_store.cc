@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "stores/call_deadline.h"
+#include "stores/redis/pushed.h"
 #include "stores/redis/redlock_impl.h"
 
 namespace baton::store {
@@ -48,8 +49,34 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
   // next rounds, so every instance queues waiters in one order (see "Order"
   // in docs/stores/redis.md).
   std::int64_t ticket = 0;
+  const std::size_t n = inst_.size();
+  Pushed pushed(n);
+  Waiter* waiter_ptr = nullptr;  // set while waiting
   // One round: the acquire script on every instance in parallel.
   auto round = [&](bool first, std::int64_t left) -> Round<Grant> {
+    if (waiter_ptr != nullptr && !first) {
+      // Woken by pushes (rule 10): grants pushed by every instance are the
+      // round's replies, with no refresh round; while only some came, wait
+      // a moment for the rest (the same release runs on each instance).
+      const auto use = pushed.take(waiter_ptr->take_pushes(), spec.name,
+                                   [&](const void* from) {
+                                     for (std::size_t k = 0; k < n; ++k) {
+                                       if (inst_[k]->push_source() == from) {
+                                         return k;
+                                       }
+                                     }
+                                     return n;
+                                   });
+      if (use == Pushed::Use::all) {
+        test_hooks().pushed_grants.fetch_add(1);
+        std::vector<Result<AcqReply>> replies = pushed.replies();
+        const auto since = pushed.since();
+        pushed.clear();
+        return finish(spec, replies, since, call_start, next_seq());
+      }
+      if (use == Pushed::Use::wait) return Keep{.nap = pushed.nap()};
+    }
+    pushed.clear();
     const auto t0 = Steady::now();
     const std::int64_t seq = next_seq();
     auto replies = each<Result<AcqReply>>([&](Instance& i) {
@@ -59,6 +86,7 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
                                 : kRefresh,
                        left, waiting ? ticket : -1, seq);
     });
+    if (waiting) pushed.round(replies, t0);
     std::size_t answered = 0, granted = 0, withdrawn = 0;
     const Error* busy = nullptr;
     std::string failures;
@@ -133,7 +161,9 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
       });
     };
     Waiter waiter(notifier_, spec.token.to_string(), instances());
+    waiter_ptr = &waiter;
     auto out = waiter.run<Grant>(end, true, round, requeue);
+    waiter_ptr = nullptr;
     if (out) return std::move(*out);
   }
   const auto t0 = Steady::now();

@@ -71,6 +71,10 @@ class Waiter {
   // The payload of the last push to this waiter ("" if none since the last
   // call): a round may use a grant carried by the message.
   std::string take_payload() { return notifier_.take_payload(*slot_); }
+  // Every push since the last take, with the subscriber it came from.
+  std::vector<Notifier::Push> take_pushes() {
+    return notifier_.take_pushes(*slot_);
+  }
 
   // Runs rounds until one returns a result (returned) or the wait ends
   // (nullopt: the caller withdraws). `round(first, left_ms)`: `first` is
