@@ -4,21 +4,14 @@
 #include <algorithm>
 #include <functional>
 
+#include "core/hash.h"
+
 namespace baton::core {
 
 namespace {
 // The index holds ring positions + 1 in 32 bits.
 constexpr std::size_t kMaxEntries = std::size_t{1} << 30;
 constexpr std::size_t kFirstCapacity = 64;
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
 
 std::uint64_t name_hash64(std::string_view name) {
   return std::hash<std::string_view>{}(name);
@@ -30,7 +23,8 @@ EndedTokens::EndedTokens(std::size_t max_entries, Nanos window)
 
 std::uint64_t EndedTokens::key_hash(std::uint64_t name_hash,
                                     const OwnerToken& token) {
-  return mix(name_hash ^ mix(token.hi) ^ (token.lo * 0x9E3779B97F4A7C15ull));
+  return mix64(name_hash ^ mix64(token.hi) ^
+               (token.lo * 0x9E3779B97F4A7C15ull));
 }
 
 std::size_t EndedTokens::memory_bytes() const {

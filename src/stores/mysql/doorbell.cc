@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/hash.h"
+
 namespace baton::store::my {
 namespace {
 
@@ -21,13 +23,7 @@ std::uint64_t fnv(std::uint64_t basis,
     h ^= 0;
     h *= 0x100000001b3ULL;
   }
-  // A final mix (splitmix64) spreads FNV's weak low bits.
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
+  return core::mix64(h);  // spreads FNV's weak low bits
 }
 
 }  // namespace
