@@ -199,6 +199,64 @@ TEST(Redlock, WaiterTakesTheGrantsPushedByEveryInstance) {
   EXPECT_TRUE(*b->release(*got));
 }
 
+// Instances that queued waiters in different orders grant different
+// waiters, and the push a waiter still lacks never comes: pushes from a
+// quorum are its grant after a moment (1 ms), with no refresh round.
+// Here a redis:// client queued on the third instance alone takes that
+// instance's grant, so the Redlock waiter gets pushes from two of three.
+TEST(Redlock, WaiterTakesTheGrantsPushedByAQuorum) {
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20'000;
+  Servers s = make(3);
+  auto a = open_client(redlock_url(s), no_retry());
+  auto b = open_client(redlock_url(s), no_retry());
+  auto c = open_client(s[2]->url(), no_retry());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const std::string name = unique("pushed-quorum");
+  auto held = a->try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  Result<Lease> got_c = Error(Errc::internal, "not run");
+  std::thread third([&] { got_c = c->acquire(name, 20s, opts(30s)); });
+  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 1; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread waiter([&] { got = b->acquire(name, 20s, opts(30s)); });
+  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 2; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(300ms);  // the inboxes are subscribed
+  const auto pushed = hooks.pushed_grants.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(*a->release(*held));
+  waiter.join();
+  third.join();
+  hooks.recheck_ms = 0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  ASSERT_TRUE(got_c.ok()) << got_c.error().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  // Both waiters took their grants from pushes (the old 5 ms wait for
+  // every push would have ended in a refresh round for b).
+  EXPECT_EQ(hooks.pushed_grants.load(), pushed + 2);
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  for (int k = 0; k < 2; ++k) {
+    const LockInfo info = on(*s[k], name);
+    ASSERT_EQ(info.holders.size(), 1u);
+    EXPECT_EQ(info.holders[0].fencing_token, got->fencing_token);
+  }
+  const LockInfo third_view = on(*s[2], name);
+  ASSERT_EQ(third_view.holders.size(), 1u);
+  EXPECT_EQ(third_view.holders[0].fencing_token, got_c->fencing_token);
+  ASSERT_EQ(third_view.waiters.size(), 1u);  // b, still queued there
+  EXPECT_TRUE(*c->release(*got_c));
+  EXPECT_TRUE(*b->release(*got));
+  for (auto& p : s) {
+    const LockInfo info = on(*p, name);
+    EXPECT_TRUE(info.holders.empty());
+    EXPECT_TRUE(info.waiters.empty());
+  }
+}
+
 // Waiters that race to the instances reach them in different orders; their
 // tickets (docs/stores/redis.md, "Order") must give every instance the same
 // queue, and the lock must be handed over in that order.

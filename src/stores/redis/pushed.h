@@ -13,9 +13,15 @@
 // is). Any other reply from k (granted, busy, an error: a round that may
 // have been undone by a clean-up) disables k's pushes until k answers
 // `queued` again, so a push of a grant that was given back (release_all,
-// a split's yield) is never used. Anything else (a withdrawal, a message
-// of another lock, pushes from only some instances after a 5 ms wait)
-// falls back to a refresh round.
+// a split's yield) is never used.
+//
+// Pushes from a quorum (but not every instance) are a grant too, as a
+// round with the same replies would be, once the others had 1 ms to come:
+// instances that queued waiters in different orders (before a refresh
+// round aligned their tickets) grant different waiters, and the missing
+// push then never comes. Anything else (a withdrawal, a message of another
+// lock, pushes from fewer than a quorum after a 5 ms wait) falls back to a
+// refresh round.
 //
 // Thread safety: belongs to one waiting thread.
 #ifndef BATON_STORES_REDIS_PUSHED_H_
@@ -37,9 +43,10 @@ namespace baton::store::redis {
 class Pushed {
  public:
   enum class Use {
-    none,  // run a refresh round
-    wait,  // some instances pushed: wait up to 5 ms for the others
-    all    // every instance pushed: replies() is the round
+    none,    // run a refresh round
+    wait,    // some instances pushed: wait a moment for the others
+    quorum,  // a quorum pushed and the others did not come: replies()
+    all      // every instance pushed: replies() is the round
   };
 
   explicit Pushed(std::size_t n) : last_(n), got_(n) {}
@@ -63,7 +70,7 @@ class Pushed {
   // a push's source to its instance (>= n: unknown).
   template <typename F>
   Use take(std::vector<Notifier::Push> pushes, std::string_view name,
-           F&& index_of) {
+           std::size_t quorum, F&& index_of) {
     bool other = false;
     for (auto& p : pushes) {
       const std::size_t k = index_of(p.from);
@@ -81,14 +88,24 @@ class Pushed {
     if (have == got_.size()) return Use::all;
     if (have == 0) return Use::none;
     const auto now = Steady::now();
-    if (!wait_until_) wait_until_ = now + kWaitForAll;
-    return now < *wait_until_ ? Use::wait : Use::none;
+    if (!first_push_) first_push_ = now;
+    if (have >= quorum) {
+      return now < *first_push_ + kWaitForQuorumRest ? Use::wait : Use::quorum;
+    }
+    return now < *first_push_ + kWaitForQuorum ? Use::wait : Use::none;
   }
 
-  // The pushed grants as a round's replies (after take() said all).
+  // The pushed grants as a round's replies (after take() said all or
+  // quorum): an instance that pushed nothing answers as not granted.
   std::vector<Result<AcqReply>> replies() const {
     std::vector<Result<AcqReply>> out;
-    for (const auto& g : got_) out.emplace_back(*g);
+    for (const auto& g : got_) {
+      if (g) {
+        out.emplace_back(*g);
+      } else {
+        out.emplace_back(Error(Errc::unavailable, "no grant was pushed"));
+      }
+    }
     return out;
   }
   // The earliest send time of the rounds the pushes are counted from.
@@ -100,14 +117,10 @@ class Pushed {
     return t;
   }
   // How long to nap while waiting for the remaining pushes.
-  milliseconds nap() const {
-    if (!wait_until_) return milliseconds(1);
-    return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(
-                                         *wait_until_ - Steady::now()));
-  }
+  milliseconds nap() const { return milliseconds(1); }
   void clear() {
     got_.assign(got_.size(), std::nullopt);
-    wait_until_.reset();
+    first_push_.reset();
   }
 
  private:
@@ -117,9 +130,10 @@ class Pushed {
   };
   std::vector<std::optional<Queued>> last_;
   std::vector<std::optional<AcqReply>> got_;
-  // Set by the first push of a wait: the others are given until then.
-  std::optional<Steady::time_point> wait_until_;
-  static constexpr milliseconds kWaitForAll{5};
+  // When the first push of this wait came.
+  std::optional<Steady::time_point> first_push_;
+  static constexpr milliseconds kWaitForQuorumRest{1};
+  static constexpr milliseconds kWaitForQuorum{5};
 };
 
 }  // namespace baton::store::redis

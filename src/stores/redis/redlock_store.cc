@@ -58,7 +58,7 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
       // Woken by pushes (rule 10): grants pushed by every instance are the
       // round's replies, with no refresh round; while only some came, wait
       // a moment for the rest (the same release runs on each instance).
-      const auto use = pushed.take(waiter_ptr->take_pushes(), spec.name,
+      const auto use = pushed.take(waiter_ptr->take_pushes(), spec.name, quorum,
                                    [&](const void* from) {
                                      for (std::size_t k = 0; k < n; ++k) {
                                        if (inst_[k]->push_source() == from) {
@@ -67,7 +67,7 @@ Result<Grant> RedlockStore::acquire(const AcquireSpec& spec,
                                      }
                                      return n;
                                    });
-      if (use == Pushed::Use::all) {
+      if (use == Pushed::Use::all || use == Pushed::Use::quorum) {
         test_hooks().pushed_grants.fetch_add(1);
         std::vector<Result<AcqReply>> replies = pushed.replies();
         const auto since = pushed.since();
