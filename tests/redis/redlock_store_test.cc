@@ -49,6 +49,14 @@ LockInfo on(const RedisProcess& p, const std::string& name) {
   return info.ok() ? *info : LockInfo{};
 }
 
+// Waits (up to 2 s) until `n` requests wait on `name` on instance p.
+void await_waiters(const RedisProcess& p, const std::string& name,
+                   std::size_t n) {
+  for (int i = 0; i < 400 && on(p, name).waiters.size() != n; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
 TEST(Redlock, KillOneOfThreeStillGrants) {
   Servers s = make(3);
   auto c = open_client(redlock_url(s), no_retry());
@@ -177,9 +185,7 @@ TEST(Redlock, WaiterTakesTheGrantsPushedByEveryInstance) {
   ASSERT_TRUE(held.ok()) << held.error().to_string();
   Result<Lease> got = Error(Errc::internal, "not run");
   std::thread waiter([&] { got = b->acquire(name, 20s, opts(30s)); });
-  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 1; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  await_waiters(*s[2], name, 1);
   std::this_thread::sleep_for(300ms);  // the inboxes are subscribed
   const auto pushed = hooks.pushed_grants.load();
   const auto t0 = std::chrono::steady_clock::now();
@@ -217,14 +223,10 @@ TEST(Redlock, WaiterTakesTheGrantsPushedByAQuorum) {
   ASSERT_TRUE(held.ok()) << held.error().to_string();
   Result<Lease> got_c = Error(Errc::internal, "not run");
   std::thread third([&] { got_c = c->acquire(name, 20s, opts(30s)); });
-  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 1; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  await_waiters(*s[2], name, 1);
   Result<Lease> got = Error(Errc::internal, "not run");
   std::thread waiter([&] { got = b->acquire(name, 20s, opts(30s)); });
-  for (int i = 0; i < 400 && on(*s[2], name).waiters.size() != 2; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  await_waiters(*s[2], name, 2);
   std::this_thread::sleep_for(300ms);  // the inboxes are subscribed
   const auto pushed = hooks.pushed_grants.load();
   const auto t0 = std::chrono::steady_clock::now();
