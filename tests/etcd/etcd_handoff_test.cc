@@ -98,7 +98,7 @@ TEST(EtcdHandoff, ANextInLineThatLeftMakesThePlainRelease) {
   ASSERT_TRUE(eventually([&] { return waiters_of(s, name) == 1; }));
   auto q = s.read_queue(name);
   ASSERT_TRUE(q.ok());
-  s.remember_next(s.key_of(name, h.token), *q);
+  s.remember_next(*s.known_key(name, h.token), *q);
   auto r1 = w1.get();
   ASSERT_FALSE(r1.ok());
   EXPECT_EQ(r1.error().code(), Errc::timeout);

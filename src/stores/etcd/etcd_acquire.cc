@@ -35,7 +35,8 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                                ? SteadyTime::max()
                                : start + std::min(wait, core::kForeverWait);
   const std::string dir = lock_dir(spec.name);
-  const std::string key = dir + spec.token.to_string();
+  // This store's key for the request (a retry's, or a reused one).
+  std::string key = key_for(spec.name, spec.token);
   const std::int64_t secs = lease_seconds(spec.ttl);
   Value mine;
   mine.held = true;
@@ -45,6 +46,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   mine.label = spec.label;
   mine.reentrancy_key = spec.reentrancy_key;
   mine.shared = spec.shared;
+  mine.owner = spec.token.to_string();
 
   // 1. A lease (the store's shared one, or one of its own with
   // lease=own), then one transaction: if the lock has no key at all, the
@@ -59,6 +61,13 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
     if (lease_id != 0 && !lease_shared) revoke_later(lease_id);
     lease_id = 0;
     lease_shared = false;
+  };
+  // The request ends here without a grant: its key, if this call knows it
+  // is gone (never made, or removed), may be reused.
+  auto end_key = [&](bool gone) { key_done(spec.name, spec.token, gone); };
+  auto withdraw = [&](const Entry& e) {
+    auto r = remove(e);
+    end_key(r.ok() && *r);
   };
   auto grant_own = [&]() -> Status {
     refreshed = steady_clock::now();
@@ -221,6 +230,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
         }
         if (joined) {
           drop_lease();
+          end_key(true);  // the join's grant is the holder's key
           SteadyTime ref{};
           auto renewed = renew(grant_entry, spec.ttl, &ref);
           if (!renewed.ok()) return std::move(renewed).error();
@@ -238,12 +248,14 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       if (!q.entries.empty() && q.capacity() != spec.capacity) {
         drop_lease();
+        end_key(true);
         return wrong_capacity(spec.name, q.capacity(), spec.capacity);
       }
       // A try that could not be granted leaves no key behind.
       if (wait.count() == 0 &&
           q.blocked(q.entries.size(), spec.shared, spec.capacity)) {
         drop_lease();
+        end_key(true);
         return busy(spec.name, holders_of(q));
       }
       // 2. Queue: create the key (waiting) unless a retry of this request
@@ -282,6 +294,11 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       }
       q = queue_of(dir, w->responses(w->succeeded() ? 1 : 0).response_range());
       q.revision = w->header().revision();
+      if (!w->succeeded() && q.index_of(spec.token) < 0) {
+        // The key is taken by an older request of this store (its create
+        // was applied after this store saw it gone): a new key.
+        key = new_key(spec.name, spec.token);
+      }
       continue;
     }
     if (pos < 0) {
@@ -291,6 +308,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       // dropped the key (the caller may retry with the same token).
       auto left = conn_->time_to_live(my_lease);
       drop_lease();
+      end_key(true);
       if (left.ok() && *left >= 0) revoke_later(my_lease);
       if (left.ok() && *left < 0) {
         return Error(Errc::unavailable,
@@ -303,6 +321,10 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
                                            " was withdrawn while it waited");
     }
     const Entry& me = q.entries[static_cast<std::size_t>(pos)];
+    if (me.key != key) {  // a retry found the request under another key
+      key = me.key;
+      key_is(spec.name, spec.token, key);
+    }
     if (lease_id != 0 && me.lease != lease_id) drop_lease();
     queued = true;
     my_lease = me.lease;
@@ -314,7 +336,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       return grant_of(spec.name, *renewed, spec.ttl, start, ref);
     }
     if (q.entries[0].v.capacity != spec.capacity) {
-      (void)remove(me);
+      withdraw(me);
       return wrong_capacity(spec.name, q.entries[0].v.capacity, spec.capacity);
     }
     if (!q.blocked(static_cast<std::size_t>(pos), me.v.shared, spec.capacity)) {
@@ -322,10 +344,10 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       if (!claimed.ok()) return std::move(claimed).error();
       if (*claimed) return granted(std::move(**claimed), rounds > 1);
     } else if (wait.count() == 0) {
-      (void)remove(me);
+      withdraw(me);
       return busy(spec.name, holders_of(q));
     } else if (steady_clock::now() >= until || call_deadline_passed()) {
-      (void)remove(me);
+      withdraw(me);
       return Error(Errc::timeout,
                    "timed out waiting for lock " + core::quote_name(spec.name));
     } else {
@@ -404,7 +426,7 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
           if (steady_clock::now() >= until) {
             // The wait is over: withdraw at once, without reading first
             // (the remove must fit in the call's reply grace, rule 7).
-            (void)remove(me);
+            withdraw(me);
             return Error(Errc::timeout, "timed out waiting for lock " +
                                             core::quote_name(spec.name));
           }

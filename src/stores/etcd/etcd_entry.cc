@@ -7,6 +7,8 @@
 namespace baton::store::etcd {
 namespace {
 
+constexpr std::size_t kOwnerSize = 32;  // an owner token's hex
+
 // Reads one space-terminated decimal number from `s` at `*pos`.
 template <class T>
 bool number(std::string_view s, std::size_t* pos, T* out) {
@@ -21,20 +23,23 @@ bool number(std::string_view s, std::size_t* pos, T* out) {
 }  // namespace
 
 // "b1 " ("b2 " for a shared request), then "<held + 2 if the lease is shared>
-// <all> <cap> <holds> <lease_s> <fencing> <queued_at> <label length> <key
-// length> " then the label and the reentrancy key.
+// <all + 2 if the owner leads the label> <cap> <holds> <lease_s> <fencing>
+// <queued_at> <label length> <key length> " then the label (after the
+// owner token) and the reentrancy key.
 std::string encode(const Value& v) {
   std::string s = v.shared ? "b2 " : "b1 ";
   auto add = [&](std::int64_t n) { s += std::to_string(n) + " "; };
+  const bool owner = v.owner.size() == kOwnerSize;
   add((v.held ? 1 : 0) | (v.shared_lease ? 2 : 0));
-  add(v.all ? 1 : 0);
+  add((v.all ? 1 : 0) | (owner ? 2 : 0));
   add(v.capacity);
   add(v.holds);
   add(v.lease_s);
   add(v.fencing);
   add(v.queued_at_ms);
-  add(static_cast<std::int64_t>(v.label.size()));
+  add(static_cast<std::int64_t>(v.label.size() + (owner ? kOwnerSize : 0)));
   add(static_cast<std::int64_t>(v.reentrancy_key.size()));
+  if (owner) s += v.owner;
   s += v.label;
   s += v.reentrancy_key;
   return s;
@@ -55,10 +60,16 @@ std::optional<Value> decode(std::string_view data) {
       !number(data, &pos, &klen) || data.size() - pos != llen + klen) {
     return std::nullopt;
   }
-  if (held < 0 || held > 3) return std::nullopt;
+  if (held < 0 || held > 3 || all < 0 || all > 3) return std::nullopt;
   v.held = (held & 1) != 0;
   v.shared_lease = (held & 2) != 0;
-  v.all = all != 0;
+  v.all = (all & 1) != 0;
+  if ((all & 2) != 0) {
+    if (llen < kOwnerSize) return std::nullopt;
+    v.owner = std::string(data.substr(pos, kOwnerSize));
+    pos += kOwnerSize;
+    llen -= kOwnerSize;
+  }
   v.label = std::string(data.substr(pos, llen));
   v.reentrancy_key = std::string(data.substr(pos + llen, klen));
   return v;
@@ -142,9 +153,12 @@ bool parse_entry(std::string_view dir, std::string key, std::int64_t create,
   if (key.size() != dir.size() + 32 || key.compare(0, dir.size(), dir) != 0) {
     return false;
   }
-  auto token = OwnerToken::parse(std::string_view(key).substr(dir.size()));
   auto v = decode(value);
-  if (!token.ok() || !v) return false;
+  if (!v) return false;
+  auto token = OwnerToken::parse(v->owner.empty()
+                                     ? std::string_view(key).substr(dir.size())
+                                     : std::string_view(v->owner));
+  if (!token.ok()) return false;
   e->key = std::move(key);
   e->token = *token;
   e->create_rev = create;

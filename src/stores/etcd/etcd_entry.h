@@ -3,8 +3,13 @@
 // queue as read from etcd (pure functions; no I/O).
 //
 // Layout (docs/stores/etcd.md):
-//   <prefix>/l/<escaped name>/<owner token>   one key per request, own lease
-//   <prefix>/c/<escaped name>                 a counter
+//   <prefix>/l/<escaped name>/<32 hex>   one key per request: a key of the
+//                                        store that wrote it (16 hex: the
+//                                        store, 16 hex: a slot it reuses)
+//                                        or, written by an older baton, the
+//                                        owner token
+//   <prefix>/c/<escaped name>            a counter
+// The owner token is in the value (Value::owner).
 // The name is escaped so that no lock's key range holds another lock's
 // keys ('%' -> %25, '/' -> %2F).
 //
@@ -44,6 +49,12 @@ struct Value {
   std::int64_t queued_at_ms = 0;  // client wall clock (for describe only)
   std::string label;
   std::string reentrancy_key;
+  // The request's owner token (32 hex; empty in a value written by an
+  // older baton, whose key is the token). Encoded as the label's first 32
+  // bytes with bit 2 of the `all` field set, so that an older baton still
+  // decodes the value and counts the request (it then shows the token in
+  // the label and takes the request for an acquire_all: no handoff to it).
+  std::string owner;
 };
 std::string encode(const Value& v);
 // Every shared request's value sorts above this, every exclusive one below.
@@ -91,6 +102,7 @@ std::string escape_name(std::string_view name);
 std::string unescape_name(std::string_view escaped);
 
 // Parses a request key "<dir><32 hex>" into e (false: not a request key).
+// The owner token is the value's (Value::owner), else the key's 32 hex.
 bool parse_entry(std::string_view dir, std::string key, std::int64_t create,
                  std::int64_t mod, std::int64_t lease, std::string_view value,
                  Entry* e);

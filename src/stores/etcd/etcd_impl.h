@@ -77,9 +77,29 @@ class EtcdStore final : public Store {
   // ---- shared by the source files (and the store's tests) ----
   // "<prefix>/l/<escaped name>/": the lock's request keys.
   std::string lock_dir(std::string_view name) const;
-  std::string key_of(std::string_view name, const OwnerToken& token) const {
+  // A request's identity in this store's maps (not a key in etcd).
+  std::string id_of(std::string_view name, const OwnerToken& token) const {
     return lock_dir(name) + token.to_string();
   }
+  // The key a request of `token` on `name` is written under (docs/stores/
+  // etcd.md, "Key layout"): the one this store chose for it before (a
+  // retry), else one of this store's keys of the lock that it deleted
+  // itself, else a new one. Keys are reused so that a busy lock does not
+  // leave a dead key per request in etcd's index, which every compare and
+  // read over the lock's range walks until a compaction.
+  std::string key_for(std::string_view name, const OwnerToken& token);
+  // A key of this store's that no request holds: a new one.
+  std::string new_key(std::string_view name, const OwnerToken& token);
+  // The key this store chose for the request (nullopt: none known, e.g. a
+  // request of another store, or one that ended).
+  std::optional<std::string> known_key(std::string_view name,
+                                       const OwnerToken& token);
+  // Records that the request is under `key` (a retry found it there).
+  void key_is(std::string_view name, const OwnerToken& token,
+              const std::string& key);
+  // The request ended. `gone`: its key is absent from etcd (this store
+  // deleted it, or never created it), so a later request may reuse it.
+  void key_done(std::string_view name, const OwnerToken& token, bool gone);
   // The lock's requests in create-revision order.
   Result<Queue> read_queue(std::string_view name);
   // Several locks' queues read at one revision (one transaction).
@@ -187,7 +207,13 @@ class EtcdStore final : public Store {
   std::condition_variable cv_;
   std::vector<std::int64_t> to_revoke_;   // guarded by mu_
   std::vector<std::int64_t> to_renew_;    // guarded by mu_
-  std::map<std::string, Entry> granted_;  // by key; guarded by mu_
+  std::map<std::string, Entry> granted_;  // by id_of; guarded by mu_
+  // Key reuse (key_for): the key of each live request of this store, the
+  // slots of each lock's keys this store deleted, and the next new slot.
+  std::map<std::string, std::string> keys_;  // by id_of; guarded by mu_
+  std::map<std::string, std::vector<std::uint64_t>> free_;  // by lock dir
+  std::uint64_t next_slot_ = 0;                             // guarded by mu_
+  const std::string store_id_;            // 16 hex, random: this store's keys
   std::map<std::string, Entry> next_of_;  // by holder key; guarded by mu_
   struct Shared {
     std::int64_t id = 0;

@@ -77,7 +77,8 @@ Result<bool> enqueue_missing(EtcdStore& s, Conn& conn, const MultiSpec& spec,
     v.lease_s = lease_seconds(spec.ttl);
     v.queued_at_ms = wall_ms();
     v.label = spec.label;
-    const std::string key = s.key_of(spec.names[i], spec.reservation);
+    v.owner = spec.reservation.to_string();
+    const std::string key = s.new_key(spec.names[i], spec.reservation);
     auto* c = t.add_compare();
     c->set_key(key);
     c->set_target(pb::Compare::CREATE);

@@ -59,16 +59,33 @@ Result<std::vector<Queue>> EtcdStore::read_queues(
 Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
                                                    const OwnerToken& token,
                                                    bool serializable) {
+  const std::string dir = lock_dir(name);
+  const std::optional<std::string> known = known_key(name, token);
+  if (!known) {
+    // Not a request this store knows the key of (another store's, or an
+    // older baton's whose key is the token): find it in the lock's range.
+    pb::RangeRequest req = dir_range(dir);
+    req.set_serializable(serializable);
+    auto r = conn_->range(req);
+    if (!r.ok()) return std::move(r).error();
+    Queue q = queue_of(dir, *r);
+    const int at = q.index_of(token);
+    if (at < 0) return std::optional<Entry>{};
+    return std::optional<Entry>{
+        std::move(q.entries[static_cast<std::size_t>(at)])};
+  }
   pb::RangeRequest req;
-  req.set_key(key_of(name, token));
+  req.set_key(*known);
   req.set_serializable(serializable);
   auto r = conn_->range(req);
   if (!r.ok()) return std::move(r).error();
   if (r->kvs_size() == 0) return std::optional<Entry>{};
   const auto& kv = r->kvs(0);
   Entry e;
-  if (!parse_entry(lock_dir(name), kv.key(), kv.create_revision(),
-                   kv.mod_revision(), kv.lease(), kv.value(), &e)) {
+  // The key may hold a later request of this store (this one ended).
+  if (!parse_entry(dir, kv.key(), kv.create_revision(), kv.mod_revision(),
+                   kv.lease(), kv.value(), &e) ||
+      e.token != token) {
     return std::optional<Entry>{};
   }
   return std::optional<Entry>{std::move(e)};
@@ -327,7 +344,10 @@ Grant EtcdStore::grant_of(std::string_view name, const Entry& e,
       granted_.clear();
       next_of_.clear();
     }
-    granted_[e.key] = e;
+    const std::string id = id_of(name, e.token);
+    granted_[id] = e;
+    if (keys_.size() >= 100000) keys_.clear();
+    keys_[id] = e.key;
   }
   Grant g;
   g.name = std::string(name);

@@ -109,6 +109,7 @@ std::int64_t wall_ms() {
 EtcdStore::EtcdStore(EtcdOptions options, std::unique_ptr<Conn> conn)
     : options_(std::move(options)),
       conn_(std::move(conn)),
+      store_id_(OwnerToken::random().to_string().substr(0, 16)),
       revoker_([this] { revoker(); }) {}
 
 EtcdStore::~EtcdStore() {
@@ -241,19 +242,21 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
   if (Status s = core::validate_lease_call(name, token); !s.ok()) {
     return s.error();
   }
-  const std::string key = key_of(name, token);
+  const std::string id = id_of(name, token);
   std::optional<Entry> known;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = granted_.find(key);
+    auto it = granted_.find(id);
     if (it != granted_.end()) {
       known = it->second;
       granted_.erase(it);
     }
   }
   const bool plain_release = known && known->v.holds == 1;
-  const std::optional<Entry> next = take_next(key, plain_release);
+  const std::optional<Entry> next =
+      known ? take_next(known->key, plain_release) : std::nullopt;
   if (plain_release) {
+    const std::string& key = known->key;
     // The lease this store granted, unchanged since (mod revision): one
     // transaction deletes it; anything else reads the key first. A mutex
     // lease whose next in line is known (a single exclusive request that
@@ -294,6 +297,7 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
         r->succeeded() || (next && r->responses_size() > 0 &&
                            r->responses(0).response_txn().succeeded());
     if (released) {
+      key_done(name, token, true);
       if (next && r->succeeded()) handoffs_.fetch_add(1);
       if (!known->v.shared_lease) revoke_later(known->lease);
       return ReleaseResult{true, 0};
@@ -302,7 +306,10 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
   for (int attempt = 0; attempt < 100; ++attempt) {
     auto e = read_entry(name, token);
     if (!e.ok()) return std::move(e).error();
-    if (!*e) return ReleaseResult{};
+    if (!*e) {
+      key_done(name, token, true);
+      return ReleaseResult{};
+    }
     const Entry& en = **e;
     if (!en.v.held) {  // a queued request: withdrawn (its waiter, if any,
                        // sees the key go with its lease alive)
@@ -330,7 +337,10 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
     }
     auto r = remove(en);
     if (!r.ok()) return std::move(r).error();
-    if (*r) return ReleaseResult{true, 0};
+    if (*r) {
+      key_done(name, token, true);
+      return ReleaseResult{true, 0};
+    }
   }
   return Error(Errc::unavailable, "etcd at " + conn_->where() + ": lock " +
                                       core::quote_name(name) +
