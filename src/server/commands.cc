@@ -301,11 +301,14 @@ void Connection::cmd_acquire(const proto::Request& req) {
   r.ttl = std::chrono::milliseconds(*ttl);
   r.session = session_;
   std::int64_t wait_ms = 0;
+  bool brief = false;
   for (std::size_t i = 4; i < req.size(); ++i) {
     const std::string opt = upper(req[i]);
     bool has_value = i + 1 < req.size();
     if (opt == "EPHEMERAL") {
       r.ephemeral = true;
+    } else if (opt == "BRIEF") {
+      brief = true;
     } else if (opt == "SHARED") {
       r.shared = true;
     } else if (opt == "WAIT" && has_value) {
@@ -337,7 +340,17 @@ void Connection::cmd_acquire(const proto::Request& req) {
   } else if (out->granted) {
     std::string bytes;
     proto::RespWriter w(bytes);
-    proto::write_grant(w, server_.to_grant(out->grant));
+    const core::Grant g = server_.to_grant(out->grant);
+    core::Grant asked;
+    asked.token = r.token;
+    asked.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(r.ttl);
+    asked.capacity = r.capacity;
+    asked.shared = r.shared;
+    if (brief && proto::brief_fits(g, asked)) {
+      proto::write_brief_grant(w, g);
+    } else {
+      proto::write_grant(w, g);
+    }
     // The grant to undo if persisting it fails, or to give back if the
     // connection closes before the reply is written (only with a journal:
     // without one, nothing is staged).
