@@ -4,8 +4,9 @@
 #   LOCK.ACQUIRE k:<rand> <token> 30000      to batond (each binary given)
 #   LOCK.ACQUIRE k:<rand> <token> 30000 BRIEF   the same, as the baton://
 #                                            client sends it (the short
-#                                            grant reply; NO_BRIEF=1 skips
-#                                            it, for a batond without BRIEF)
+#                                            grant reply; skipped for a
+#                                            batond without BRIEF, or with
+#                                            NO_BRIEF=1)
 #   SET k:<rand> <token> NX PX 30000         to redis-server
 # with a fresh server per run (no persistence) and reads the server's
 # user + system CPU from /proc/PID/stat before and after N requests.
@@ -38,7 +39,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
     pid=$!
     for _ in $(seq 50); do redis-cli -p "$BPORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
     run "batond $bin" "$pid" "$BPORT" LOCK.ACQUIRE k:__rand_int__ "$TOKEN" 30000
-    if [[ -z ${NO_BRIEF:-} ]]; then  # what the baton:// client sends
+    # What the baton:// client sends, if this batond takes BRIEF.
+    if [[ -z ${NO_BRIEF:-} ]] && ! redis-cli -p "$BPORT" LOCK.ACQUIRE brief-probe \
+        "$TOKEN" 1000 BRIEF 2>&1 | grep -q 'unknown or incomplete'; then
       run "batond $bin BRIEF" "$pid" "$BPORT" LOCK.ACQUIRE k:__rand_int__ "$TOKEN" 30000 BRIEF
     fi
     kill "$pid"; wait "$pid" 2>/dev/null || true
