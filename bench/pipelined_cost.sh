@@ -2,6 +2,11 @@
 # bench/pipelined_cost.sh — server CPU per request under pipelined load
 # (issue 18): redis-benchmark -c 50 -P 16 -r 100000 sends
 #   LOCK.ACQUIRE k:<rand> <token> 30000      to batond (each binary given)
+#   LOCK.ACQUIRE k:<rand> <token> 30000 BRIEF   the same, as the baton://
+#                                            client sends it (the short
+#                                            grant reply; skipped for a
+#                                            batond without BRIEF, or with
+#                                            NO_BRIEF=1)
 #   SET k:<rand> <token> NX PX 30000         to redis-server
 # with a fresh server per run (no persistence) and reads the server's
 # user + system CPU from /proc/PID/stat before and after N requests.
@@ -34,6 +39,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
     pid=$!
     for _ in $(seq 50); do redis-cli -p "$BPORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
     run "batond $bin" "$pid" "$BPORT" LOCK.ACQUIRE k:__rand_int__ "$TOKEN" 30000
+    # What the baton:// client sends, if this batond takes BRIEF.
+    if [[ -z ${NO_BRIEF:-} ]] && ! redis-cli -p "$BPORT" LOCK.ACQUIRE brief-probe \
+        "$TOKEN" 1000 BRIEF 2>&1 | grep -q 'unknown or incomplete'; then
+      run "batond $bin BRIEF" "$pid" "$BPORT" LOCK.ACQUIRE k:__rand_int__ "$TOKEN" 30000 BRIEF
+    fi
     kill "$pid"; wait "$pid" 2>/dev/null || true
   done
   redis-server --port "$RPORT" --save '' --appendonly no >/dev/null 2>&1 &

@@ -303,6 +303,14 @@ class LockTable {
   // page sends a snapshot only when it moved).
   std::uint64_t change_count() const;
 
+  // Hints for a batch of requests (no effect on the table): start loading
+  // from memory where the lock `name` is found (its index slot), or the
+  // lock itself (its slot must be loaded already: hint the slot one
+  // request earlier). batond hints the next requests of a pipelined batch
+  // while it runs the current one.
+  void prefetch_slot(std::string_view name) const;
+  void prefetch_lock(std::string_view name) const;
+
   struct Impl;
 
  private:

@@ -174,6 +174,8 @@ class LockIndex {
   ~LockIndex();
   std::size_t size() const { return size_; }
   LockE* find(std::string_view name, std::uint32_t hash) const;
+  void prefetch_slot(std::uint32_t hash) const;
+  void prefetch_lock(std::uint32_t hash) const;  // the first probe's lock
   void insert(LockE* lock);  // name not present
   void erase(LockE* lock);   // present
   template <typename F>

@@ -331,6 +331,14 @@ std::vector<Event> LockTable::take_events() {
 
 std::uint64_t LockTable::change_count() const { return impl_->changes; }
 
+void LockTable::prefetch_slot(std::string_view name) const {
+  impl_->locks.prefetch_slot(name_hash(name));
+}
+
+void LockTable::prefetch_lock(std::string_view name) const {
+  impl_->locks.prefetch_lock(name_hash(name));
+}
+
 TableStats LockTable::stats() const {
   TableStats s = impl_->totals;
   s.locks = impl_->locks.size();

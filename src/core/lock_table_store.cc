@@ -71,6 +71,19 @@ LockE* LockIndex::find(std::string_view name, std::uint32_t hash) const {
   }
 }
 
+void LockIndex::prefetch_slot(std::uint32_t hash) const {
+  if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+}
+
+void LockIndex::prefetch_lock(std::uint32_t hash) const {
+  if (slots_.empty()) return;
+  const LockE* l = slots_[hash & (slots_.size() - 1)];
+  if (l != nullptr) {
+    __builtin_prefetch(&l->hash);  // what find() reads first
+    __builtin_prefetch(l);
+  }
+}
+
 void LockIndex::insert(LockE* lock) {
   if ((size_ + 1) * 2 > slots_.size()) grow();
   const std::size_t mask = slots_.size() - 1;

@@ -27,6 +27,19 @@ void write_grant(RespWriter& w, const core::Grant& g) {
   w.integer(g.shared ? 1 : 0);
 }
 
+void write_brief_grant(RespWriter& w, const core::Grant& g) {
+  w.array(4);
+  w.integer(static_cast<std::int64_t>(g.fencing_token));
+  w.integer(g.valid_for.count());
+  w.integer(g.store_expires_at_ms);
+  w.integer(g.holds);
+}
+
+bool brief_fits(const core::Grant& g, const core::Grant& asked) {
+  return g.token == asked.token && g.ttl == asked.ttl &&
+         g.capacity == asked.capacity && g.shared == asked.shared;
+}
+
 void write_holder(RespWriter& w, const HolderInfo& h) {
   w.array(10);
   w.bulk("label");
@@ -211,6 +224,25 @@ Result<core::Grant> read_grant(const Reply& r) {
   g.store_expires_at_ms = exp;
   std::int64_t shared = 0;  // absent from batond before rule 18
   g.shared = get_int(m, "shared", &shared) && shared != 0;
+  return g;
+}
+
+Result<core::Grant> read_grant(const Reply& r, const core::Grant& asked) {
+  if (r.type != Reply::Type::array || r.elements.size() != 4 ||
+      r.elements[0].type != Reply::Type::integer) {
+    return read_grant(r);  // the full form (or a failure)
+  }
+  for (const auto& e : r.elements) {
+    if (e.type != Reply::Type::integer) return bad("brief grant");
+  }
+  if (r.elements[0].integer <= 0 || r.elements[3].integer <= 0) {
+    return bad("brief grant fields");
+  }
+  core::Grant g = asked;
+  g.fencing_token = static_cast<std::uint64_t>(r.elements[0].integer);
+  g.valid_for = std::chrono::microseconds(r.elements[1].integer);
+  g.store_expires_at_ms = r.elements[2].integer;
+  g.holds = static_cast<std::uint32_t>(r.elements[3].integer);
   return g;
 }
 

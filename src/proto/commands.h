@@ -33,6 +33,13 @@ namespace baton::proto {
 inline constexpr std::uint16_t kDefaultPort = 7420;
 
 void write_grant(RespWriter& w, const core::Grant& g);
+// The reply to `LOCK.ACQUIRE … BRIEF` when the grant is the lease the
+// request asked for (its token, TTL, capacity and mode): the fields the
+// client does not know, `*4 :fencing :valid_for_us :expires_at_ms :holds`
+// (docs/protocol.md).
+void write_brief_grant(RespWriter& w, const core::Grant& g);
+// Whether `g` may be answered briefly to a request for `asked`.
+bool brief_fits(const core::Grant& g, const core::Grant& asked);
 void write_not_acquired(RespWriter& w, const Error& e);
 void write_error(RespWriter& w, const Error& e);  // -code message
 void write_holder(RespWriter& w, const HolderInfo& h);
@@ -44,6 +51,10 @@ void write_release(RespWriter& w, const core::ReleaseResult& r);
 Error error_from_reply(const Reply& r);
 bool is_failure(const Reply& r);  // error reply or not_acquired array
 Result<core::Grant> read_grant(const Reply& r);
+// A reply to `LOCK.ACQUIRE … BRIEF`: the brief form, completed from
+// `asked` (the request's name, token, TTL, capacity and mode), or the full
+// one (a reentrant join, a grant after a wait).
+Result<core::Grant> read_grant(const Reply& r, const core::Grant& asked);
 Result<std::vector<core::Grant>> read_grants(const Reply& r);
 Result<LockInfo> read_lock_info(const Reply& r);
 Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);

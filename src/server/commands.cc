@@ -4,6 +4,7 @@
 #include "proto/commands.h"
 
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,11 +17,11 @@ namespace baton::server {
 
 namespace {
 
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
+// Case-insensitive equality of a request word and a name (no copy: this
+// runs for every request and option).
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         ::strncasecmp(a.data(), b.data(), a.size()) == 0;
 }
 
 bool parse_int(std::string_view s, std::int64_t* v) {
@@ -75,7 +76,7 @@ Result<OwnerToken> token_arg(std::string_view s) {
 constexpr std::int64_t kMaxMs = 7LL * 24 * 3600 * 1000;
 constexpr std::int64_t kMaxU32 = 0xFFFFFFFFLL;
 
-bool is_mutating(const std::string& cmd) {
+bool is_mutating(std::string_view cmd) {
   return cmd == "LOCK.ACQUIRE" || cmd == "LOCK.EXTEND" ||
          cmd == "LOCK.RELEASE" || cmd == "LOCK.ACQUIRE_SOME" ||
          cmd == "LOCK.ACQUIRE_ALL" || cmd == "COUNTER.ADD" ||
@@ -119,19 +120,22 @@ void Connection::reply_result_error(const Error& e) {
 }
 
 void Connection::execute(const proto::Request& req) {
-  const std::string cmd = upper(req[0]);
   const Arity* arity = nullptr;
   for (const auto& a : kArity) {
-    if (cmd == a.name) arity = &a;
+    if (iequals(req[0], a.name)) {
+      arity = &a;
+      break;
+    }
   }
   if (arity == nullptr) {
     return reply_error(Errc::invalid_argument, "unknown command " +
                                                    core::quote_name(req[0]) +
                                                    " (see docs/protocol.md)");
   }
+  const std::string_view cmd = arity->name;  // upper case
   if (req.size() < arity->min || req.size() > arity->max) {
     return reply_error(Errc::invalid_argument,
-                       "wrong number of arguments for " + cmd);
+                       "wrong number of arguments for " + std::string(cmd));
   }
   if (cmd == "AUTH") return cmd_auth(req);
   if (cmd == "QUIT") {
@@ -232,7 +236,7 @@ void Connection::auth_failed(std::string message) {
   });
 }
 
-bool Connection::permitted(const std::string& cmd, const proto::Request& req) {
+bool Connection::permitted(std::string_view cmd, const proto::Request& req) {
   unsigned need = 0;
   std::vector<std::string_view> names;
   if (cmd == "PING" || cmd == "HELLO") return true;
@@ -263,7 +267,7 @@ bool Connection::permitted(const std::string& cmd, const proto::Request& req) {
                  core::quote_name(user_->name), cmd, core::quote_name(n));
     reply_error(Errc::permission_denied,
                 "user " + core::quote_name(user_->name) + " may not run " +
-                    cmd + " on " + core::quote_name(n) + ": no " +
+                    std::string(cmd) + " on " + core::quote_name(n) + ": no " +
                     perm_name(need) + " permission for that prefix (rules: " +
                     describe_rules(*user_) + ")");
     return false;
@@ -301,24 +305,27 @@ void Connection::cmd_acquire(const proto::Request& req) {
   r.ttl = std::chrono::milliseconds(*ttl);
   r.session = session_;
   std::int64_t wait_ms = 0;
+  bool brief = false;
   for (std::size_t i = 4; i < req.size(); ++i) {
-    const std::string opt = upper(req[i]);
+    const std::string_view opt = req[i];
     bool has_value = i + 1 < req.size();
-    if (opt == "EPHEMERAL") {
+    if (iequals(opt, "EPHEMERAL")) {
       r.ephemeral = true;
-    } else if (opt == "SHARED") {
+    } else if (iequals(opt, "BRIEF")) {
+      brief = true;
+    } else if (iequals(opt, "SHARED")) {
       r.shared = true;
-    } else if (opt == "WAIT" && has_value) {
+    } else if (iequals(opt, "WAIT") && has_value) {
       auto w = int_arg(req[++i], "WAIT", 0, kMaxMs);
       if (!w) return reply_result_error(w.error());
       wait_ms = *w;
-    } else if (opt == "CAPACITY" && has_value) {
+    } else if (iequals(opt, "CAPACITY") && has_value) {
       auto c = int_arg(req[++i], "CAPACITY", 1, kMaxU32);
       if (!c) return reply_result_error(c.error());
       r.capacity = static_cast<std::uint32_t>(*c);
-    } else if (opt == "LABEL" && has_value) {
+    } else if (iequals(opt, "LABEL") && has_value) {
       r.label = req[++i];
-    } else if (opt == "REENTRANT" && has_value) {
+    } else if (iequals(opt, "REENTRANT") && has_value) {
       r.reentrancy_key = req[++i];
     } else {
       return reply_error(Errc::invalid_argument,
@@ -337,7 +344,17 @@ void Connection::cmd_acquire(const proto::Request& req) {
   } else if (out->granted) {
     std::string bytes;
     proto::RespWriter w(bytes);
-    proto::write_grant(w, server_.to_grant(out->grant));
+    const core::Grant g = server_.to_grant(out->grant);
+    core::Grant asked;
+    asked.token = r.token;
+    asked.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(r.ttl);
+    asked.capacity = r.capacity;
+    asked.shared = r.shared;
+    if (brief && proto::brief_fits(g, asked)) {
+      proto::write_brief_grant(w, g);
+    } else {
+      proto::write_grant(w, g);
+    }
     // The grant to undo if persisting it fails, or to give back if the
     // connection closes before the reply is written (only with a journal:
     // without one, nothing is staged).
@@ -485,9 +502,9 @@ void Connection::cmd_multi(const proto::Request& req, bool all) {
 }
 
 void Connection::cmd_counter(const proto::Request& req) {
-  const std::string cmd = upper(req[0]);
+  const std::string_view cmd = req[0];
   Result<std::int64_t> v = std::int64_t{0};
-  if (cmd == "COUNTER.GET") {
+  if (iequals(cmd, "COUNTER.GET")) {
     v = server_.table().counter_get(req[1]);
   } else {
     std::int64_t n = 0;
@@ -495,8 +512,8 @@ void Connection::cmd_counter(const proto::Request& req) {
       return reply_error(Errc::invalid_argument,
                          "counter argument must be an integer");
     }
-    v = cmd == "COUNTER.ADD" ? server_.table().counter_add(req[1], n)
-                             : server_.table().counter_take(req[1], n);
+    v = iequals(cmd, "COUNTER.ADD") ? server_.table().counter_add(req[1], n)
+                                    : server_.table().counter_take(req[1], n);
   }
   if (!v) {
     reply_result_error(v.error());

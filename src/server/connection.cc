@@ -239,6 +239,14 @@ void Connection::process_pending() {
       continue;
     }
     ++server_.stats().commands;
+    // Pipelined requests: start loading the locks the next ones name
+    // while this one runs (their index slot two ahead, the lock one ahead).
+    if (!pending_.empty() && pending_[0].size() > 1) {
+      server_.table().prefetch_lock(pending_[0][1]);
+      if (pending_.size() > 1 && pending_[1].size() > 1) {
+        server_.table().prefetch_slot(pending_[1][1]);
+      }
+    }
     execute(req);
   }
 }

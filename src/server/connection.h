@@ -142,7 +142,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // requirepass password: every command allowed).
   const User* user_ = nullptr;
   // False (and a permission_denied reply sent) if user_ may not run `req`.
-  bool permitted(const std::string& cmd, const proto::Request& req);
+  bool permitted(std::string_view cmd, const proto::Request& req);
   // A failed AUTH: answered after auth_fail_delay, later requests wait.
   void auth_failed(std::string message);
   bool had_ephemeral_ = false;

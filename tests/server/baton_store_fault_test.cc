@@ -11,21 +11,28 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "core/url.h"
+#include "proto/commands.h"
 #include "stores/baton/baton_store.h"
 
 namespace baton::store {
 namespace {
 
 // Accepts connections on 127.0.0.1:<free port> and answers each request
-// (any bytes) with `reply`. Stops within 100 ms of destruction.
+// (any bytes) with `reply`, or with answer(request bytes). Stops within
+// 100 ms of destruction.
 class FakeServer {
  public:
-  explicit FakeServer(std::string reply) : reply_(std::move(reply)) {
+  explicit FakeServer(std::string reply)
+      : FakeServer([reply](std::string_view) { return reply; }) {}
+  explicit FakeServer(std::function<std::string(std::string_view)> answer)
+      : answer_(std::move(answer)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -70,13 +77,14 @@ class FakeServer {
         ssize_t n = ::recv(p[i].fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n <= 0) continue;
         ++requests_;
-        (void)::send(p[i].fd, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+        const std::string reply = answer_(std::string_view(buf, n));
+        (void)::send(p[i].fd, reply.data(), reply.size(), MSG_NOSIGNAL);
       }
     }
     for (int c : conns) ::close(c);
   }
 
-  std::string reply_;
+  std::function<std::string(std::string_view)> answer_;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -102,6 +110,49 @@ void expect_refused(const std::string& hostile, const std::string& what) {
   // Refused on the header, not after the 3 s timeout.
   EXPECT_LT(took, std::chrono::seconds(2));
   EXPECT_GE(fake.requests(), 1);
+}
+
+// A batond older than LOCK.ACQUIRE's BRIEF option refuses it by name: the
+// client asks again without it, and no more on that store.
+TEST(BatonStoreFaults, AnOlderBatondThatRefusesBriefIsAskedInFull) {
+  std::atomic<int> brief{0}, plain{0};
+  FakeServer fake([&](std::string_view req) -> std::string {
+    if (req.find("LOCK.ACQUIRE") == std::string_view::npos) return "+OK\r\n";
+    if (req.find("BRIEF") != std::string_view::npos) {
+      ++brief;
+      return "-invalid_argument unknown or incomplete LOCK.ACQUIRE option "
+             "\"BRIEF\"\r\n";
+    }
+    ++plain;
+    std::string out;
+    proto::RespWriter w(out);
+    core::Grant g;
+    g.name = "old";
+    g.token = *OwnerToken::parse("0123456789abcdef0123456789abcdef");
+    g.fencing_token = 7;
+    g.ttl = std::chrono::milliseconds(5000);
+    g.valid_for = std::chrono::seconds(5);
+    g.store_expires_at_ms = 1;
+    proto::write_grant(w, g);
+    return out;
+  });
+  ASSERT_NE(fake.port(), 0);
+  auto url = core::parse_url(
+      "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
+  ASSERT_TRUE(url) << url.error().to_string();
+  auto store = open_baton_store(*url);
+  ASSERT_TRUE(store) << store.error().to_string();
+  AcquireSpec spec;
+  spec.name = "old";
+  spec.token = *OwnerToken::parse("0123456789abcdef0123456789abcdef");
+  spec.ttl = std::chrono::milliseconds(5000);
+  for (int i = 0; i < 2; ++i) {
+    auto g = (*store)->acquire(spec, std::chrono::milliseconds(0));
+    ASSERT_TRUE(g) << g.error().to_string();
+    EXPECT_EQ(g->fencing_token, 7u);
+  }
+  EXPECT_EQ(brief.load(), 1);
+  EXPECT_EQ(plain.load(), 2);
 }
 
 TEST(BatonStoreFaults, HugeArrayIsRefused) {

@@ -24,6 +24,65 @@ const std::string kTok1 = "0123456789abcdef0123456789abcdef";
 const std::string kTok2 = "fedcba9876543210fedcba9876543210";
 const std::string kTok3 = "00000000000000000000000000000abc";
 
+// BRIEF: a grant of the lease asked for is answered with only what the
+// client does not know; anything else (a reentrant join, a grant after a
+// wait, a refusal) keeps its usual form, and the client reads both.
+TEST(BatondReplies, BriefGrantCarriesOnlyWhatTheClientDoesNotKnow) {
+  BatondProcess server;
+  Raw c(server.port());
+  auto g = c.call(
+      {"LOCK.ACQUIRE", "b", kTok1, "30000", "REENTRANT", "job", "BRIEF"});
+  ASSERT_EQ(g.type, proto::Reply::Type::array) << g.str;
+  ASSERT_EQ(g.elements.size(), 4u);
+  for (const auto& e : g.elements) {
+    EXPECT_EQ(e.type, proto::Reply::Type::integer);
+  }
+  core::Grant asked;
+  asked.name = "b";
+  asked.token = *OwnerToken::parse(kTok1);
+  asked.ttl = 30000ms;
+  auto got = proto::read_grant(g, asked);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(got->name, "b");
+  EXPECT_EQ(got->token, asked.token);
+  EXPECT_GE(got->fencing_token, 1u);
+  EXPECT_EQ(got->holds, 1u);
+  EXPECT_GT(got->valid_for, 29s);
+  EXPECT_LE(got->valid_for, 30s);
+  EXPECT_GT(got->store_expires_at_ms, 0);
+  // The same request without BRIEF: the same lease in the full form.
+  auto full = proto::read_grant(c.call({"LOCK.ACQUIRE", "b", kTok1, "30000"}));
+  ASSERT_TRUE(full) << full.error().to_string();
+  EXPECT_EQ(full->fencing_token, got->fencing_token);
+  // A reentrant join under another token gets the holder's lease: the
+  // full form, which names its token.
+  auto join = c.call(
+      {"LOCK.ACQUIRE", "b", kTok2, "30000", "REENTRANT", "job", "BRIEF"});
+  ASSERT_EQ(join.type, proto::Reply::Type::array);
+  EXPECT_EQ(join.elements.at(0).str, "granted");
+  asked.token = *OwnerToken::parse(kTok2);
+  auto joined = proto::read_grant(join, asked);
+  ASSERT_TRUE(joined) << joined.error().to_string();
+  EXPECT_EQ(joined->token, *OwnerToken::parse(kTok1));
+  EXPECT_GE(joined->holds, 2u);
+  // A refusal is unchanged.
+  auto busy = c.call({"LOCK.ACQUIRE", "b", kTok3, "30000", "BRIEF"});
+  EXPECT_FALSE(proto::read_grant(busy, asked));
+  EXPECT_EQ(busy.elements.at(0).str, "not_acquired");
+  // A grant after a wait: the full form.
+  ASSERT_EQ(
+      c.call({"LOCK.ACQUIRE", "w", kTok1, "30000", "BRIEF"}).elements.size(),
+      4u);
+  Raw w(server.port());
+  w.send({"LOCK.ACQUIRE", "w", kTok3, "30000", "WAIT", "5000", "BRIEF"});
+  std::this_thread::sleep_for(100ms);  // queued
+  ASSERT_EQ(c.call({"LOCK.RELEASE", "w", kTok1}).type,
+            proto::Reply::Type::array);
+  auto waited = w.read();
+  ASSERT_TRUE(waited);
+  EXPECT_EQ(waited->elements.at(0).str, "granted");
+}
+
 TEST(BatondReplies, NegativeBulkLengthIsNotCalledOverTheLimit) {
   BatondProcess server;
   for (const char* len : {"-1", "-5"}) {

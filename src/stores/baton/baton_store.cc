@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -227,6 +228,12 @@ class Conn {
   proto::ReplyParser parser_;
 };
 
+// An older batond's refusal of the BRIEF option (an unknown option).
+bool refuses_brief(const proto::Reply& r) {
+  return r.type == proto::Reply::Type::error &&
+         r.str.find("option \"BRIEF\"") != std::string::npos;
+}
+
 class BatonStore final : public Store {
  public:
   BatonStore(core::Url url, std::string password,
@@ -258,9 +265,27 @@ class BatonStore final : public Store {
       a.push_back(s.reentrancy_key);
     }
     if (s.shared) a.push_back("SHARED");
+    // BRIEF: a grant of the lease asked for comes back as its four unknown
+    // fields (docs/protocol.md). A batond older than BRIEF refuses the
+    // option by name and changes nothing: ask again without it, and no
+    // more on this store.
+    const bool brief = brief_.load(std::memory_order_relaxed);
+    if (brief) a.push_back("BRIEF");
     auto r = call(a, wait);
     if (!r) return r.error();
-    return proto::read_grant(*r);
+    if (brief && refuses_brief(*r)) {
+      brief_.store(false, std::memory_order_relaxed);
+      a.pop_back();
+      r = call(a, wait);
+      if (!r) return r.error();
+    }
+    core::Grant asked;
+    asked.name = s.name;
+    asked.token = s.token;
+    asked.ttl = s.ttl;
+    asked.capacity = s.capacity;
+    asked.shared = s.shared;
+    return proto::read_grant(*r, asked);
   }
 
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
@@ -411,6 +436,7 @@ class BatonStore final : public Store {
   const std::string password_;
   const std::chrono::milliseconds timeout_;
   const std::size_t pool_max_;
+  std::atomic<bool> brief_{true};  // the server takes LOCK.ACQUIRE … BRIEF
   const std::shared_ptr<TlsContext> tls_;  // batons:// only
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;
