@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -92,16 +93,24 @@ class FakeServer {
   std::thread thread_;
 };
 
-void expect_refused(const std::string& hostile, const std::string& what) {
-  FakeServer fake(hostile);
-  ASSERT_NE(fake.port(), 0);
+// A baton:// store on the fake server (nullptr, with a failure, if none).
+std::unique_ptr<Store> store_on(const FakeServer& fake) {
+  EXPECT_NE(fake.port(), 0);
   auto url = core::parse_url(
       "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
-  ASSERT_TRUE(url) << url.error().to_string();
+  EXPECT_TRUE(url) << url.error().to_string();
+  if (!url) return nullptr;
   auto store = open_baton_store(*url);
-  ASSERT_TRUE(store) << store.error().to_string();
+  EXPECT_TRUE(store) << store.error().to_string();
+  return store ? std::move(*store) : nullptr;
+}
+
+void expect_refused(const std::string& hostile, const std::string& what) {
+  FakeServer fake(hostile);
+  auto store = store_on(fake);
+  ASSERT_TRUE(store);
   const auto start = std::chrono::steady_clock::now();
-  auto r = (*store)->describe("some-lock");
+  auto r = store->describe("some-lock");
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(r) << "a hostile reply was accepted: " << hostile.substr(0, 40);
   EXPECT_EQ(r.error().code(), Errc::unavailable);
@@ -136,18 +145,14 @@ TEST(BatonStoreFaults, AnOlderBatondThatRefusesBriefIsAskedInFull) {
     proto::write_grant(w, g);
     return out;
   });
-  ASSERT_NE(fake.port(), 0);
-  auto url = core::parse_url(
-      "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
-  ASSERT_TRUE(url) << url.error().to_string();
-  auto store = open_baton_store(*url);
-  ASSERT_TRUE(store) << store.error().to_string();
+  auto store = store_on(fake);
+  ASSERT_TRUE(store);
   AcquireSpec spec;
   spec.name = "old";
   spec.token = *OwnerToken::parse("0123456789abcdef0123456789abcdef");
   spec.ttl = std::chrono::milliseconds(5000);
   for (int i = 0; i < 2; ++i) {
-    auto g = (*store)->acquire(spec, std::chrono::milliseconds(0));
+    auto g = store->acquire(spec, std::chrono::milliseconds(0));
     ASSERT_TRUE(g) << g.error().to_string();
     EXPECT_EQ(g->fencing_token, 7u);
   }
