@@ -376,7 +376,11 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
           keys.push_back({dir, prefix_end(dir)});
         } else {
           keys.push_back({ahead, std::string()});
-          keys.push_back({me.key, std::string()});
+          // Its puts too: a release that grants this request in its own
+          // transaction (the handoff) puts its key first, and etcd then
+          // sends that event first (7 times in 8; see "The release grants
+          // the next in line"): the grant arrives with the wake-up.
+          keys.push_back({me.key, std::string(), true});
         }
         watch.reset();
         watch = std::make_unique<WatchStream>(*conn_, keys,
@@ -400,6 +404,20 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
             // now first, or (shared) has no exclusive request ahead any
             // more (the claim reads the queue if not).
             const Entry waiter = me;
+            if (const pb::KeyValue* kv = watch->put_of(own);
+                kv != nullptr && !waiter.v.shared) {
+              // The handoff's put of our key, as etcd committed it: no read.
+              Entry e;
+              if (parse_entry(dir, kv->key(), kv->create_revision(),
+                              kv->mod_revision(), kv->lease(), kv->value(),
+                              &e) &&
+                  e.v.held && e.create_rev == waiter.create_rev &&
+                  e.token == spec.token) {
+                handed_.fetch_add(1, std::memory_order_relaxed);
+                handed_by_event_.fetch_add(1, std::memory_order_relaxed);
+                return granted(std::move(e), true);
+              }
+            }
             if (!waiter.v.shared) {
               // The release that woke us may have granted us in its own
               // transaction (the handoff): the member that sent the delete

@@ -212,7 +212,7 @@ WatchStream::WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
     auto* c = req.mutable_create_request();
     c->set_key(w.key);
     if (!w.range_end.empty()) c->set_range_end(w.range_end);
-    c->add_filters(pb::WatchCreateRequest::NOPUT);
+    if (!w.puts) c->add_filters(pb::WatchCreateRequest::NOPUT);
     if (!stream_->Write(req)) {
       broken_ = true;
       return;
@@ -231,7 +231,12 @@ WatchStream::WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
       return;
     }
     for (const auto& ev : resp.events()) {
-      if (ev.type() == pb::Event::DELETE) early_.push_back(ev.kv().key());
+      if (ev.type() == pb::Event::DELETE) {
+        early_.push_back(ev.kv().key());
+      } else {
+        puts_[ev.kv().key()] = ev.kv();
+        early_put_ = true;
+      }
     }
   }
   ok_ = true;
@@ -244,6 +249,7 @@ WatchStream::~WatchStream() {
 }
 
 bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
+  if (std::exchange(early_put_, false)) return true;
   for (const auto& k : early_) {
     if (!wanted || wanted(k)) return true;
   }
@@ -252,12 +258,16 @@ bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
     pb::WatchResponse resp;
     while (stream_->Read(&resp)) {
       if (resp.canceled()) return true;
+      bool woke = false;
       for (const auto& ev : resp.events()) {
-        if (ev.type() == pb::Event::DELETE &&
-            (!wanted || wanted(ev.kv().key()))) {
-          return true;
+        if (ev.type() != pb::Event::DELETE) {
+          puts_[ev.kv().key()] = ev.kv();  // only keys watched with puts
+          woke = true;
+        } else if (!wanted || wanted(ev.kv().key())) {
+          woke = true;
         }
       }
+      if (woke) return true;
     }
     broken_ = true;
   }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,6 +37,8 @@ using std::chrono::milliseconds;
 struct WatchSpec {
   std::string key;
   std::string range_end;
+  bool puts = false;  // deliver its puts too (WatchStream::put_of), not
+                      // only its deletes
 };
 
 class Conn {
@@ -96,10 +99,15 @@ class WatchStream {
   WatchStream(const WatchStream&) = delete;
   WatchStream& operator=(const WatchStream&) = delete;
   bool ok() const { return ok_; }
-  // Waits for a delete of a key that `wanted` accepts (nullptr: any key).
-  // True: one came, or the stream broke (read again). False: the time
-  // given at opening ran out.
+  // Waits for a delete of a key that `wanted` accepts (nullptr: any key),
+  // or a put of a key watched with `puts`. True: one came, or the stream
+  // broke (read again). False: the time given at opening ran out.
   bool wait(const std::function<bool(const std::string&)>& wanted);
+  // The last put of `key` delivered so far (a key watched with `puts`).
+  const pb::KeyValue* put_of(const std::string& key) const {
+    auto it = puts_.find(key);
+    return it == puts_.end() ? nullptr : &it->second;
+  }
 
  private:
   Conn& conn_;
@@ -110,7 +118,9 @@ class WatchStream {
       stream_;
   bool ok_ = false;
   bool broken_ = false;
-  std::vector<std::string> early_;  // keys deleted while opening
+  std::vector<std::string> early_;            // keys deleted while opening
+  bool early_put_ = false;                    // a put delivered while opening
+  std::map<std::string, pb::KeyValue> puts_;  // by key: the last put
 };
 
 // The end of `range` for all keys with `prefix` (etcd's prefix range).

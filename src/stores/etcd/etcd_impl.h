@@ -187,6 +187,8 @@ class EtcdStore final : public Store {
   std::uint64_t handoffs() const { return handoffs_.load(); }
   // Waiters of this store that found themselves granted by a release.
   std::uint64_t handed() const { return handed_.load(); }
+  // Of those, the ones that read the grant from the watch event (no read).
+  std::uint64_t handed_by_event() const { return handed_by_event_.load(); }
 
  private:
   Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
@@ -202,6 +204,7 @@ class EtcdStore final : public Store {
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> handoffs_{0};
   std::atomic<std::uint64_t> handed_{0};
+  std::atomic<std::uint64_t> handed_by_event_{0};
   void revoker();
   std::mutex mu_;
   std::condition_variable cv_;
