@@ -176,8 +176,8 @@ class LockIndex {
   LockE* find(std::string_view name, std::uint32_t hash) const;
   void prefetch_slot(std::uint32_t hash) const;
   void prefetch_lock(std::uint32_t hash) const;  // the first probe's lock
-  void insert(LockE* lock);  // name not present
-  void erase(LockE* lock);   // present
+  void insert(LockE* lock);                      // name not present
+  void erase(LockE* lock);                       // present
   template <typename F>
   void for_each(F&& f) const {
     for (LockE* l : slots_) {
