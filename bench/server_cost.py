@@ -6,7 +6,9 @@ Two measurements behind docs/bench/goals.md, both in one run:
 1. Server CPU per acquire+release pair, split into user and kernel time
    (/proc/PID/stat utime and stime of the server process over the run), for
    batond (through baton::Client and through hiredis) and for Redis (raw
-   SET NX PX + EVALSHA compare-and-delete, and baton's redis:// store), at
+   SET NX PX + EVALSHA compare-and-delete, the fencing floor: the least a
+   script-granted lease with a fencing token needs, and baton's redis://
+   store), at
    N clients (default 50), uncontended (each client its own lock).
 2. One-client acquire latency p50 with the machine idle and with every CPU
    kept busy by niced spinners (so no vCPU halts between requests): the
@@ -129,6 +131,8 @@ def main():
             ("batond via hiredis", f"raw-baton://127.0.0.1:{bport}", batond),
             ("Redis, raw SET NX PX + EVALSHA",
              f"raw-redis://127.0.0.1:{rport}?script=evalsha", redis),
+            ("Redis, fencing floor (2 scripts: TIME GET INCR SET, TIME GET DEL)",
+             f"raw-redis://127.0.0.1:{rport}?script=fenced", redis),
             ("Redis, baton redis:// store", f"redis://127.0.0.1:{rport}", redis),
         ]
         rows = {c[0]: [] for c in cases}
@@ -199,6 +203,16 @@ def main():
         us = median([x[1] for x in xs])
         sy = median([x[2] for x in xs])
         print(f"| {name} | {pps:,.0f} | {us + sy:.1f} | {us:.1f} | {sy:.1f} |")
+    # Issue 18's redis:// goal, as ratios of server CPU per pair within
+    # each repeat (the runs of one repeat are back to back).
+    per = {name: [x[1] + x[2] for x in rows[name]] for name, _, _ in cases}
+    store, raw = per["Redis, baton redis:// store"], per["Redis, raw SET NX PX + EVALSHA"]
+    floor = per["Redis, fencing floor (2 scripts: TIME GET INCR SET, TIME GET DEL)"]
+    fmt = lambda xs: ", ".join(f"{x:.2f}×" for x in xs)
+    print("\nServer CPU per pair, ratios within each repeat: redis:// ÷ raw "
+          f"{fmt([a / b for a, b in zip(store, raw)])}; redis:// ÷ fencing floor "
+          f"{fmt([a / b for a, b in zip(store, floor)])}; fencing floor ÷ raw "
+          f"{fmt([a / b for a, b in zip(floor, raw)])}.")
     print("\nOne client on Redis: pairs/s, wall time per pair and the "
           "client process's own CPU per pair (getrusage of the load "
           "generator, user + kernel):\n")

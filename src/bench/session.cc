@@ -3,7 +3,9 @@
 #include <hiredis/hiredis.h>
 
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "baton/client.h"
 #include "bench/raw.h"
@@ -66,17 +68,51 @@ constexpr const char* kCompareAndDelete =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) else return 0 end";
 
+// The fencing floor (`script=fenced`): the least a lease with a fencing
+// token and a store-clock expiry needs from Redis when the grant is a
+// script: read the server's TIME, check the key, INCR the lock's counter and
+// write the lease (token and expiry, PXAT); release reads TIME and the key
+// and deletes it if the token holds an unexpired lease. No queue, no
+// reentrancy, no labels: what baton's redis:// fast paths cannot go below.
+constexpr const char* kFencedAcquire =
+    "local tm = redis.call('TIME') "
+    "local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2]) "
+    "if redis.call('GET', KEYS[1]) then return 0 end "
+    "local f = redis.call('INCR', KEYS[2]) "
+    "local e = now + tonumber(ARGV[2]) * 1000 "
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', e), "
+    "'PXAT', string.format('%d', math.floor(e / 1000))) "
+    "return {f, e, now}";
+constexpr const char* kFencedRelease =
+    "local tm = redis.call('TIME') "
+    "local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2]) "
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' and "
+    "tonumber(string.sub(v, #ARGV[1] + 2)) > now then "
+    "return redis.call('DEL', KEYS[1]) end "
+    "return 0";
+
 class RedisSession final : public Session {
  public:
+  // shas: {} (EVAL), {compare-and-delete} or {fenced acquire, release}.
   RedisSession(std::unique_ptr<RawConn> conn, milliseconds ttl, bool evalsha,
-               std::string sha)
+               std::vector<std::string> shas)
       : conn_(std::move(conn)),
         ttl_(std::to_string(ttl.count())),
         evalsha_(evalsha),
-        sha_(std::move(sha)) {}
+        fenced_(shas.size() == 2),
+        sha_(shas.empty() ? std::string() : shas.back()),
+        acquire_sha_(shas.empty() ? std::string() : shas.front()) {}
   Status try_acquire(const std::string& name) override {
     key_ = name;
     token_ = OwnerToken::random().to_string();
+    if (fenced_) {
+      auto r = conn_->call(
+          {"EVALSHA", acquire_sha_, "2", key_, key_ + ":f", token_, ttl_});
+      if (!r) return r.error();
+      if (r->type == REDIS_REPLY_ARRAY && r->elements.size() == 3) return {};
+      return Error(Errc::not_acquired, "fenced acquire: busy");
+    }
     auto r = conn_->call({"SET", key_, token_, "NX", "PX", ttl_});
     if (!r) return r.error();
     if (r->type == REDIS_REPLY_STATUS && r->str == "OK") return {};
@@ -111,7 +147,9 @@ class RedisSession final : public Session {
   std::unique_ptr<RawConn> conn_;
   std::string ttl_;
   bool evalsha_;
-  std::string sha_;
+  bool fenced_;
+  std::string sha_;  // compare-and-delete, or the fenced release
+  std::string acquire_sha_;
   std::string key_, token_;
 };
 
@@ -175,28 +213,37 @@ Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
   if (is_raw_redis(o.store)) {
     auto ep = parse_endpoint(o.store);
     if (!ep) return ep.error();
-    bool evalsha = false;
+    bool evalsha = false, fenced = false;
     if (!ep->query.empty()) {
       if (ep->query == "script=evalsha") {
         evalsha = true;
+      } else if (ep->query == "script=fenced") {
+        evalsha = fenced = true;
       } else if (ep->query != "script=eval") {
         return Error(Errc::invalid_argument,
-                     "raw-redis: unknown option " + ep->query);
+                     "raw-redis: unknown option " + ep->query +
+                         " (script=eval|evalsha|fenced)");
       }
     }
     auto conn = RawConn::connect(*ep, milliseconds(5000));
     if (!conn) return conn.error();
-    std::string sha;
-    if (evalsha) {
-      auto r = (*conn)->call({"SCRIPT", "LOAD", kCompareAndDelete});
+    std::vector<std::string> shas;
+    std::vector<const char*> texts;
+    if (fenced) {
+      texts = {kFencedAcquire, kFencedRelease};
+    } else if (evalsha) {
+      texts = {kCompareAndDelete};
+    }
+    for (const char* text : texts) {
+      auto r = (*conn)->call({"SCRIPT", "LOAD", text});
       if (!r) return r.error();
       if (r->type != REDIS_REPLY_STRING) {
         return Error(Errc::internal, "SCRIPT LOAD: " + r->str);
       }
-      sha = r->str;
+      shas.push_back(r->str);
     }
     return std::unique_ptr<Session>(std::make_unique<RedisSession>(
-        std::move(*conn), o.ttl, evalsha, std::move(sha)));
+        std::move(*conn), o.ttl, evalsha, std::move(shas)));
   }
   if (o.store.starts_with("raw-baton://")) {
     auto ep = parse_endpoint(o.store);

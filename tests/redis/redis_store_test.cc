@@ -373,6 +373,91 @@ TEST(RedisStore, LockValueOfAnOlderBatonIsReadAndUpgraded) {
   EXPECT_TRUE(*c->release(*got));
 }
 
+// The acquire fast path writes a lone lock (one holder, no queue) as
+// MessagePack built by concatenation: every baton (and cmsgpack) reads it,
+// extend rewrites it the usual way, release deletes it only for its owner,
+// and list() finds the locks by SCAN without the sorted-set index that
+// each acquire and release used to update.
+TEST(RedisStore, LoneLockIsReadByEveryPathAndListedByScan) {
+  const std::string prefix = unique("lone") + ":";
+  auto c = open_client(server().url() + "?prefix=" + prefix);
+  ASSERT_TRUE(c.ok());
+  auto lease = c->try_acquire("lone", opts(30s, "L"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  redisContext* admin = redisConnect("127.0.0.1", server().port());
+  ASSERT_TRUE(admin != nullptr && admin->err == 0);
+  auto* r = static_cast<redisReply*>(redisCommand(
+      admin, "EVAL %s 1 %s",
+      "local v = redis.call('GET', KEYS[1]) "
+      "local s = cmsgpack.unpack(v) "
+      "return {string.byte(v, 4), s.h[1].t, s.h[1].f, s.h[1].n, s.h[1].l, "
+      "#s.h, #s.q}",
+      (prefix + "l:lone").c_str()));
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 7)
+      << (r != nullptr && r->type == REDIS_REPLY_ERROR ? r->str : "");
+  EXPECT_EQ(r->element[0]->integer, 0xcb);  // the capacity as a float64
+  EXPECT_EQ(std::string(r->element[1]->str), lease->token.to_string());
+  EXPECT_EQ(r->element[2]->integer,
+            static_cast<long long>(lease->fencing_token));
+  EXPECT_EQ(r->element[3]->integer, 1);
+  EXPECT_EQ(std::string(r->element[4]->str), "L");
+  EXPECT_EQ(r->element[5]->integer, 1);
+  EXPECT_EQ(r->element[6]->integer, 0);
+  freeReplyObject(r);
+  auto info = c->describe("lone");
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u);
+  EXPECT_EQ(info->holders[0].label, "L");
+  EXPECT_EQ(info->holders[0].fencing_token, lease->fencing_token);
+  EXPECT_EQ(info->last_fencing_token, lease->fencing_token);
+  // Another token's release changes nothing; extend rewrites the value.
+  Lease other = *lease;
+  other.token = OwnerToken::random();
+  EXPECT_FALSE(*c->release(other));
+  ASSERT_TRUE(c->extend(*lease, 20s).ok());
+  EXPECT_TRUE(*c->release(*lease));
+  EXPECT_FALSE(*c->release(*lease));
+  auto again = c->try_acquire("lone", opts(30s));
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(again->fencing_token, lease->fencing_token);
+  EXPECT_TRUE(*c->release(*again));
+
+  // Names with SCAN's pattern characters are matched literally.
+  const std::vector<std::string> names = {"a*b",  "a?c", "a[x]",
+                                          "a\\d", "ab",  "b"};
+  std::vector<Lease> held;
+  for (const std::string& n : names) {
+    auto l = c->try_acquire(n, opts(30s));
+    ASSERT_TRUE(l.ok()) << n << ": " << l.error().to_string();
+    held.push_back(*l);
+  }
+  auto listed = [&](std::string_view pre, std::size_t limit) {
+    std::vector<std::string> out;
+    auto l = c->list(pre, limit);
+    EXPECT_TRUE(l.ok());
+    if (l.ok()) {
+      for (const LockInfo& i : *l) out.push_back(i.name);
+    }
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(listed("a", 100), (V{"a*b", "a?c", "a[x]", "a\\d", "ab"}));
+  EXPECT_EQ(listed("a*", 100), V{"a*b"});
+  EXPECT_EQ(listed("a[", 100), V{"a[x]"});
+  EXPECT_EQ(listed("", 2), (V{"a*b", "a?c"}));
+  EXPECT_TRUE(*c->release(held[0]));
+  EXPECT_EQ(listed("a*", 100), V{});
+  r = static_cast<redisReply*>(
+      redisCommand(admin, "EXISTS %s", (prefix + "index").c_str()));
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->integer, 0);
+  freeReplyObject(r);
+  redisFree(admin);
+  for (std::size_t i = 1; i < held.size(); ++i) {
+    EXPECT_TRUE(*c->release(held[i]));
+  }
+}
+
 // Rule 10's fallback: the wake-up message is lost, the jittered re-check
 // (50–200 ms) still hands the lock over.
 TEST(RedisStore, LostWakeUpIsRecoveredByTheRecheck) {

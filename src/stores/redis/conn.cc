@@ -255,6 +255,26 @@ Result<ReplyPtr> Pool::eval(const Script& script,
   return r;
 }
 
+Result<ReplyPtr> Pool::read(const std::vector<std::string>& args) {
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    auto ctx = take(&reused, false);
+    if (!ctx.ok()) return std::move(ctx).error();
+    auto r = command(ctx->get(), target_, args);
+    if (r.ok()) {
+      give(std::move(*ctx));
+      if ((*r)->type == REDIS_REPLY_ERROR) {
+        return from_error_reply(target_, r->get());
+      }
+      return r;
+    }
+    if (attempt > 0 || !reused || r.error().code() != Errc::unavailable ||
+        r.error().message().find("no reply within") != std::string::npos) {
+      return r;
+    }
+  }
+}
+
 Result<ReplyPtr> Pool::eval_once(const Script& script,
                                  const std::vector<std::string>& args,
                                  bool* reused) {

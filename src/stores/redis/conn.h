@@ -123,6 +123,9 @@ class Pool {
   // become errors (see header comment).
   Result<ReplyPtr> eval(const Script& script,
                         const std::vector<std::string>& args);
+  // Runs one read-only command (e.g. SCAN); once more on a fresh
+  // connection if a pooled one was closed meanwhile.
+  Result<ReplyPtr> read(const std::vector<std::string>& args);
   const Target& target() const { return target_; }
 
  private:

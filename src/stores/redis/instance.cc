@@ -1,6 +1,7 @@
 // stores/redis/instance.cc — typed script calls and reply parsing.
 #include "stores/redis/instance.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/validate.h"
@@ -45,6 +46,18 @@ Error script_error(const redisReply* r) {
   Errc code = Errc::internal;
   if (!errc_from_name(str(at(r, 1)), &code)) code = Errc::internal;
   return Error(code, str(at(r, 2)));
+}
+
+// A SCAN pattern that matches s literally.
+std::string glob_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out;
 }
 
 // {'granted', token, fencing, ttl, holds, capacity, expiry_us, now_us, name,
@@ -236,16 +249,35 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
                                    spec.reentrancy_key,
                                    mode,
                                    std::to_string(wait_ms)};
-  args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
-  args.push_back(seq > 0 ? std::to_string(seq) : std::string());
-  args.push_back(spec.shared ? "1" : "0");
   args.push_back(inbox_);
+  // The trailing arguments only when needed (see the script).
+  if (spec.shared || ticket >= 0 || seq > 0) {
+    args.push_back(spec.shared ? "1" : "0");
+  }
+  if (ticket >= 0 || seq > 0) {
+    args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
+  }
+  if (seq > 0) args.push_back(std::to_string(seq));
   auto r = run(scripts().acquire, std::move(args));
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
   const std::string kind = str(at(rep, 0));
   AcqReply out;
-  if (kind == "granted") {
+  if (kind == "g") {  // the fast path: {'g', fencing, expiry_us, now_us}
+    Grant& g = out.grant;
+    g.token = spec.token;
+    g.name = spec.name;
+    g.fencing_token = static_cast<std::uint64_t>(num(at(rep, 1)));
+    g.ttl = spec.ttl;
+    g.holds = 1;
+    g.capacity = spec.capacity;
+    g.shared = spec.shared;
+    out.expiry_us = num(at(rep, 2));
+    out.now_us = num(at(rep, 3));
+    g.valid_for = microseconds(out.expiry_us - out.now_us);
+    g.store_expires_at_ms = out.expiry_us / 1000;
+    out.kind = AcqReply::Kind::granted;
+  } else if (kind == "granted") {
     auto g = parse_grant(rep, &out.expiry_us);
     if (!g.ok()) return std::move(g).error();
     out.kind = AcqReply::Kind::granted;
@@ -307,14 +339,45 @@ Result<LockInfo> Instance::describe(std::string_view name) {
   return parse_info(r->get());
 }
 
+// The lock keys are found with SCAN (no index is kept: writing one cost
+// every acquire and release a sorted-set update, docs/stores/redis.md,
+// "Listing"), a cursor walk that never blocks the server; the names are
+// then described in sorted batches by the list script, which skips locks
+// that ended meanwhile.
 Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
                                              std::size_t limit) {
-  auto r = run(scripts().list, {std::string(prefix), std::to_string(limit)});
-  if (!r.ok()) return std::move(r).error();
-  if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "list");
+  const std::string keys = prefix_ + "l:";
+  const std::string match = glob_escape(keys) + glob_escape(prefix) + "*";
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  do {
+    auto r = pool_.read({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+    if (!r.ok()) return std::move(r).error();
+    const redisReply* rep = r->get();
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        at(rep, 1)->type != REDIS_REPLY_ARRAY) {
+      return bad_reply(target(), "SCAN");
+    }
+    cursor = str(at(rep, 0));
+    const redisReply* batch = at(rep, 1);
+    for (std::size_t i = 0; i < batch->elements; ++i) {
+      std::string k = str(batch->element[i]);
+      if (k.size() > keys.size()) names.push_back(k.substr(keys.size()));
+    }
+  } while (cursor != "0");
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   std::vector<LockInfo> out;
-  for (std::size_t i = 0; i < (*r)->elements; ++i) {
-    out.push_back(parse_info((*r)->element[i]));
+  constexpr std::size_t kBatch = 100;
+  for (std::size_t i = 0; i < names.size() && out.size() < limit; i += kBatch) {
+    const std::size_t end = std::min(names.size(), i + kBatch);
+    auto r = run(scripts().list, std::vector<std::string>(names.begin() + i,
+                                                          names.begin() + end));
+    if (!r.ok()) return std::move(r).error();
+    if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "list");
+    for (std::size_t j = 0; j < (*r)->elements && out.size() < limit; ++j) {
+      out.push_back(parse_info((*r)->element[j]));
+    }
   }
   return out;
 }

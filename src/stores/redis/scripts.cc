@@ -15,11 +15,12 @@ namespace baton::store::redis {
 namespace {
 
 // ARGV: prefix, name, token, ttl_ms, capacity, label, reentrancy key,
-// mode (try | wait | refresh | withdraw | yield), wait_ms, ticket, seq,
-// shared, inbox. `shared` (ARGV[12]) '1': a shared (read) request (rule 18);
-// ticket and seq may be empty. `inbox` (ARGV[13]): the caller's inbox id,
-// kept in its waiter record, where its grant or withdrawal is published
-// (see publish in the prelude).
+// mode (try | wait | refresh | withdraw | yield), wait_ms, inbox[, shared[,
+// ticket[, seq]]]. `inbox` (ARGV[10]): the caller's inbox id, kept in its
+// waiter record, where its grant or withdrawal is published (see publish in
+// the prelude). `shared` (ARGV[11]) '1': a shared (read) request (rule 18).
+// The trailing ones are left out when empty (fewer arguments cost the
+// common call less); ticket and seq may be empty.
 // `refresh` is a waiting thread's re-check: like `wait`, but answers
 // `withdrawn` if release() withdrew the request meanwhile. `ticket` (Redlock
 // only; absent on redis://: plain arrival order) orders the queue the same
@@ -31,7 +32,7 @@ namespace {
 // into a waiter at the ticket's place, in one step, so the lock goes to
 // the queue's head by ticket (perhaps this token again) and a waiter with
 // a lower ticket is not overtaken.
-// `seq` (ARGV[11], Redlock only) is the sending round's sequence number
+// `seq` (ARGV[13], Redlock only) is the sending round's sequence number
 // (increasing per process): the lease or waiter of this token remembers the
 // highest seq that created or re-found it (`r`), and a `yield` or
 // `withdraw` from an older round changes nothing: a script whose call
@@ -43,12 +44,35 @@ local name, tok = ARGV[2], ARGV[3]
 local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local label, rkey, mode = ARGV[6], ARGV[7], ARGV[8]
 local waitms = tonumber(ARGV[9])
-local ticket = tonumber(ARGV[10] or '')
-local seq = tonumber(ARGV[11] or '')
-local sh = ARGV[12] == '1'  -- rule 18: a shared (read) request
-local inbox = ARGV[13] or ''
-local bad = shared_misuse(sh, cap, rkey)
-if bad then return {'error', 'invalid_argument', bad} end
+local inbox = ARGV[10] or ''
+local sh = ARGV[11] == '1'  -- rule 18: a shared (read) request
+local ticket = tonumber(ARGV[12] or '')
+local seq = tonumber(ARGV[13] or '')
+if sh then  -- only a shared request can misuse shared mode
+  local bad = shared_misuse(sh, cap, rkey)
+  if bad then return {'error', 'invalid_argument', bad} end
+end
+local lk = P .. 'l:' .. name
+local raw = redis.call('GET', lk)
+if not raw and (mode == 'try' or mode == 'wait') then
+  -- Fast path: no lock state at all (nobody holds or waits), so the rules
+  -- below reduce to a new lease; write what create/add_lease/finish would.
+  -- The reply leaves out what the caller sent (token, ttl, holds 1,
+  -- capacity, name, shared).
+  local f = redis.call('INCR', P .. 'f:' .. name)
+  local e = NOW + ttl * 1000
+  local v
+  if seq == nil and not sh then
+    v = lone_value(tok, f, ttl, e, label, rkey, cap)
+  else
+    local le = {t = tok, f = f, ttl = ttl, e = e, n = 1, l = label, k = rkey,
+                a = {}, r = seq}
+    if sh then le.sh = true end
+    v = cmsgpack.pack({c = cap, h = {le}, q = {}})
+  end
+  redis.call('SET', lk, v, 'PXAT', num(math.floor(e / 1000) + 1000))
+  return {'g', f, e, NOW}
+end
 -- True if x (a lease or waiter of tok) was created or re-found by a round
 -- after this one: this (delayed) call must not undo it.
 local function newer(x)
@@ -71,22 +95,6 @@ local function place(s, w)
   table.insert(s.q, i + 1, w)
   if w.o > (s.tk or 0) then s.tk = w.o end
   return i + 1
-end
-local lk = P .. 'l:' .. name
-local raw = redis.call('GET', lk)
-if not raw and (mode == 'try' or mode == 'wait') then
-  -- Fast path: no lock state at all (nobody holds or waits), so the rules
-  -- below reduce to a new lease; write what create/add_lease/finish would.
-  local f = redis.call('INCR', P .. 'f:' .. name)
-  local e = NOW + ttl * 1000
-  local le = {t = tok, f = f, ttl = ttl, e = e, n = 1, l = label, k = rkey,
-              a = {}, r = seq}
-  if sh then le.sh = true end
-  redis.call('SET', lk, cmsgpack.pack({c = cap, h = {le}, q = {}}), 'PXAT',
-             num(math.floor(e / 1000) + 1000))
-  redis.call('ZADD', P .. 'index', 0, name)
-  return {'granted', tok, f, ttl, 1, cap, num(e), num(NOW), name,
-          sh and 1 or 0}
 end
 local s = decode(name, raw)
 if s then
@@ -203,20 +211,28 @@ return finish(grant_reply(name, s, le))
 const char* const kReleaseBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
 local seq = tonumber(ARGV[4] or '')
+local lk = P .. 'l:' .. name
+local raw = redis.call('GET', lk)
+if raw then
+  -- Fast path: the caller's unexpired single hold, nobody queued: what
+  -- advance/remove/finish would do is deleting the lock. A lone value
+  -- (see lone_value; no round wrote it, so none is newer) is read without
+  -- unpacking it.
+  local e = lone_expiry(raw, tok)
+  if e and e > NOW then
+    redis.call('DEL', lk)
+    return {'released', 1, 0, 0}
+  end
+end
 local function newer(x)
   return seq ~= nil and x.r ~= nil and x.r > seq
 end
-local lk = P .. 'l:' .. name
-local raw = redis.call('GET', lk)
 local u = raw and cmsgpack.unpack(raw)
 if u and (not u.q or #u.q == 0) and not u.Q and u.h and #u.h == 1 then
-  -- Fast path: the caller's unexpired single hold, nobody queued: what
-  -- advance/remove/finish would do is deleting the lock.
   local le = u.h[1]
   if le.t == tok and le.n == 1 and le.e > NOW and (not le.a or #le.a == 0) and
       not newer(le) then
     redis.call('DEL', lk)
-    redis.call('ZREM', P .. 'index', name)
     return {'released', 1, 0, 0}
   end
 end
@@ -253,33 +269,14 @@ local name = ARGV[2]
 return finish(describe(name, load(name)))
 )LUA";
 
-// ARGV: prefix, name prefix, limit. Reply: array of describe replies.
+// ARGV: prefix, names... (found by the client's SCAN). Reply: the describe
+// replies of those that have holders or waiters, in the order given.
 const char* const kListBody = R"LUA(
-local pre, limit = ARGV[2], tonumber(ARGV[3])
-local out, offset = {}, 0
-local start = '-'
-if pre ~= '' then start = '[' .. pre end
-while #out < limit do
-  local batch = redis.call('ZRANGEBYLEX', P .. 'index', start, '+', 'LIMIT',
-                           offset, 100)
-  if #batch == 0 then break end
-  offset = offset + #batch
-  local past = false
-  for _, n in ipairs(batch) do
-    if string.sub(n, 1, #pre) ~= pre then
-      past = true
-      break
-    end
-    local s = load(n)
-    if s and (#s.h > 0 or #s.q > 0) then
-      out[#out + 1] = describe(n, s)
-      if #out >= limit then break end
-    elseif not s then
-      redis.call('ZREM', P .. 'index', n)
-      offset = offset - 1
-    end
-  end
-  if past then break end
+local out = {}
+for i = 2, #ARGV do
+  local n = ARGV[i]
+  local s = load(n)
+  if s and (#s.h > 0 or #s.q > 0) then out[#out + 1] = describe(n, s) end
 end
 return finish(out)
 )LUA";

@@ -37,7 +37,11 @@ local function begin(args)
   P = args[1]
   local tm = redis.call('TIME')
   NOW = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-  cache, touched, changed, dirty, pubs = {}, {}, {}, {}, {}
+  -- A call that left them empty (every fast path) leaves them for the next.
+  if cache == nil or next(cache) ~= nil or next(changed) ~= nil or
+      #touched > 0 or #dirty > 0 or #pubs > 0 then
+    cache, touched, changed, dirty, pubs = {}, {}, {}, {}, {}
+  end
 end
 )LUA";
 
@@ -52,6 +56,44 @@ local function quote(n)
   return s
 end
 local function num(x) return string.format('%d', x) end
+-- A lone lock: one exclusive holder, no queue, no Redlock round, as the
+-- acquire fast path writes it. The value is the MessagePack that
+-- cmsgpack.pack would write for {c, h = {lease}, q = {}} (every baton reads
+-- it as such), but built by concatenation, with the numbers as float64:
+-- cmsgpack writes whole numbers as integers, so a value that starts with
+-- the map, `c` and a float64 was written here and has this exact layout,
+-- and the release fast path reads its token and expiry at fixed offsets
+-- instead of unpacking it (docs/stores/redis.md, "Lone locks").
+local function mstr(x)
+  local n = #x
+  if n < 32 then return string.char(0xa0 + n) .. x end
+  if n < 256 then return string.char(0xd9, n) .. x end
+  if n < 65536 then
+    return string.char(0xda, math.floor(n / 256), n % 256) .. x
+  end
+  return string.char(0xdb, math.floor(n / 16777216) % 256,
+                     math.floor(n / 65536) % 256, math.floor(n / 256) % 256,
+                     n % 256) .. x
+end
+local function mdbl(x) return '\203' .. struct.pack('>d', x) end
+local function lone_value(tok, f, ttl, e, label, rkey, cap)
+  return '\131\161c' .. mdbl(cap) .. '\161h\145\136\161t' .. mstr(tok) ..
+         '\161f' .. mdbl(f) .. '\163ttl' .. mdbl(ttl) .. '\161e' .. mdbl(e) ..
+         '\161n\1\161l' .. mstr(label) .. '\161k' .. mstr(rkey) ..
+         '\161a\144\161q\144'
+end
+-- The expiry of the lone value v if tok holds it; nil for any other value.
+local function lone_expiry(v, tok)
+  if string.sub(v, 1, 4) ~= '\131\161c\203' or
+      string.sub(v, 13, 18) ~= '\161h\145\136\161t' then
+    return nil
+  end
+  local t = mstr(tok)
+  if string.sub(v, 19, 18 + #t) ~= t then return nil end
+  local p = 19 + #t  -- the key `f`, then f, `ttl`, ttl, `e`, e
+  if string.sub(v, p + 24, p + 26) ~= '\161e\203' then return nil end
+  return (struct.unpack('>d', v, p + 27))
+end
 -- Waiters are stored packed, each as its own string "<#t>:<t><msgpack of
 -- the other fields as an array>" (the lock's `Q`), and unpacked only when a
 -- script needs that waiter: a call on a lock with a long queue reads the
@@ -341,7 +383,6 @@ local function finish(reply)
     if s and changed[n] then
       if #s.h == 0 and #s.q == 0 then
         redis.call('DEL', P .. 'l:' .. n)
-        redis.call('ZREM', P .. 'index', n)
       else
         local last = NOW
         for _, le in ipairs(s.h) do
@@ -364,7 +405,6 @@ local function finish(reply)
         redis.call('SET', P .. 'l:' .. n, cmsgpack.pack(s), 'PXAT',
                    num(math.floor(last / 1000) + 1000))
         s.q, s.Q = q, nil
-        redis.call('ZADD', P .. 'index', 0, n)
       end
     end
   end
