@@ -184,8 +184,11 @@ TEST_P(ConformanceTest, Rule12_ReentrantHoldsCountAndFreeAtLastRelease) {
 
 TEST_P(ConformanceTest, Rule13_KeeperReportsLossBeforeAnyoneElseCanAcquire) {
   BATON_REQUIRE("rule13");
+  // The on_lost callback below reads the store; the drift allowance (400 ms
+  // of a 1.2 s TTL) is that read's time to answer before the store lets go,
+  // kept wide for slow CI machines under a sanitizer.
   ClientOptions co;
-  co.drift_floor = 150ms;
+  co.drift_floor = 400ms;
   Client c = open_client(co);
   const std::string name = lock_name("keeper-lost");
   std::atomic<int> calls{0};
@@ -199,7 +202,7 @@ TEST_P(ConformanceTest, Rule13_KeeperReportsLossBeforeAnyoneElseCanAcquire) {
                  info->holders[0].fencing_token == token;
     calls.fetch_add(1);
   };
-  AcquireOptions ao = opts(400ms);
+  AcquireOptions ao = opts(1200ms);
   auto lease = c.try_acquire(name, ao);
   ASSERT_TRUE(lease.ok());
   token = lease->fencing_token;
@@ -240,17 +243,17 @@ TEST_P(ConformanceTest, Rule14_LocalDeadlineIsNoLaterThanStoreExpiry) {
   BATON_REQUIRE("rule14");
   const std::string name = lock_name("deadline");
   const auto before = steady_clock::now();
-  auto lease = client().try_acquire(name, opts(300ms));
+  auto lease = client().try_acquire(name, opts(1s));
   ASSERT_TRUE(lease.ok());
-  EXPECT_LE(lease->local_deadline, steady_clock::now() + 300ms);
+  EXPECT_LE(lease->local_deadline, steady_clock::now() + 1s);
   EXPECT_GT(lease->local_deadline, before);
   auto info = client().describe(name);
   const auto after = steady_clock::now();
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_LE(lease->local_deadline, after + info->holders[0].time_left + 1ms);
-  auto ext = client().extend(*lease, 300ms);
-  ASSERT_TRUE(ext.ok());
+  auto ext = client().extend(*lease, 1s);
+  ASSERT_TRUE(ext.ok()) << ext.error().to_string();
   info = client().describe(name);
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);

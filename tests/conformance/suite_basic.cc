@@ -134,22 +134,24 @@ TEST_P(ConformanceTest, Rule4_ExtendSetsExpiryToNowPlusTtl) {
   const std::string name = lock_name("extend");
   auto lease = client().try_acquire(name, opts(5s));
   ASSERT_TRUE(lease.ok()) << lease.error().to_string();
-  // Extending early to a shorter TTL does not add to what is left.
-  auto ext = client().extend(*lease, 300ms);
+  // Extending early to a shorter TTL does not add to what is left. (1 s,
+  // not less: the next extend must come before it runs out, also on a
+  // slow CI machine under a sanitizer.)
+  auto ext = client().extend(*lease, 1s);
   ASSERT_TRUE(ext.ok()) << ext.error().to_string();
   EXPECT_EQ(ext->fencing_token, lease->fencing_token);
   auto info = client().describe(name);
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);
-  EXPECT_LE(info->holders[0].time_left, 300ms);
+  EXPECT_LE(info->holders[0].time_left, 1s);
   // ...and extending again keeps it alive past the first expiry.
-  auto ext2 = client().extend(*ext, 2s);
-  ASSERT_TRUE(ext2.ok());
+  auto ext2 = client().extend(*ext, 4s);
+  ASSERT_TRUE(ext2.ok()) << ext2.error().to_string();
   info = client().describe(name);
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);
-  EXPECT_LE(info->holders[0].time_left, 2s);
-  EXPECT_GT(info->holders[0].time_left, 300ms);
+  EXPECT_LE(info->holders[0].time_left, 4s);
+  EXPECT_GT(info->holders[0].time_left, 1s);
   // A stranger's token: lock_lost, nothing changes.
   Lease stranger = *lease;
   stranger.token = OwnerToken::random();
@@ -159,7 +161,7 @@ TEST_P(ConformanceTest, Rule4_ExtendSetsExpiryToNowPlusTtl) {
   info = client().describe(name);
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);
-  EXPECT_LE(info->holders[0].time_left, 2s);
+  EXPECT_LE(info->holders[0].time_left, 4s);
   EXPECT_TRUE(*client().release(*ext2));
   auto after = client().extend(*ext2, 1s);
   ASSERT_FALSE(after.ok());
@@ -222,9 +224,15 @@ TEST_P(ConformanceTest, Rule7_TimedOutWaitersLeaveNoTrace) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(timeouts.load(), 5);
+  // A wait the store answered in time has left the queue when it returns.
+  // One it did not answer by the call deadline (a store slowed down, as a
+  // loaded CI machine under ASan does) is withdrawn in the background and
+  // expires at its deadline by the store's clock: gone within a moment,
+  // not after a heartbeat or a TTL (rule 7, docs/contract.md).
+  EXPECT_TRUE(eventually([&] { return waiters_of(client(), name) == 0; }, 1s))
+      << waiters_of(client(), name) << " timed-out waiters still queued";
   auto info = client().describe(name);
   ASSERT_TRUE(info.ok());
-  EXPECT_TRUE(info->waiters.empty());
   EXPECT_EQ(info->holders.size(), 1u);
   EXPECT_TRUE(*client().release(*held));
   // Nobody was granted behind our back: the lock is free.
