@@ -12,6 +12,7 @@
 #ifndef BATON_STORES_SQLSTEP_SQL_STATE_H_
 #define BATON_STORES_SQLSTEP_SQL_STATE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -136,6 +137,13 @@ void add_requests(const Rows& rs, std::map<std::string, NameState>* out) {
     q.withdrawn = rs.num(r, 10) != 0;
     q.shared = rs.num(r, 11) != 0;
     (*out)[q.name].queue.push_back(std::move(q));
+  }
+  // Arrival order (rule 8) is the id's; the rows may come in another order
+  // (mysql:// reads them through the (name, token) index, unsorted).
+  for (auto& [name, s] : *out) {
+    std::stable_sort(
+        s.queue.begin(), s.queue.end(),
+        [](const Request& a, const Request& b) { return a.id < b.id; });
   }
 }
 
