@@ -15,6 +15,7 @@
 #include "client/cancel.h"
 #include "client/client_impl.h"
 #include "client/session_core.h"
+#include "client/settle.h"
 #include "core/duration.h"
 #include "core/request.h"
 #include "core/validate.h"
@@ -128,11 +129,10 @@ steady_clock::time_point call_deadline_for(const Client::Impl& impl,
 }
 
 // An acquire that gave up at its call deadline may still have been queued
-// or granted by the store: withdraw it by owner token in the background, so
-// that the caller's answer is not delayed by a store that is slow or gone.
-// Releasing a token that holds nothing changes nothing (rule 4). A try cut
-// short answers `unavailable` (the store did not answer), a blocking
-// acquire `timeout` (its wait is over).
+// or granted by the store: withdraw it by owner token in the background
+// (client/settle.h), so that the caller's answer is not delayed by a store
+// that is slow or gone. A try cut short answers `unavailable` (the store
+// did not answer), a blocking acquire `timeout` (its wait is over).
 template <typename R>
 void settle_abandoned(const Client::Impl& impl, R& result, bool is_try,
                       std::vector<std::string> names, const OwnerToken& token) {
@@ -140,9 +140,7 @@ void settle_abandoned(const Client::Impl& impl, R& result, bool is_try,
   const Errc code = result.error().code();
   if (code != Errc::timeout && code != Errc::unavailable) return;
   if (is_try) result = client_internal::no_answer(impl, result.error());
-  std::thread([store = impl.store, names = std::move(names), token] {
-    for (const auto& n : names) (void)store->release(n, token);
-  }).detach();
+  impl.settler->withdraw(impl.store, std::move(names), token);
 }
 
 // Gives back what a cancelled call was granted meanwhile.
@@ -168,6 +166,8 @@ auto run_acquire(const Client::Impl& impl, milliseconds wait,
                  const std::stop_token& stop, F attempt) {
   using R = decltype(attempt(milliseconds{}, Clock::time_point{}));
   if (stop.stop_requested()) return R(client_internal::cancelled_error(names));
+  // A repeat of an abandoned call (rule 17) must not be withdrawn.
+  impl.settler->claim(token);
   const auto end = wait_end(steady_clock::now(), wait);
   const bool is_try = wait == milliseconds::zero();
   const auto call_deadline = call_deadline_for(impl, end, is_try);
@@ -252,6 +252,8 @@ Client Client::wrap(std::shared_ptr<store::Store> store,
   impl->label = options.label.empty() ? default_label() : options.label;
   impl->clock = options.clock ? options.clock : Clock::steady();
   impl->store = std::move(store);
+  impl->settler =
+      std::make_shared<client_internal::Settler>(options.request_timeout);
   impl->options = std::move(options);
   return Client(std::move(impl));
 }

@@ -23,7 +23,8 @@ namespace baton {
 
 namespace client_internal {
 class SessionCore;
-}
+class Settler;
+}  // namespace client_internal
 
 struct Client::Impl {
   std::shared_ptr<store::Store> store;
@@ -31,6 +32,8 @@ struct Client::Impl {
   std::shared_ptr<const Clock> clock;  // options.clock or the steady clock
   std::string label;                   // default owner label
   Status options_status;               // invalid ClientOptions given to wrap()
+  // Withdraws the requests of acquires abandoned at their call deadline.
+  std::shared_ptr<client_internal::Settler> settler;
 
   // The session LeaseKeeper and Elector use by default; it lives while a
   // lease is kept in it (it holds a Client, so this pointer must be weak).

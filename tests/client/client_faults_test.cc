@@ -91,7 +91,7 @@ TEST(ClientFaultsTest,
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 2s);
   // The outcome was unknown, so the request is withdrawn by its token.
-  EXPECT_TRUE(eventually([&] { return f.store->calls(Op::release) == 1; }));
+  EXPECT_TRUE(eventually([&] { return f.store->calls(Op::release) >= 1; }));
 }
 
 TEST(ClientFaultsTest, AHungBlockingAcquireEndsWithItsWaitAndIsWithdrawn) {
@@ -104,7 +104,43 @@ TEST(ClientFaultsTest, AHungBlockingAcquireEndsWithItsWaitAndIsWithdrawn) {
   EXPECT_EQ(l.error().code(), Errc::timeout) << l.error().to_string();
   EXPECT_GE(took, 200ms);
   EXPECT_LT(took, 200ms + 500ms);  // the wait + the reply's 50 ms grace
-  EXPECT_TRUE(eventually([&] { return f.store->calls(Op::release) == 1; }));
+  EXPECT_TRUE(eventually([&] { return f.store->calls(Op::release) >= 1; }));
+}
+
+// A slow server may commit a request after its caller gave up, and after
+// the first withdrawal found nothing (the CI flake of Rule7 under ASan on
+// PostgreSQL): the withdrawal is repeated, so the late grant is gone well
+// before its TTL.
+TEST(ClientFaultsTest, ARequestCommittedAfterItsCallGaveUpIsWithdrawnLater) {
+  Faulty f;
+  f.store->commit_acquire_late(300ms);
+  auto l = f.client.acquire("job", 100ms, ttl(10s));
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), Errc::timeout) << l.error().to_string();
+  EXPECT_TRUE(eventually([&] { return f.holders("job") == 1u; }, 2s))
+      << "the late commit did not happen";
+  EXPECT_TRUE(eventually([&] { return f.holders("job") == 0u; }, 3s))
+      << "the late grant was left to wait out its 10 s TTL";
+}
+
+// Rule 17: repeating an abandoned try with its owner token stops the
+// background withdrawal of that token, so the repeat's lease stays.
+TEST(ClientFaultsTest, ARepeatWithTheSameTokenIsNotWithdrawn) {
+  Faulty f;
+  f.store->hang(Op::acquire);
+  AcquireOptions o = ttl(10s);
+  o.token = OwnerToken::random();
+  auto first = f.client.try_acquire("job", o);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.error().code(), Errc::unavailable);
+  f.store->resume(Op::acquire);
+  auto again = f.client.try_acquire("job", o);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  const int releases = f.store->calls(Op::release);
+  std::this_thread::sleep_for(800ms);  // past the first repeats (100, 500 ms)
+  EXPECT_EQ(f.store->calls(Op::release), releases);
+  EXPECT_EQ(f.holders("job"), 1u);
+  EXPECT_TRUE(*f.client.release(*again));
 }
 
 TEST(ClientFaultsTest, UnavailableIsRetriedUpToMaxRetriesThenReturned) {

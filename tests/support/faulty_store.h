@@ -2,7 +2,9 @@
 // chosen operations (test-only): hang until released or until the caller's
 // call deadline (stores/call_deadline.h) passes, as a real store whose
 // server stopped answering; fail with a given error; or run the call and
-// then lose the reply. Every call is counted.
+// then lose the reply; or answer an acquire `timeout` at its call deadline
+// and run it on the store later (a server that commits a request after its
+// caller gave up). Every call is counted.
 //
 // Thread safety: every member may be called from any thread.
 #ifndef BATON_TESTS_SUPPORT_FAULTY_STORE_H_
@@ -30,6 +32,9 @@ class FaultyStore final : public store::Store {
  public:
   explicit FaultyStore(std::shared_ptr<store::Store> inner)
       : inner_(std::move(inner)) {}
+  ~FaultyStore() override {
+    for (auto& t : late_) t.join();
+  }
 
   // Calls of `op` hang (without reaching the inner store) until resume(op)
   // or the call deadline; past the deadline they answer `timeout`, as the
@@ -62,6 +67,13 @@ class FaultyStore final : public store::Store {
     std::lock_guard<std::mutex> g(mu_);
     delay_[op] = {d, times};
   }
+  // The next acquire answers `timeout` at its call deadline (it must have
+  // one), and reaches the store `after` that as a try (wait 0): the store
+  // commits the request after its caller gave up.
+  void commit_acquire_late(std::chrono::milliseconds after) {
+    std::lock_guard<std::mutex> g(mu_);
+    commit_late_ = after;
+  }
   // Calls of `op` started so far (hung ones included).
   int calls(Op op) const {
     std::lock_guard<std::mutex> g(mu_);
@@ -77,6 +89,21 @@ class FaultyStore final : public store::Store {
 
   Result<store::Grant> acquire(const store::AcquireSpec& s,
                                milliseconds wait) override {
+    std::optional<std::chrono::milliseconds> late;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      late.swap(commit_late_);
+      if (late) ++calls_[Op::acquire];
+    }
+    if (late) {
+      std::this_thread::sleep_until(store::call_deadline());
+      std::lock_guard<std::mutex> g(mu_);
+      late_.emplace_back([this, s, after = *late] {
+        std::this_thread::sleep_for(after);
+        (void)inner_->acquire(s, milliseconds{0});
+      });
+      return Error(Errc::timeout, "faulty store: no answer (committed late)");
+    }
     return run(Op::acquire, [&] { return inner_->acquire(s, wait); });
   }
   Result<store::Grant> extend(std::string_view name, const OwnerToken& token,
@@ -164,6 +191,8 @@ class FaultyStore final : public store::Store {
   std::map<Op, std::pair<std::chrono::milliseconds, int>> delay_;
   std::map<Op, int> calls_;
   std::map<Op, int> hanging_;
+  std::optional<std::chrono::milliseconds> commit_late_;
+  std::vector<std::thread> late_;
 };
 
 }  // namespace baton::testing
