@@ -8,6 +8,7 @@ set -euo pipefail
 
 BATON_BUILD_PACKAGES=(
   cmake g++ make pkg-config
+  ninja-build lld                     # scripts/test: faster builds and links
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libhiredis-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev openssl                  # batond TLS, batons://, rediss:// (openssl: test certificates)
