@@ -15,7 +15,9 @@
 // Keys for StoreTraits::unsupported: "rule1" .. "rule17", "counters",
 // "election", "cancel" (AcquireOptions::stop), "shared" (rule 18,
 // acquire_shared; suite_shared.cc checks the store refuses it with
-// `unsupported`).
+// `unsupported`), "subsecond_ttl" (the store keeps a lease of a TTL under
+// 1 s longer than asked, up to a whole second: the holder's deadline
+// follows the TTL, the store's expiry does not).
 #ifndef BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 #define BATON_TESTS_CONFORMANCE_CONFORMANCE_H_
 

@@ -191,6 +191,26 @@ TEST_P(ConformanceTest, Rule5_ReleaseIsOwnerCheckedAndIdempotent) {
   EXPECT_TRUE(info->holders.empty());
 }
 
+// Rule 5 for a lease that ran out with nobody waiting: no other request
+// removed it, so the store still has its record (or the client its cached
+// copy), and only the store's clock says it is over. The release answers
+// false and the lock is free.
+TEST_P(ConformanceTest, Rule5_ReleaseOfALeaseThatRanOutUnclaimedAnswersFalse) {
+  BATON_REQUIRE("rule5");
+  BATON_REQUIRE("subsecond_ttl");
+  const std::string name = lock_name("ran-out");
+  auto lease = client().try_acquire(name, opts(200ms, 1, "short"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  std::this_thread::sleep_for(700ms);
+  auto rel = client().release(*lease);
+  ASSERT_TRUE(rel.ok()) << rel.error().to_string();
+  EXPECT_FALSE(*rel) << "a lease past its TTL was released as held";
+  auto next = client().try_acquire(name, opts(5s));
+  ASSERT_TRUE(next.ok()) << next.error().to_string();
+  EXPECT_GT(next->fencing_token, lease->fencing_token);
+  EXPECT_TRUE(*client().release(*next));
+}
+
 TEST_P(ConformanceTest, Rule6_TryAcquireAnswersAtOnceWithTheHolder) {
   BATON_REQUIRE("rule6");
   const std::string name = lock_name("try");

@@ -102,6 +102,64 @@ TEST(ZkFault, LostSharedAcquireCreateReplyLeavesOneNode) {
   lost_create_reply(10s, true);
 }
 
+// A release that the releasing store knows to be in time (its lease's
+// valid_for, from before the acquire, has not run out) is one delete: the
+// root's clock node is not written. A release by another store (which
+// knows nothing of the lease) still reads ZooKeeper's clock in the same
+// transaction. A release whose answer comes after the lease could have
+// ended is answered by ZooKeeper's clock: here the delete itself lands
+// after the lease's end, and the answer is false (not held).
+TEST(ZkFault, ReleaseIsOneDeleteWhenInTimeAndJudgedByZooKeepersClockWhenLate) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  // A root of this test's own: nothing else writes its clock node.
+  const std::string root =
+      "/baton-test-release-" + OwnerToken::random().to_string().substr(0, 8);
+  const std::string query = "?session_timeout=10s";
+  auto a = open_zk_client(
+      "zookeeper://127.0.0.1:" + std::to_string(proxy->port()) + root + query);
+  auto b = open_zk_client("zookeeper://" + shared_server().hostport() + root +
+                          query);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto clock_version = [&] {
+    Stat st{};
+    return zk.exists(root + "/clock", &st) == ZOK ? st.version : -1;
+  };
+  const std::string name = "release-paths";
+
+  auto lease = a->try_acquire(name, opts(30s, "in time"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  const int v0 = clock_version();
+  ASSERT_GE(v0, 0);
+  auto released = a->release(*lease);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
+  EXPECT_EQ(clock_version(), v0) << "an in-time release wrote the clock";
+
+  lease = a->try_acquire(name, opts(30s, "released by another store"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  released = b->release(*lease);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
+  EXPECT_EQ(clock_version(), v0 + 1);
+
+  // TTL 1.2 s; 300 ms later the release leaves, and the proxy holds it
+  // 1 s each way: it deletes the node after the lease ended, and its
+  // answer comes after the store's alive_until.
+  lease = a->try_acquire(name, opts(1200ms, "late"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  std::this_thread::sleep_for(300ms);
+  proxy->set_delay(1000ms);
+  released = a->release(*lease);
+  proxy->set_delay(0ms);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_FALSE(*released) << "a release that landed after the lease's end "
+                             "answered held";
+  EXPECT_EQ(zk.count_children(root + "/locks/" + esc(name)), 0);
+}
+
 // A release after the holder's session expired must not delete another
 // session's node. A's traffic is blackholed at the proxy until the server
 // expires A's session (its ephemeral node goes), B takes the lock, then A's

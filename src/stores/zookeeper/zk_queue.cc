@@ -203,8 +203,8 @@ Grant ZkStore::grant_of(std::string_view name, const QNode& n,
   return g;
 }
 
-Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
-  if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
+Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
+                                      milliseconds wait) {
   const SteadyTime until =
       core::is_forever(wait) ? SteadyTime::max() : steady_clock::now() + wait;
   const std::string parent = lock_path(spec.name);

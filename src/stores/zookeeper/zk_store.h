@@ -44,6 +44,10 @@ struct QNode {
   bool gone = false;  // vanished when loaded
   NodeData data;
   Stat stat;
+  // A lease of this store: until when, on this host's steady clock, it is
+  // surely alive by ZooKeeper's clock (its grant's valid_for from before
+  // the call, less a drift allowance); min() if unknown.
+  SteadyTime alive_until = SteadyTime::min();
 };
 
 // A lock's queue: its request nodes in sequence order.
@@ -74,6 +78,8 @@ class ZkStore final : public Store {
   // Makes the root's nodes if missing (<root>/locks, /counters, /clock).
   Status prepare();
 
+  // Records, after the call, how long the lease is surely alive
+  // (QNode::alive_until), so its release needs no clock write.
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
                        milliseconds ttl) override;
@@ -138,6 +144,9 @@ class ZkStore final : public Store {
   Grant grant_of(std::string_view name, const QNode& n, std::uint64_t fencing,
                  std::int64_t expiry_ms, std::int64_t arrival_ms,
                  std::int64_t contact_ms);
+  // The lease `g` was granted by a call that began at `start`: until
+  // start + valid_for less the drift allowance it is surely alive.
+  void note_alive(std::string_view name, const Grant& g, SteadyTime start);
   // Leases this store granted, by (name, token): extend and release use
   // the node's path and version from here and skip the lookup (one write).
   // A stale entry costs a failed conditional write and then the lookup.
@@ -152,6 +161,8 @@ class ZkStore final : public Store {
   }
 
  private:
+  // acquire() without the bookkeeping of note_alive (zk_queue.cc).
+  Result<Grant> acquire_queued(const AcquireSpec& spec, milliseconds wait);
   Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
                                           milliseconds wait);
   Result<std::vector<Grant>> acquire_all(const MultiSpec& spec,

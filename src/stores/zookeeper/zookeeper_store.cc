@@ -18,6 +18,7 @@ namespace zk {
 namespace {
 
 using std::chrono::microseconds;
+using std::chrono::steady_clock;
 
 Error bad(const core::Url& url, const std::string& what) {
   return Error(Errc::invalid_argument,
@@ -134,12 +135,39 @@ ZkStore::~ZkStore() {
 void ZkStore::remember(std::string_view name, const QNode& n) {
   std::lock_guard<std::mutex> lk(mu_);
   if (held_.size() >= 100000) held_.clear();  // leases nobody released
-  held_[{std::string(name), n.name.token}] = n;
+  // A granted node's data and stat are known (from its grant's write or
+  // read): release judges its expiry from them (expiry_of).
+  QNode& e = held_[{std::string(name), n.name.token}];
+  e = n;
+  e.loaded = true;
+  e.gone = false;
 }
 
 void ZkStore::forget(std::string_view name, const OwnerToken& token) {
   std::lock_guard<std::mutex> lk(mu_);
   held_.erase({std::string(name), token});
+}
+
+void ZkStore::note_alive(std::string_view name, const Grant& g,
+                         SteadyTime start) {
+  // The client's default drift allowance (ClientOptions: 1 % of the TTL +
+  // 2 ms): the lease outlives this on the store's clock even if the two
+  // clocks' rates differ by that much.
+  const auto drift = std::chrono::duration_cast<SteadyTime::duration>(
+      std::chrono::duration<double, std::milli>(g.ttl.count() * 0.01 + 2.0));
+  const auto valid =
+      std::chrono::duration_cast<SteadyTime::duration>(g.valid_for);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = held_.find({std::string(name), g.token});
+  if (it != held_.end()) it->second.alive_until = start + valid - drift;
+}
+
+Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
+  if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
+  const SteadyTime start = steady_clock::now();
+  auto g = acquire_queued(spec, wait);
+  if (g.ok()) note_alive(spec.name, *g, start);
+  return g;
 }
 
 std::optional<QNode> ZkStore::held(std::string_view name,
@@ -233,6 +261,7 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
   if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
     return s.error();
   }
+  const SteadyTime start = steady_clock::now();
   std::optional<QNode> cached = held(name, token);
   forget(name, token);
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -267,9 +296,13 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
     }
     n.data = d;
     n.stat = st;
-    if (n.name.token == token) remember(name, n);
-    return grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime,
-                    st.mtime);
+    Grant g =
+        grant_of(name, n, d.fencing, st.mtime + d.ttl_ms, st.mtime, st.mtime);
+    if (n.name.token == token) {
+      remember(name, n);
+      note_alive(name, g, start);
+    }
+    return g;
   }
   return Error(Errc::unavailable,
                "zookeeper " + conn_->where() + ": the lease on lock " +
@@ -315,12 +348,28 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       if (alias) std::erase(d.aliases, token);
       d.fencing = fencing_of(n);
       ops.push_back(Op{Op::kSet, n.path, encode(d), n.stat.version, 0});
+    } else if (steady_clock::now() < n.alive_until) {
+      // A lease of this store, surely alive by ZooKeeper's clock until
+      // alive_until: a plain delete (only of the version read: a
+      // reentrant join since changes it). If its answer comes before
+      // alive_until, the delete happened while the lease was alive; the
+      // next in line's watch sees the deletion, which lets it take its
+      // grant without listing the queue again (acquire).
+      note_idle(q.parent);
+      const int rc = conn_->remove(n.path, n.stat.version);
+      if (rc == ZNONODE) return ReleaseResult{};
+      if (rc == ZBADVERSION) continue;
+      if (rc != ZOK) return err(rc, "release " + n.path);
+      if (steady_clock::now() < n.alive_until) return ReleaseResult{true, 0};
+      // The answer came late: held if ZooKeeper's clock, read after the
+      // delete, is still before the lease's end; otherwise not known to
+      // have been held, and answered as not held.
+      auto now = server_now();
+      return ReleaseResult{now.ok() && expiry_of(n) > *now, 0};
     } else {
-      // The delete (only of the version read: a reentrant join since
-      // changes it) and a write of <root>/clock in one transaction: the
-      // write's mtime is the delete's time, and the next in line's watch
-      // sees a deletion, which lets it take its grant without listing the
-      // queue again (acquire).
+      // Not known to be alive: the delete (only of the version read) and a
+      // write of <root>/clock in one transaction: the write's mtime is the
+      // delete's time and says whether the lease was still alive.
       ops.push_back(Op{Op::kDelete, n.path, "", n.stat.version, 0});
       ops.push_back(Op{Op::kSet, options_.root + "/clock", "", -1, 0});
       note_idle(q.parent);
