@@ -129,6 +129,26 @@ TEST_P(ConformanceTest, Rule3_ExpiredLeaseIsDeadAndNextWaiterGetsIt) {
       eventually([&] { return client().try_acquire(name, opts(5s)).ok(); }));
 }
 
+// Rule 3 for a lease that ran out with nobody waiting: its record may
+// still be in the store (nobody removed it), but an extend must not bring
+// it back to life: lock_lost, and the lock is free for the next one.
+TEST_P(ConformanceTest, Rule3_ExtendOfALeaseThatRanOutUnclaimedIsLost) {
+  BATON_REQUIRE("rule3");
+  BATON_REQUIRE("subsecond_ttl");
+  const std::string name = lock_name("ran-out-extend");
+  auto lease = client().try_acquire(name, opts(200ms, 1, "short"));
+  ASSERT_TRUE(lease.ok()) << lease.error().to_string();
+  std::this_thread::sleep_for(700ms);
+  auto ext = client().extend(*lease, 10s);
+  ASSERT_FALSE(ext.ok()) << "a lease past its TTL was extended back to life";
+  EXPECT_EQ(ext.error().code(), Errc::lock_lost) << ext.error().to_string();
+  Client other = open_client();
+  auto next = other.try_acquire(name, opts(5s));
+  ASSERT_TRUE(next.ok()) << next.error().to_string();
+  EXPECT_GT(next->fencing_token, lease->fencing_token);
+  EXPECT_TRUE(*other.release(*next));
+}
+
 TEST_P(ConformanceTest, Rule4_ExtendSetsExpiryToNowPlusTtl) {
   BATON_REQUIRE("rule4");
   const std::string name = lock_name("extend");
