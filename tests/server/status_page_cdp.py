@@ -22,6 +22,7 @@ Every wait is bounded; the browser is killed on exit.
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,8 +45,19 @@ args = [browser, "--no-sandbox", "--disable-gpu", "--no-first-run",
 if os.path.basename(browser) == "chromium":
     args.insert(1, "--headless=new")
 log = open(os.path.join(workdir, "browser.log"), "ab")
+# A process group of its own: /usr/bin/chromium-headless-shell is a shell
+# script that runs the browser as its child (no exec), so killing `proc`
+# alone left the browser running after every test.
 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
-                        stderr=log)
+                        stderr=log, start_new_session=True)
+
+
+def stop_browser():
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def answer(ok, value):
@@ -56,7 +68,7 @@ def answer(ok, value):
 
 def fail(msg):
     answer(False, msg)
-    proc.kill()
+    stop_browser()
     sys.exit(1)
 
 
@@ -142,8 +154,4 @@ for line in sys.stdin:
         out = (False, repr(e))
     answer(*out)
 ws.close()
-proc.terminate()
-try:
-    proc.wait(5)
-except subprocess.TimeoutExpired:
-    proc.kill()
+stop_browser()
