@@ -69,6 +69,14 @@ std::string fmt(double v) {
   return buf;
 }
 
+// Seconds to the millisecond: on memory: a seed-003 phase can finish in
+// under 50 ms, which "%.1f" printed as 0.0.
+std::string fmt_secs(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
 struct ShardRun {
   int type = 0;        // 0 recent, 1 late
   double wait_ms = 0;  // start -> every namespace processed (or run end)
@@ -306,14 +314,15 @@ std::string seed003_phase(const std::vector<Client>& clients,
   Latency lat = summarize(&acquire_ns);
   const bool complete = done.load() == kThreads * kModsPerThread;
   std::ostringstream js;
-  js << "{\"seconds\":" << fmt(secs) << ",\"modifications\":" << done.load()
+  js << "{\"seconds\":" << fmt_secs(secs)
+     << ",\"modifications\":" << done.load()
      << ",\"complete\":" << (complete ? "true" : "false")
      << ",\"lost_updates\":" << lost << ",\"errors\":" << errors.load()
      << ",\"acquire_p50_us\":" << fmt(lat.p50_us)
      << ",\"acquire_p99_us\":" << fmt(lat.p99_us) << "}";
   *text += std::string(segments ? "100 segment locks" : "one center lock") +
            ": " + std::to_string(done.load()) + " modifications in " +
-           fmt(secs) + " s, lost updates " + std::to_string(lost) +
+           fmt_secs(secs) + " s, lost updates " + std::to_string(lost) +
            ", acquire p50 " + fmt(lat.p50_us) + " us, p99 " + fmt(lat.p99_us) +
            " us" + (complete ? "" : "  INCOMPLETE") + "\n";
   total->pairs += done.load();
