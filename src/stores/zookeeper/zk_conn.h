@@ -56,8 +56,9 @@ class Waker {
   // 'o' anything else (a session event).
   void notify(char what = 'o', std::string_view path = {});
   // Since the last forget_events(): a watch fired for the deletion of
-  // `path`; every event was a change of `path`.
+  // `path`; for a change of `path`; every event was a change of `path`.
   bool was_deleted(std::string_view path);
+  bool was_changed(std::string_view path);
   bool only_changed(std::string_view path);
   void forget_events();
   // Sleeps until notified after `*seen` (updated) or until `until`.
