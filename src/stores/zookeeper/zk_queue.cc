@@ -63,21 +63,35 @@ bool created_at_front(const Queue& q, int first, int second, const Stat& mine) {
 
 }  // namespace
 
-std::optional<NextInLine> ZkStore::next_in_line(std::string_view name,
-                                                const std::string& my_path) {
-  auto q = read_queue(name);
-  if (!q.ok()) return std::nullopt;
-  const int i = q->index_of(my_path);
-  if (i < 0 || i + 1 >= static_cast<int>(q->nodes.size())) return std::nullopt;
-  QNode& n = q->nodes[i + 1];
-  // Only a plain exclusive request of a mutex: the release that grants it
-  // need not know anything about the requests behind it.
-  if (n.name.kind != Kind::kSingle || n.name.capacity != 1) return std::nullopt;
-  if (!load(n).ok() || n.gone || !n.data.reentrancy_key.empty() ||
-      n.data.state == State::kQueued) {
-    return std::nullopt;
+std::shared_ptr<ReadAhead> ZkStore::read_ahead(std::string_view name,
+                                               const std::string& my_path) {
+  auto out = std::make_shared<ReadAhead>();
+  const std::string mine = my_path.substr(my_path.rfind('/') + 1);
+  auto pick = [mine](std::vector<std::string>& children) -> std::string {
+    auto me = parse_node_name(mine);
+    if (!me) return "";
+    // The child with the least sequence number after ours.
+    std::optional<NodeName> best;
+    for (const auto& c : children) {
+      auto n = parse_node_name(c);
+      if (n && n->seq > me->seq && (!best || n->seq < best->seq)) best = n;
+    }
+    // Only a plain exclusive request of a mutex: the release that grants
+    // it need not know anything about the requests behind it.
+    if (!best || best->kind != Kind::kSingle || best->capacity != 1) return "";
+    return best->child;
+  };
+  auto done = [out](int rc, const std::string& path, std::string data,
+                    const Stat& stat) {
+    if (rc != ZOK) return;
+    auto d = decode(data);
+    if (!d || !d->reentrancy_key.empty() || d->state == State::kQueued) return;
+    out->set(NextInLine{path, std::move(*d), stat.version});
+  };
+  if (conn_->read_child_async(lock_path(name), pick, done) != ZOK) {
+    return nullptr;
   }
-  return NextInLine{n.path, n.data, n.stat.version};
+  return out;
 }
 
 int Queue::index_of(std::string_view path) const {
@@ -264,7 +278,7 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
 
   // The request behind ours, read while we waited: our release grants it
   // in the same transaction as its delete (release()).
-  std::optional<NextInLine> succ;
+  std::shared_ptr<ReadAhead> succ;
   bool succ_tried = false;
   // Our node was written by another: the release of the lease ahead
   // granted it (a write st=h over the version we made). Empty if not: our
@@ -278,7 +292,7 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
       return std::nullopt;
     }
     me.data.fencing = static_cast<std::uint64_t>(me.stat.mzxid);
-    me.next = succ;
+    me.ahead = succ;
     remember(spec.name, me);
     // ZooKeeper heard from this session after the grant (our read), so
     // the grant's mtime is a time it last heard from us, or earlier.
@@ -298,7 +312,7 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
     me.data = d;
     me.stat = st;
     me.data.fencing = static_cast<std::uint64_t>(st.mzxid);
-    me.next = succ;
+    me.ahead = succ;
     remember(spec.name, me);
     return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
                     st.mtime + d.ttl_ms, arrival, st.mtime);
@@ -507,13 +521,14 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
     const std::string ahead = pos >= 1 ? q->nodes[pos - 1].path : "";
     bool next = mutex && pos == 1;
     // Under contention (someone waited ahead of us or behind us when we
-    // listed), the next in line reads the request behind it while the
-    // holder holds, so that its own release can hand over (release()).
+    // listed), the next in line reads the request behind it in the
+    // background while the holder holds (it keeps sleeping: the answer
+    // can come after its grant), so that its own release can hand over.
     const bool contended = pos >= 2 || q->nodes.size() > 2;
     for (;;) {
       if (next && contended && !succ_tried) {
         succ_tried = true;
-        succ = next_in_line(spec.name, my_path);
+        succ = read_ahead(spec.name, my_path);
       }
       look_all = !sleep(waker, &seen, next_expiry,
                         fresh ? std::min(until, rewrite_at) : until);

@@ -187,7 +187,8 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
   return true;
 }
 
-std::optional<Result<ReleaseResult>> ZkStore::hand_over(const QNode& n) {
+std::optional<Result<ReleaseResult>> ZkStore::hand_over(
+    const QNode& n, const NextInLine& next) {
   // The request behind becomes the holder: the same write its own grant
   // would make (st=h; its zxid the fencing token, its mtime the lease's
   // start), made over the version its reader saw, before the delete in
@@ -197,11 +198,11 @@ std::optional<Result<ReleaseResult>> ZkStore::hand_over(const QNode& n) {
   // happens only while nobody else holds, and only to the request first
   // in line then (nothing joins ahead of it). Not our next in line any
   // more (left, or rewritten st=w): nothing happens either.
-  NodeData d = n.next->data;
+  NodeData d = next.data;
   d.state = State::kHolding;
   d.fencing = 0;
   const std::vector<Op> ops = {
-      Op{Op::kSet, n.next->path, encode(d), n.next->version, 0},
+      Op{Op::kSet, next.path, encode(d), next.version, 0},
       Op{Op::kDelete, n.path, "", n.stat.version, 0}};
   std::vector<OpResult> res;
   const int rc = conn_->multi(ops, &res);
