@@ -9,15 +9,22 @@
 #   slow   the same, with bench/slow_fsync.c preloaded: every fsync and
 #          fdatasync of the server first sleeps SLOW_FSYNC_US (a disk
 #          whose commits take about that much longer)
+#   ensemble  three servers on loopback (one quorum, the machine's disk),
+#          every client connected to the same one: writes need a quorum,
+#          reads are answered by that server alone, as in production
 # and for ROUNDS rounds runs, back to back, each LOCKBENCH binary given
 # (e.g. two builds to compare, interleaved) with --workload contended
 # --clients N --locks 1 for N in CLIENTS, and the raw floor (raw-zk://, the
-# ephemeral-sequential recipe with the same C client) from the first
-# binary. Prints one line per run and a median table (Markdown).
+# ephemeral-sequential recipe with the same C client's synchronous calls)
+# from the first binary, and with RAW_ASYNC=1 the floor again with its
+# create and delete made as the store makes its calls (raw-zk://…?api=async:
+# async + wait, one thread hop more per call). Prints one line per run and a
+# median table (Markdown).
 #
 # Usage: bench/zk_disk.sh [LOCKBENCH ...]   (default build-bench's)
+#   PROFILES=ensemble bench/zk_disk.sh   # the three-server case only
 # Environment (defaults): ROUNDS=3 DURATION=4 (s) CLIENTS="50 4"
-#   PROFILES="disk slow" SLOW_FSYNC_US=1000
+#   PROFILES="disk slow" SLOW_FSYNC_US=1000 RAW_ASYNC=0
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +33,7 @@ DURATION=${DURATION:-4}
 CLIENTS=${CLIENTS:-"50 4"}
 PROFILES=${PROFILES:-"disk slow"}
 SLOW_FSYNC_US=${SLOW_FSYNC_US:-1000}
+RAW_ASYNC=${RAW_ASYNC:-0}
 BENCHES=("$@")
 [[ ${#BENCHES[@]} -gt 0 ]] || BENCHES=("$ROOT/build-bench/bin/baton_lockbench")
 for b in "${BENCHES[@]}"; do
@@ -33,15 +41,6 @@ for b in "${BENCHES[@]}"; do
 done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/baton-zkdisk.XXXXXX")
-ZK_PID=""
-stop_zk() {
-  if [[ -n "$ZK_PID" ]]; then
-    kill "$ZK_PID" 2>/dev/null || true
-    wait "$ZK_PID" 2>/dev/null || true
-    ZK_PID=""
-  fi
-}
-trap 'stop_zk; rm -rf "$WORK"' EXIT
 log() { echo "[zk_disk] $*" >&2; }
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -49,7 +48,45 @@ free_port() {
 
 gcc -O2 -shared -fPIC -o "$WORK/slow_fsync.so" "$ROOT/bench/slow_fsync.c" -ldl
 
+ZK_PIDS=()
+stop_zk() {
+  for p in "${ZK_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${ZK_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  ZK_PIDS=()
+}
+trap 'stop_zk; rm -rf "$WORK"' EXIT
+
+start_ensemble() {  # three servers; ZK_PORT: the first one's client port
+  local i d ports=() quorum=() election=() servers=""
+  for i in 1 2 3; do
+    ports+=("$(free_port)") quorum+=("$(free_port)") election+=("$(free_port)")
+  done
+  for i in 1 2 3; do
+    servers+="server.$i=127.0.0.1:${quorum[$((i - 1))]}:${election[$((i - 1))]}\n"
+  done
+  for i in 1 2 3; do
+    d=$WORK/zk-ensemble-$i
+    mkdir -p "$d/data"
+    echo "$i" >"$d/data/myid"
+    printf "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\nmaxClientCnxns=500\n$servers" \
+      "$d/data" "${ports[$((i - 1))]}" >"$d/zoo.cfg"
+    java -cp "$d:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/zk.log" 2>&1 &
+    ZK_PIDS+=($!)
+  done
+  for _ in $(seq 1 150); do
+    if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/${ports[0]}; echo srvr >&3; grep -qE 'Mode: (leader|follower)' <&3" 2>/dev/null; then
+      ZK_PORT=${ports[0]}
+      return 0
+    fi
+    sleep 0.2
+  done
+  log "the ZooKeeper ensemble did not form: $(tail -5 "$WORK/zk-ensemble-1/zk.log")"
+  exit 69
+}
+
 start_zk() {  # start_zk PROFILE
+  [[ $1 == ensemble ]] && { start_ensemble; return 0; }
   local d=$WORK/zk-$1 port preload=()
   port=$(free_port)
   mkdir -p "$d/data"
@@ -58,7 +95,7 @@ start_zk() {  # start_zk PROFILE
   [[ $1 == slow ]] && preload=(env "LD_PRELOAD=$WORK/slow_fsync.so" "SLOW_FSYNC_US=$SLOW_FSYNC_US")
   "${preload[@]}" java -cp "$d:/usr/share/java/zookeeper.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/zk.log" 2>&1 &
-  ZK_PID=$!
+  ZK_PIDS+=($!)
   for _ in $(seq 1 100); do
     if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; echo ruok >&3; read -r -t 2 a <&3; [ \"\$a\" = imok ]" 2>/dev/null; then
       ZK_PORT=$port
@@ -97,6 +134,10 @@ for profile in $PROFILES; do
           "zookeeper://127.0.0.1:$ZK_PORT/zkdisk" "$n"
       done
       run "$profile" raw "${BENCHES[0]}" "raw-zk://127.0.0.1:$ZK_PORT" "$n"
+      if [[ $RAW_ASYNC == 1 ]]; then
+        run "$profile" raw-async "${BENCHES[0]}" \
+          "raw-zk://127.0.0.1:$ZK_PORT?api=async" "$n"
+      fi
     done
   done
   stop_zk
@@ -107,7 +148,7 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 print("binaries: " + ", ".join(f"store{i + 1} = {b}" for i, b in enumerate(sys.argv[2:])))
 print()
-print("| disk | clients | who | pairs/s (median [range]) | handoff p50 µs | handoff p99 µs | raw ÷ this, pairs/s | errors |")
+print("| server | clients | who | pairs/s (median [range]) | handoff p50 µs | handoff p99 µs | raw ÷ this, pairs/s | errors |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 keys = []
 for r in rows:
