@@ -160,6 +160,79 @@ TEST(ZkFault, ReleaseIsOneDeleteWhenInTimeAndJudgedByZooKeepersClockWhenLate) {
   EXPECT_EQ(zk.count_children(root + "/locks/" + esc(name)), 0);
 }
 
+// Under contention the next in line reads the request behind it while it
+// waits, and its release grants that request in the same transaction as
+// its delete (docs/stores/zookeeper.md, "Hand-over in the release"). C's
+// traffic sits 400 ms in the proxy each way while B releases, so no write
+// of C's can reach ZooKeeper within 800 ms of B's release: C's node, read
+// sooner, is st=h, written by B's transaction (the lock node's pzxid, B's
+// delete, is the grant's mzxid), and C's acquire returns that lease with
+// the grant's zxid as its fencing token, without writing its node again.
+TEST(ZkFault, ReleaseHandsOverToTheNextInLineInOneTransaction) {
+  auto proxy = proxy_to_server();
+  ASSERT_NE(proxy, nullptr);
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  const std::string name = unique("hand-over");
+  const std::string dir = lock_dir(name);
+  auto a = open_zk_client(shared_server().url());
+  auto x = open_zk_client(shared_server().url());
+  auto b = open_zk_client(shared_server().url());
+  auto c = open_zk_client(via(*proxy));
+  ASSERT_TRUE(a.ok() && x.ok() && b.ok() && c.ok());
+  auto held = a->try_acquire(name, opts(30s, "a"));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  auto waiters = [&] {
+    auto info = a->describe(name);
+    return info.ok() ? info->waiters.size() : std::size_t{0};
+  };
+  // X, B and C queue in that order (B behind a waiter: contended).
+  auto xs = std::async(std::launch::async,
+                       [&] { return x->acquire(name, 30s, opts(30s, "x")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }, 10s, 5ms));
+  auto bs = std::async(std::launch::async,
+                       [&] { return b->acquire(name, 30s, opts(30s, "b")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
+  auto cs = std::async(std::launch::async,
+                       [&] { return c->acquire(name, 30s, opts(30s, "c")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 3; }, 10s, 5ms));
+
+  ASSERT_TRUE(*a->release(*held));
+  auto xl = xs.get();
+  ASSERT_TRUE(xl.ok()) << xl.error().to_string();
+  // B is next in line now and reads C's request while X holds.
+  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(*x->release(*xl));
+  auto bl = bs.get();
+  ASSERT_TRUE(bl.ok()) << bl.error().to_string();
+
+  std::vector<std::string> kids;
+  ASSERT_EQ(zk.children(dir, &kids), ZOK);
+  ASSERT_EQ(kids.size(), 2u);  // B's lease and C's request
+  proxy->set_delay(400ms);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(*b->release(*bl));
+  std::string data;
+  Stat node{}, parent{};
+  ASSERT_EQ(zk.get(dir + "/" + kids[1], &data, &node), ZOK);
+  ASSERT_EQ(zk.exists(dir, &parent), ZOK);
+  EXPECT_LT(Clock::now() - t0, 750ms) << "too slow to tell who wrote C's node";
+  EXPECT_EQ(field(parse_node_data(data), "st"), "h") << data;
+  EXPECT_EQ(node.version, 1) << "C's node was written more than once";
+  EXPECT_EQ(node.mzxid, parent.pzxid)
+      << "C's grant and B's delete were not one transaction";
+  auto cl = cs.get();
+  proxy->set_delay(0ms);
+  ASSERT_TRUE(cl.ok()) << cl.error().to_string();
+  EXPECT_EQ(cl->fencing_token, static_cast<std::uint64_t>(node.mzxid));
+  EXPECT_GT(cl->fencing_token, bl->fencing_token);
+  EXPECT_GT(bl->fencing_token, xl->fencing_token);
+  ASSERT_EQ(zk.get(dir + "/" + kids[1], &data, &node), ZOK);
+  EXPECT_EQ(node.version, 1) << "C wrote its grant again";
+  EXPECT_TRUE(*c->release(*cl));
+  EXPECT_EQ(zk.count_children(dir), 0);
+}
+
 // A release after the holder's session expired must not delete another
 // session's node. A's traffic is blackholed at the proxy until the server
 // expires A's session (its ephemeral node goes), B takes the lock, then A's

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,8 +57,9 @@ class Waker {
   // 'o' anything else (a session event).
   void notify(char what = 'o', std::string_view path = {});
   // Since the last forget_events(): a watch fired for the deletion of
-  // `path`; every event was a change of `path`.
+  // `path`; for a change of `path`; every event was a change of `path`.
   bool was_deleted(std::string_view path);
+  bool was_changed(std::string_view path);
   bool only_changed(std::string_view path);
   void forget_events();
   // Sleeps until notified after `*seen` (updated) or until `until`.
@@ -123,6 +125,15 @@ class Conn {
             std::vector<Stat>* stats, std::vector<std::string>* datas);
   // All or none; *results has one entry per op (rc of each).
   int multi(const std::vector<Op>& ops, std::vector<OpResult>* results);
+  // Without waiting: lists `parent`, lets `pick` choose a child (an empty
+  // name: none), reads that child, and calls `done` with the read's return
+  // code, the child's path, data and stat. `pick` and `done` run on the C
+  // client's completion thread: keep them short, call nothing that waits.
+  // ZOK if the listing was sent (else `done` is never called).
+  using Pick = std::function<std::string(std::vector<std::string>&)>;
+  using Done = std::function<void(int rc, const std::string& path,
+                                  std::string data, const Stat& stat)>;
+  int read_child_async(const std::string& parent, Pick pick, Done done);
 
   // Wakes `w` on every session event until it is destroyed.
   void on_session_event(const std::shared_ptr<Waker>& w);

@@ -63,6 +63,37 @@ bool created_at_front(const Queue& q, int first, int second, const Stat& mine) {
 
 }  // namespace
 
+std::shared_ptr<ReadAhead> ZkStore::read_ahead(std::string_view name,
+                                               const std::string& my_path) {
+  auto out = std::make_shared<ReadAhead>();
+  const std::string mine = my_path.substr(my_path.rfind('/') + 1);
+  auto pick = [mine](std::vector<std::string>& children) -> std::string {
+    auto me = parse_node_name(mine);
+    if (!me) return "";
+    // The child with the least sequence number after ours.
+    std::optional<NodeName> best;
+    for (const auto& c : children) {
+      auto n = parse_node_name(c);
+      if (n && n->seq > me->seq && (!best || n->seq < best->seq)) best = n;
+    }
+    // Only a plain exclusive request of a mutex: the release that grants
+    // it need not know anything about the requests behind it.
+    if (!best || best->kind != Kind::kSingle || best->capacity != 1) return "";
+    return best->child;
+  };
+  auto done = [out](int rc, const std::string& path, std::string data,
+                    const Stat& stat) {
+    if (rc != ZOK) return;
+    auto d = decode(data);
+    if (!d || !d->reentrancy_key.empty() || d->state == State::kQueued) return;
+    out->set(NextInLine{path, std::move(*d), stat.version});
+  };
+  if (conn_->read_child_async(lock_path(name), pick, done) != ZOK) {
+    return nullptr;
+  }
+  return out;
+}
+
 int Queue::index_of(std::string_view path) const {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].path == path) return static_cast<int>(i);
@@ -245,6 +276,29 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
                : vanished(spec.name);
   };
 
+  // The request behind ours, read while we waited: our release grants it
+  // in the same transaction as its delete (release()).
+  std::shared_ptr<ReadAhead> succ;
+  bool succ_tried = false;
+  // Our node was written by another: the release of the lease ahead
+  // granted it (a write st=h over the version we made). Empty if not: our
+  // node changed otherwise, read the queue again.
+  auto adopt = [&](QNode& me) -> std::optional<Result<Grant>> {
+    if (Status s = load(me); !s.ok()) return s.error();
+    if (me.gone) return gone();
+    if (me.data.state != State::kHolding ||
+        me.stat.version == my_stat.version) {
+      my_stat.version = me.stat.version;
+      return std::nullopt;
+    }
+    me.data.fencing = static_cast<std::uint64_t>(me.stat.mzxid);
+    me.ahead = succ;
+    remember(spec.name, me);
+    // ZooKeeper heard from this session after the grant (our read), so
+    // the grant's mtime is a time it last heard from us, or earlier.
+    return grant_of(spec.name, me, me.data.fencing,
+                    me.stat.mtime + me.data.ttl_ms, arrival, me.stat.mtime);
+  };
   // The grant is a write: its zxid is the fencing token, its mtime starts
   // the lease. Empty: our node changed, read the queue again.
   auto write_grant = [&](QNode& me) -> std::optional<Result<Grant>> {
@@ -253,15 +307,12 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
     Stat st;
     const int rc = conn_->set(my_path, encode(d), my_stat.version, &st);
     if (rc == ZNONODE) return gone();
-    if (rc == ZBADVERSION) {
-      Stat cur;
-      if (conn_->exists(my_path, &cur) == ZOK) my_stat.version = cur.version;
-      return std::nullopt;
-    }
+    if (rc == ZBADVERSION) return adopt(me);
     if (rc != ZOK) return err(rc, "grant " + my_path);
     me.data = d;
     me.stat = st;
     me.data.fencing = static_cast<std::uint64_t>(st.mzxid);
+    me.ahead = succ;
     remember(spec.name, me);
     return grant_of(spec.name, me, static_cast<std::uint64_t>(st.mzxid),
                     st.mtime + d.ttl_ms, arrival, st.mtime);
@@ -469,10 +520,25 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
                        !q->nodes[pos - 1].name.shared();
     const std::string ahead = pos >= 1 ? q->nodes[pos - 1].path : "";
     bool next = mutex && pos == 1;
+    // Under contention (someone waited ahead of us or behind us when we
+    // listed), the next in line reads the request behind it in the
+    // background while the holder holds (it keeps sleeping: the answer
+    // can come after its grant), so that its own release can hand over.
+    const bool contended = pos >= 2 || q->nodes.size() > 2;
     for (;;) {
+      if (next && contended && !succ_tried) {
+        succ_tried = true;
+        succ = read_ahead(spec.name, my_path);
+      }
       look_all = !sleep(waker, &seen, next_expiry,
                         fresh ? std::min(until, rewrite_at) : until);
       if (past_deadline()) return timed_out();
+      if (waker->was_changed(my_path)) {
+        // Written by the release of the lease ahead (its hand-over writes
+        // our node before it deletes its own, so this event comes first).
+        if (auto g = adopt(me)) return std::move(*g);
+        break;
+      }
       if (!mutex) break;
       if (next) {
         if (!waker->was_deleted(ahead)) break;

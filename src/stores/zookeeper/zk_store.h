@@ -36,6 +36,32 @@ struct ZkOptions {
 };
 Result<ZkOptions> parse_options(const core::Url& url);
 
+// The request right behind a mutex lease, as its holder read it while it
+// waited: the release grants it in the same transaction as the delete
+// (docs/stores/zookeeper.md, "Hand-over in the release").
+struct NextInLine {
+  std::string path;
+  NodeData data;
+  std::int32_t version = 0;
+};
+// That read, in the background: filled by the C client's completion thread
+// whenever its answer comes; the release uses it only if it has come.
+class ReadAhead {
+ public:
+  void set(NextInLine n) {
+    std::lock_guard<std::mutex> lk(mu_);
+    next_ = std::move(n);
+  }
+  std::optional<NextInLine> get() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return next_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::optional<NextInLine> next_;  // guarded by mu_
+};
+
 // One request node as listed, with its data once loaded.
 struct QNode {
   NodeName name;
@@ -48,6 +74,8 @@ struct QNode {
   // surely alive by ZooKeeper's clock (its grant's valid_for from before
   // the call, less a drift allowance); min() if unknown.
   SteadyTime alive_until = SteadyTime::min();
+  // A lease of this store: the request behind it, once read (may be null).
+  std::shared_ptr<ReadAhead> ahead;
 };
 
 // A lock's queue: its request nodes in sequence order.
@@ -128,6 +156,16 @@ class ZkStore final : public Store {
   Result<bool> watch_ahead(Queue& q, std::size_t pos,
                            const std::shared_ptr<Waker>& w,
                            std::int64_t* next_expiry);
+  // Starts reading, in the background, the request right behind `my_path`
+  // in a fresh listing; kept only if it is a plain exclusive request of a
+  // mutex (a hand-over may grant it). Null if the listing was not sent.
+  std::shared_ptr<ReadAhead> read_ahead(std::string_view name,
+                                        const std::string& my_path);
+  // Releases lease n, surely alive until n.alive_until, and grants `next`
+  // in the same transaction. Empty if `next` changed or left since it was
+  // read (nothing was written then).
+  std::optional<Result<ReleaseResult>> hand_over(const QNode& n,
+                                                 const NextInLine& next);
   // The holders' descriptions (loads them); `now` is ZooKeeper's clock.
   std::vector<HolderInfo> holders_of(Queue& q, std::int64_t now);
   // Sleeps on `w` until a watch fires, the next expiry (server ms), a

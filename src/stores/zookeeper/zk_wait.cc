@@ -41,6 +41,13 @@ bool Waker::was_deleted(std::string_view path) {
   });
 }
 
+bool Waker::was_changed(std::string_view path) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::any_of(events_.begin(), events_.end(), [&](const auto& e) {
+    return e.first == 'c' && e.second == path;
+  });
+}
+
 bool Waker::only_changed(std::string_view path) {
   std::lock_guard<std::mutex> lk(mu_);
   return !events_.empty() &&
@@ -178,6 +185,39 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
     }
   }
   return true;
+}
+
+std::optional<Result<ReleaseResult>> ZkStore::hand_over(
+    const QNode& n, const NextInLine& next) {
+  // The request behind becomes the holder: the same write its own grant
+  // would make (st=h; its zxid the fencing token, its mtime the lease's
+  // start), made over the version its reader saw, before the delete in
+  // the same transaction, so that its watch on its own node fires before
+  // the one on ours. The delete is of the version we hold: if our lease
+  // was collected (it expired) or changed, nothing happens. So the grant
+  // happens only while nobody else holds, and only to the request first
+  // in line then (nothing joins ahead of it). Not our next in line any
+  // more (left, or rewritten st=w): nothing happens either.
+  NodeData d = next.data;
+  d.state = State::kHolding;
+  d.fencing = 0;
+  const std::vector<Op> ops = {
+      Op{Op::kSet, next.path, encode(d), next.version, 0},
+      Op{Op::kDelete, n.path, "", n.stat.version, 0}};
+  std::vector<OpResult> res;
+  const int rc = conn_->multi(ops, &res);
+  if (rc == ZOK) {
+    if (steady_clock::now() < n.alive_until) return ReleaseResult{true, 0};
+    // Answered late: the write's mtime is the delete's time.
+    return ReleaseResult{expiry_of(n) > res[0].stat.mtime, 0};
+  }
+  if (res.size() == 2 && res[0].rc != ZOK &&
+      res[0].rc != ZRUNTIMEINCONSISTENCY) {
+    return std::nullopt;
+  }
+  if (rc == ZNONODE) return ReleaseResult{};
+  if (rc == ZBADVERSION) return std::nullopt;  // changed: the plain path sees
+  return err(rc, "release " + n.path);
 }
 
 std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {

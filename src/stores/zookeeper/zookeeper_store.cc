@@ -355,6 +355,12 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       // alive_until, the delete happened while the lease was alive; the
       // next in line's watch sees the deletion, which lets it take its
       // grant without listing the queue again (acquire).
+      if (auto next = n.ahead ? n.ahead->get() : std::nullopt) {
+        if (auto r = hand_over(n, *next)) return std::move(*r);
+        n.ahead.reset();  // the request behind changed: a plain delete
+        cached = std::move(n);
+        continue;
+      }
       note_idle(q.parent);
       const int rc = conn_->remove(n.path, n.stat.version);
       if (rc == ZNONODE) return ReleaseResult{};
