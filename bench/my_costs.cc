@@ -125,6 +125,83 @@ int main(int argc, char** argv) {
     };
     const std::string del =
         "DELETE FROM cost_holders WHERE name = " + nm + " AND slot = 0";
+    // The same reads and writes as stored procedures: one statement (CALL)
+    // per operation, the statements parsed once per connection, no result
+    // sets for the reads. Is the cost the statements' work or their
+    // sending, parsing and answering one by one?
+    const std::string sp_reads =
+        "START TRANSACTION;"
+        "SELECT id INTO s FROM cost_serial WHERE id = " +
+        ser +
+        " FOR UPDATE;"
+        "SET t = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+        "UTC_TIMESTAMP(6));"
+        "SELECT capacity, last_fencing INTO cap, lf FROM cost_locks WHERE "
+        "name = " +
+        nm +
+        " FOR UPDATE;"
+        "SELECT COUNT(*) INTO h FROM cost_holders WHERE name = " +
+        nm +
+        " FOR UPDATE;"
+        "SELECT COUNT(*) INTO w FROM cost_queue FORCE INDEX (queue_name_token) "
+        "WHERE name = " +
+        nm + " FOR UPDATE;";
+    const std::string sp_vars =
+        "DECLARE s VARBINARY(600); DECLARE t, lf BIGINT; "
+        "DECLARE cap, h, w INT;";
+    q("DROP PROCEDURE IF EXISTS cost_sp_acquire");
+    q("CREATE PROCEDURE cost_sp_acquire(IN f BIGINT) BEGIN " + sp_vars +
+      sp_reads + "SET @f = f;" +
+      "INSERT INTO cost_locks (name, capacity, last_fencing) VALUES (" + nm +
+      ", 1, f) ON DUPLICATE KEY UPDATE capacity = VALUES(capacity), "
+      "last_fencing = VALUES(last_fencing);" +
+      holder + "; COMMIT; SELECT h, w, t; END");
+    q("DROP PROCEDURE IF EXISTS cost_sp_release");
+    q("CREATE PROCEDURE cost_sp_release() BEGIN " + sp_vars + sp_reads + del +
+      "; COMMIT; SELECT h, w, t; END");
+    // The layout postgres:// took in schema version 5, for comparison: the
+    // lock's one holder kept in its own row, updated in place, one row read
+    // (FOR UPDATE) per operation, as text and as procedures.
+    q("CREATE TABLE IF NOT EXISTS cost_inline (name VARBINARY(512) NOT NULL "
+      "PRIMARY KEY, capacity INT NOT NULL, last_fencing BIGINT NOT NULL, "
+      "token VARBINARY(32) NOT NULL, fencing BIGINT NOT NULL, ttl_ms BIGINT "
+      "NOT NULL, granted_us BIGINT NOT NULL, expires_us BIGINT NOT NULL, "
+      "holds INT NOT NULL, label VARBINARY(256) NOT NULL, rkey VARBINARY(512) "
+      "NOT NULL, shared TINYINT NOT NULL, waiting INT NOT NULL) ENGINE=InnoDB");
+    q("INSERT IGNORE INTO cost_inline VALUES (" + nm +
+      ", 1, 0, '', 0, 0, 0, 0, 0, '', '', 0, 0)");
+    const std::string tok =
+        "X'3332343166386633653761303434356134613336336537326633613462383738'";
+    const std::string now_us =
+        "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+    const std::string inline_read =
+        "SELECT capacity, last_fencing, token, expires_us, waiting FROM "
+        "cost_inline WHERE name = " +
+        nm + " FOR UPDATE";
+    const std::string inline_grant =
+        "UPDATE cost_inline SET last_fencing = last_fencing + 1, token = " +
+        tok +
+        ", fencing = last_fencing, ttl_ms = 30000, granted_us = " + now_us +
+        ", expires_us = " + now_us +
+        " + 30000000, holds = 1, label = X'766D3A' WHERE name = " + nm +
+        " AND (token = '' OR expires_us <= " + now_us + ") AND waiting = 0";
+    const std::string inline_free =
+        "UPDATE cost_inline SET token = '' WHERE "
+        "name = " +
+        nm + " AND token = " + tok;
+    q("DROP PROCEDURE IF EXISTS cost_sp_inline_acquire");
+    q("CREATE PROCEDURE cost_sp_inline_acquire() BEGIN "
+      "DECLARE cap, w INT; DECLARE lf, e BIGINT; DECLARE tk VARBINARY(32); "
+      "START TRANSACTION; SELECT capacity, last_fencing, token, expires_us, "
+      "waiting INTO cap, lf, tk, e, w FROM cost_inline WHERE name = " +
+      nm + " FOR UPDATE; " + inline_grant +
+      "; COMMIT; SELECT ROW_COUNT(); END");
+    q("DROP PROCEDURE IF EXISTS cost_sp_inline_release");
+    q("CREATE PROCEDURE cost_sp_inline_release() BEGIN "
+      "DECLARE cap, w INT; DECLARE lf, e BIGINT; DECLARE tk VARBINARY(32); "
+      "START TRANSACTION; SELECT capacity, last_fencing, token, expires_us, "
+      "waiting INTO cap, lf, tk, e, w FROM cost_inline WHERE name = " +
+      nm + " FOR UPDATE; " + inline_free + "; COMMIT; SELECT ROW_COUNT(); END");
     std::vector<Case> cases = {
         {"floor", "INSERT, DELETE (autocommit)",
          [&](long) {
@@ -142,6 +219,34 @@ int main(int argc, char** argv) {
          [&](long f) {
            q(read + ";" + upsert(f) + ";COMMIT");
            q(read + ";" + del + ";COMMIT");
+         }},
+        {"procedures", "CALL acquire; CALL release (same statements)",
+         [&](long f) {
+           q("CALL cost_sp_acquire(" + std::to_string(f) + ")");
+           q("CALL cost_sp_release()");
+         }},
+        {"inline", "1 row: read+UPDATE+COMMIT, twice (1 trip each)",
+         [&](long) {
+           q("START TRANSACTION;" + inline_read + ";" + inline_grant +
+             ";COMMIT");
+           q("START TRANSACTION;" + inline_read + ";" + inline_free +
+             ";COMMIT");
+         }},
+        {"inline-proc", "the same as 2 CALLs",
+         [&](long) {
+           q("CALL cost_sp_inline_acquire()");
+           q("CALL cost_sp_inline_release()");
+         }},
+        {"inline-1stmt", "conditional UPDATE (+ SELECT @f), twice",
+         [&](long) {
+           q("UPDATE cost_inline SET last_fencing = (@f := last_fencing + 1), "
+             "token = " +
+             tok + ", fencing = @f, ttl_ms = 30000, granted_us = " + now_us +
+             ", expires_us = " + now_us +
+             " + 30000000, holds = 1, label = X'766D3A' WHERE name = " + nm +
+             " AND (token = '' OR expires_us <= " + now_us +
+             ") AND waiting = 0;SELECT @f, ROW_COUNT()");
+           q(inline_free);
          }},
         {"no-reads", "write+COMMIT; delete+COMMIT",
          [&](long f) {
