@@ -233,6 +233,63 @@ TEST(ZkFault, ReleaseHandsOverToTheNextInLineInOneTransaction) {
   EXPECT_EQ(zk.count_children(dir), 0);
 }
 
+// The request a holder read ahead of its release may leave before the
+// release (here its call times out and deletes it): the hand-over's write
+// of that node fails, the transaction does nothing, and the release is the
+// plain delete; the request behind it (D, which came after) is granted at
+// once, and nothing is left.
+TEST(ZkFault, HandOverToARequestThatLeftIsAPlainRelease) {
+  const std::string name = unique("hand-over-left");
+  auto a = open_zk_client(shared_server().url());
+  auto x = open_zk_client(shared_server().url());
+  auto b = open_zk_client(shared_server().url());
+  auto c = open_zk_client(shared_server().url());
+  auto d = open_zk_client(shared_server().url());
+  ASSERT_TRUE(a.ok() && x.ok() && b.ok() && c.ok() && d.ok());
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  auto held = a->try_acquire(name, opts(30s, "a"));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  auto waiters = [&] {
+    auto info = a->describe(name);
+    return info.ok() ? info->waiters.size() : std::size_t{0};
+  };
+  auto xs = std::async(std::launch::async,
+                       [&] { return x->acquire(name, 30s, opts(30s, "x")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }, 10s, 5ms));
+  auto bs = std::async(std::launch::async,
+                       [&] { return b->acquire(name, 30s, opts(30s, "b")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
+  auto cs = std::async(std::launch::async,
+                       [&] { return c->acquire(name, 2s, opts(30s, "c")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 3; }, 10s, 5ms));
+
+  ASSERT_TRUE(*a->release(*held));
+  auto xl = xs.get();
+  ASSERT_TRUE(xl.ok()) << xl.error().to_string();
+  // B is next in line and reads C's request; then C's wait ends.
+  auto cl = cs.get();
+  ASSERT_FALSE(cl.ok());
+  EXPECT_EQ(cl.error().code(), Errc::timeout) << cl.error().to_string();
+  auto ds = std::async(std::launch::async,
+                       [&] { return d->acquire(name, 30s, opts(30s, "d")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
+  ASSERT_TRUE(*x->release(*xl));
+  auto bl = bs.get();
+  ASSERT_TRUE(bl.ok()) << bl.error().to_string();
+
+  const auto t0 = Clock::now();
+  auto released = b->release(*bl);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
+  auto dl = ds.get();
+  ASSERT_TRUE(dl.ok()) << dl.error().to_string();
+  EXPECT_LT(Clock::now() - t0, 1s) << "D waited for a re-check, not a watch";
+  EXPECT_GT(dl->fencing_token, bl->fencing_token);
+  EXPECT_TRUE(*d->release(*dl));
+  EXPECT_EQ(zk.count_children(lock_dir(name)), 0);
+}
+
 // A release after the holder's session expired must not delete another
 // session's node. A's traffic is blackholed at the proxy until the server
 // expires A's session (its ephemeral node goes), B takes the lock, then A's
