@@ -53,13 +53,21 @@ Grant contended_holder(store::etcd::EtcdStore& s, const std::string& name) {
 // ahead, and the release puts the waiter's key before it deletes its own:
 // etcd then usually sends the put first (7 times in 8), and the waiter
 // takes its grant from the event with no read. Over 16 handoffs most come
-// that way; every one is a grant of the right key.
+// that way; every one is a grant of the right key. Not every release
+// hands over: its serializable read of the queue comes from the member the
+// store talks to, which may not have the waiter's key yet (then the plain
+// release, and the waiter claims). Every handoff a release makes is taken
+// as one by its waiter, whether from the event, a read, or (its watch
+// opened after the release) its next queue read. (Until 2026-11-28 the
+// test expected 16 of 16 and the last path was not counted: it failed now
+// and then under load.)
 TEST(EtcdHandoff, TheWaiterTakesItsGrantFromTheWatchEvent) {
   auto t = open_test_store(shared_cluster().url());
   auto& s = *t.etcd;
   const std::string name = unique_name("handoff-event");
   Grant h = contended_holder(s, name);
-  const auto by_event = s.handed_by_event(), handed = s.handed();
+  const auto by_event = s.handed_by_event(), handed = s.handed(),
+             handoffs = s.handoffs();
   for (int i = 0; i < 16; ++i) {
     auto w = std::async(std::launch::async, [&] {
       return s.acquire(spec_of(name, 30s, "w"), 20s);
@@ -75,7 +83,7 @@ TEST(EtcdHandoff, TheWaiterTakesItsGrantFromTheWatchEvent) {
     EXPECT_EQ(info->holders[0].fencing_token, g->fencing_token);
     h = *g;
   }
-  EXPECT_EQ(s.handed(), handed + 16);
+  EXPECT_EQ(s.handed() - handed, s.handoffs() - handoffs);
   EXPECT_GE(s.handed_by_event(), by_event + 8)
       << "by event: " << s.handed_by_event() - by_event << " of 16";
   EXPECT_TRUE(s.release(name, h.token)->was_held);

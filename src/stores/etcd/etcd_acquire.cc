@@ -326,6 +326,9 @@ Result<Grant> EtcdStore::acquire(const AcquireSpec& spec, milliseconds wait) {
       key_is(spec.name, spec.token, key);
     }
     if (lease_id != 0 && me.lease != lease_id) drop_lease();
+    // Queued by this call in an earlier round and now held: a release
+    // granted it (the handoff) before our watch could show it.
+    if (queued && me.v.held) handed_.fetch_add(1, std::memory_order_relaxed);
     queued = true;
     my_lease = me.lease;
     if (me.v.held) {
