@@ -160,6 +160,38 @@ TEST(ZkFault, ReleaseIsOneDeleteWhenInTimeAndJudgedByZooKeepersClockWhenLate) {
   EXPECT_EQ(zk.count_children(root + "/locks/" + esc(name)), 0);
 }
 
+// A holds `name`; X, B and C queue behind it in that order (B behind a
+// waiter, so contended), C asking to wait `c_wait`; then A releases and X is
+// granted: B is next in line and reads C's request ahead of its grant.
+struct LineOfThree {
+  Result<Lease> x_lease = Error(Errc::internal, "not granted");
+  std::future<Result<Lease>> b_lease, c_lease;
+};
+void queue_three(Client& a, Client& x, Client& b, Client& c,
+                 const std::string& name, std::chrono::milliseconds c_wait,
+                 LineOfThree* line) {
+  auto held = a.try_acquire(name, opts(30s, "a"));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  auto waiters = [&] {
+    auto info = a.describe(name);
+    return info.ok() ? info->waiters.size() : std::size_t{0};
+  };
+  auto xs = std::async(std::launch::async,
+                       [&] { return x.acquire(name, 30s, opts(30s, "x")); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }, 10s, 5ms));
+  line->b_lease = std::async(std::launch::async, [&b, name] {
+    return b.acquire(name, 30s, opts(30s, "b"));
+  });
+  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
+  line->c_lease = std::async(std::launch::async, [&c, name, c_wait] {
+    return c.acquire(name, c_wait, opts(30s, "c"));
+  });
+  ASSERT_TRUE(eventually([&] { return waiters() == 3; }, 10s, 5ms));
+  ASSERT_TRUE(*a.release(*held));
+  line->x_lease = xs.get();
+  ASSERT_TRUE(line->x_lease.ok()) << line->x_lease.error().to_string();
+}
+
 // Under contention the next in line reads the request behind it while it
 // waits, and its release grants that request in the same transaction as
 // its delete (docs/stores/zookeeper.md, "Hand-over in the release"). C's
@@ -180,26 +212,12 @@ TEST(ZkFault, ReleaseHandsOverToTheNextInLineInOneTransaction) {
   auto b = open_zk_client(shared_server().url());
   auto c = open_zk_client(via(*proxy));
   ASSERT_TRUE(a.ok() && x.ok() && b.ok() && c.ok());
-  auto held = a->try_acquire(name, opts(30s, "a"));
-  ASSERT_TRUE(held.ok()) << held.error().to_string();
-  auto waiters = [&] {
-    auto info = a->describe(name);
-    return info.ok() ? info->waiters.size() : std::size_t{0};
-  };
-  // X, B and C queue in that order (B behind a waiter: contended).
-  auto xs = std::async(std::launch::async,
-                       [&] { return x->acquire(name, 30s, opts(30s, "x")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 1; }, 10s, 5ms));
-  auto bs = std::async(std::launch::async,
-                       [&] { return b->acquire(name, 30s, opts(30s, "b")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
-  auto cs = std::async(std::launch::async,
-                       [&] { return c->acquire(name, 30s, opts(30s, "c")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 3; }, 10s, 5ms));
-
-  ASSERT_TRUE(*a->release(*held));
-  auto xl = xs.get();
-  ASSERT_TRUE(xl.ok()) << xl.error().to_string();
+  LineOfThree line;
+  queue_three(*a, *x, *b, *c, name, 30s, &line);
+  if (HasFatalFailure()) return;
+  auto& xl = line.x_lease;
+  auto& bs = line.b_lease;
+  auto& cs = line.c_lease;
   // B is next in line now and reads C's request while X holds.
   std::this_thread::sleep_for(1s);
   ASSERT_TRUE(*x->release(*xl));
@@ -248,25 +266,16 @@ TEST(ZkFault, HandOverToARequestThatLeftIsAPlainRelease) {
   ASSERT_TRUE(a.ok() && x.ok() && b.ok() && c.ok() && d.ok());
   ZkObserver zk(shared_server().hostport());
   ASSERT_TRUE(zk.ok());
-  auto held = a->try_acquire(name, opts(30s, "a"));
-  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  LineOfThree line;
+  queue_three(*a, *x, *b, *c, name, 2s, &line);
+  if (HasFatalFailure()) return;
+  auto& xl = line.x_lease;
+  auto& bs = line.b_lease;
+  auto& cs = line.c_lease;
   auto waiters = [&] {
     auto info = a->describe(name);
     return info.ok() ? info->waiters.size() : std::size_t{0};
   };
-  auto xs = std::async(std::launch::async,
-                       [&] { return x->acquire(name, 30s, opts(30s, "x")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 1; }, 10s, 5ms));
-  auto bs = std::async(std::launch::async,
-                       [&] { return b->acquire(name, 30s, opts(30s, "b")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 2; }, 10s, 5ms));
-  auto cs = std::async(std::launch::async,
-                       [&] { return c->acquire(name, 2s, opts(30s, "c")); });
-  ASSERT_TRUE(eventually([&] { return waiters() == 3; }, 10s, 5ms));
-
-  ASSERT_TRUE(*a->release(*held));
-  auto xl = xs.get();
-  ASSERT_TRUE(xl.ok()) << xl.error().to_string();
   // B is next in line and reads C's request; then C's wait ends.
   auto cl = cs.get();
   ASSERT_FALSE(cl.ok());
