@@ -10,28 +10,9 @@
 #include <utility>
 
 #include "stores/call_deadline.h"
+#include "stores/zookeeper/zk_handle.h"
 
 namespace baton::store::zk {
-
-struct Conn::Handle {
-  Conn* conn = nullptr;
-  zhandle_t* zh = nullptr;
-  std::mutex mu;
-  std::condition_variable cv;
-  int state = 0;  // last session state seen (guarded by mu)
-  ~Handle() {
-    if (zh != nullptr) zookeeper_close(zh);
-  }
-};
-
-namespace {
-
-using std::chrono::steady_clock;
-
-// Quiet the C client's own logging (it prints to stderr by default).
-struct QuietLog {
-  QuietLog() { zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR); }
-};
 
 void copy_stat(const struct ::Stat* s, Stat* out) {
   if (s == nullptr || out == nullptr) return;
@@ -45,6 +26,15 @@ void copy_stat(const struct ::Stat* s, Stat* out) {
   out->cversion = s->cversion;
   out->num_children = s->numChildren;
 }
+
+namespace {
+
+using std::chrono::steady_clock;
+
+// Quiet the C client's own logging (it prints to stderr by default).
+struct QuietLog {
+  QuietLog() { zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR); }
+};
 
 // One request's outcome, shared by the caller and the completion.
 struct Pending {
@@ -114,53 +104,6 @@ void on_strings_stat(int rc, const struct String_vector* strings,
     }
     copy_stat(stat, &p.stat);
   });
-}
-
-// read_child_async(): the listing's completion sends the read on the same
-// handle (alive while its completion thread runs a callback: closing it
-// waits for that thread).
-struct ChildRead {
-  zhandle_t* zh = nullptr;
-  std::string parent, path;
-  Conn::Pick pick;
-  Conn::Done done;
-};
-void on_child_data(int rc, const char* value, int len,
-                   const struct ::Stat* stat, const void* data) {
-  std::unique_ptr<ChildRead> c(
-      static_cast<ChildRead*>(const_cast<void*>(data)));
-  Stat st;
-  std::string v;
-  if (rc == ZOK) {
-    copy_stat(stat, &st);
-    if (value != nullptr && len > 0) v.assign(value, len);
-  }
-  c->done(rc, c->path, std::move(v), st);
-}
-void on_child_list(int rc, const struct String_vector* strings,
-                   const struct ::Stat*, const void* data) {
-  std::unique_ptr<ChildRead> c(
-      static_cast<ChildRead*>(const_cast<void*>(data)));
-  if (rc != ZOK) {
-    c->done(rc, "", {}, Stat{});
-    return;
-  }
-  std::vector<std::string> names;
-  for (int i = 0; strings != nullptr && i < strings->count; ++i) {
-    names.emplace_back(strings->data[i]);
-  }
-  const std::string child = c->pick(names);
-  if (child.empty()) {
-    c->done(ZNONODE, "", {}, Stat{});
-    return;
-  }
-  c->path = c->parent + "/" + child;
-  const int sent = zoo_aget(c->zh, c->path.c_str(), 0, on_child_data, c.get());
-  if (sent == ZOK) {
-    c.release();  // on_child_data owns it now
-  } else {
-    c->done(sent, c->path, {}, Stat{});
-  }
 }
 
 // Waits for `p` until `until`; kGaveUp if it did not complete.
@@ -544,20 +487,6 @@ int Conn::watch(const std::vector<std::string>& paths,
     }
   }
   return ZOK;
-}
-
-int Conn::read_child_async(const std::string& parent, Pick pick, Done done) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  auto c = std::make_unique<ChildRead>();
-  c->zh = h->zh;
-  c->parent = parent;
-  c->pick = std::move(pick);
-  c->done = std::move(done);
-  const int rc =
-      zoo_aget_children2(h->zh, parent.c_str(), 0, on_child_list, c.get());
-  if (rc == ZOK) c.release();  // on_child_list owns it now
-  return rc;
 }
 
 int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {

@@ -1,0 +1,31 @@
+// stores/zookeeper/zk_handle.h — the C client's handle behind a Conn, for
+// the Conn's source files (zk_conn.cc, zk_conn_async.cc). Internal.
+#ifndef BATON_STORES_ZOOKEEPER_ZK_HANDLE_H_
+#define BATON_STORES_ZOOKEEPER_ZK_HANDLE_H_
+
+#include <zookeeper/zookeeper.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "stores/zookeeper/zk_conn.h"
+
+namespace baton::store::zk {
+
+struct Conn::Handle {
+  Conn* conn = nullptr;
+  zhandle_t* zh = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  int state = 0;  // last session state seen (guarded by mu)
+  ~Handle() {
+    if (zh != nullptr) zookeeper_close(zh);
+  }
+};
+
+// The C client's stat as ours (nothing if either is null).
+void copy_stat(const struct ::Stat* s, Stat* out);
+
+}  // namespace baton::store::zk
+
+#endif  // BATON_STORES_ZOOKEEPER_ZK_HANDLE_H_
