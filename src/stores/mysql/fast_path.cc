@@ -1,0 +1,149 @@
+// stores/mysql/fast_path.cc — mysql://'s one-statement fast paths (schema
+// version 3): the acquire of a plain capacity-1 lock that nobody holds or
+// waits for, and the extend and release of the lease it made, each one
+// autocommit UPDATE of the lock's locks row, which keeps that lease inline
+// (h_*). See docs/stores/mysql.md, "Fast paths".
+//
+// Why one row is enough: every scheduling transaction reads the name's
+// locks row FOR UPDATE before it decides anything and first moves an
+// inline holder into holders (state.h, spill), and it leaves `others` =
+// the name's holders and queue rows. So the UPDATE's condition (others = 0,
+// no live inline holder) is decided under the same row lock as every other
+// decision on the name. The time is the statement's database time, read
+// before the row lock is waited for: an expiry judged by it is judged no
+// later than it is, and a lease it grants or extends ends no later than
+// it would by the time of the write.
+#include "stores/mysql/store_impl.h"
+
+namespace baton::store::my_impl {
+namespace {
+
+constexpr const char* kSetNow =
+    "SET @baton_n = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+    "UTC_TIMESTAMP(6)), @baton_f = NULL;";
+
+}  // namespace
+
+bool MysqlStore::fast_path_for(const AcquireSpec& spec) const {
+  return o_.fast_path && o_.serialize != my::Serialize::center &&
+         spec.capacity == 1 && !spec.shared && spec.reentrancy_key.empty();
+}
+
+std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
+                                              const std::string& token,
+                                              Doorbell* bell) {
+  const TimePoint deadline = request_deadline();
+  const bool take = bell != nullptr && bell->usable() && !bell->tried;
+  std::unique_ptr<my::Conn> owned;
+  if (!take) {
+    auto c = pool_.get(deadline);
+    if (!c.ok()) return std::nullopt;  // the full pass says what is wrong
+    owned = std::move(*c);
+  }
+  my::Conn& conn = owned ? *owned : *bell->conn;
+  const std::string ttl = std::to_string(spec.ttl.count());
+  const std::string sql =
+      (take ? "SELECT GET_LOCK('" + bell->name + "', 0);" : std::string()) +
+      kSetNow + "UPDATE " + o_.prefix +
+      "locks SET h_fencing = (@baton_f := high_fencing + 1), high_fencing = "
+      "high_fencing + 1, h_token = " +
+      my::hex_literal(token) + ", h_ttl_ms = " + ttl +
+      ", h_granted_us = @baton_n, h_expires_us = @baton_n + " + ttl +
+      " * 1000, h_label = " + my::hex_literal(spec.label) +
+      " WHERE name = " + my::hex_literal(spec.name) +
+      " AND capacity = 1 AND others = 0 AND (h_token = '' OR h_expires_us <= "
+      "@baton_n);SELECT @baton_f, @baton_n";
+  auto r = conn.query(sql, deadline);
+  if (take) {
+    // The GET_LOCK ran if anything did; a broken connection took it along.
+    bell->tried = true;
+    if (r.ok()) bell->set_held((*r)[0].at(0, 0) == "1");
+    bell->check();
+  } else {
+    pool_.put(std::move(owned));  // a broken one is closed
+  }
+  // An error leaves the outcome unknown (the UPDATE may have committed):
+  // the full pass with the same token finds the lease if it did (rule 17).
+  if (!r.ok()) return std::nullopt;
+  const my::ResultSet& last = r->back();
+  if (last.rows.empty() || last.at(0, 0).empty()) return std::nullopt;
+  sqlstep::Holder h;
+  h.name = spec.name;
+  h.token = token;
+  h.fencing = last.num(0, 0);
+  h.ttl_ms = spec.ttl.count();
+  h.granted_us = last.num(0, 1);
+  h.expires_us = h.granted_us + h.ttl_ms * 1000;
+  Tx tx(o_.prefix, sqlstep::Dialect::mysql, {}, h.granted_us);
+  return tx.to_grant(h, 1, h.granted_us);
+}
+
+std::optional<Grant> MysqlStore::fast_extend(const std::string& name,
+                                             const std::string& token,
+                                             milliseconds ttl) {
+  if (!o_.fast_path || o_.serialize == my::Serialize::center) {
+    return std::nullopt;
+  }
+  const std::string t = std::to_string(ttl.count());
+  auto r = simple_query(std::string(kSetNow) + "UPDATE " + o_.prefix +
+                        "locks SET h_fencing = (@baton_f := h_fencing), "
+                        "h_ttl_ms = " +
+                        t + ", h_expires_us = @baton_n + " + t +
+                        " * 1000 WHERE name = " + my::hex_literal(name) +
+                        " AND h_token = " + my::hex_literal(token) +
+                        " AND h_expires_us > @baton_n;SELECT @baton_f, "
+                        "@baton_n");
+  if (!r.ok()) return std::nullopt;
+  const my::ResultSet& last = r->back();
+  if (last.rows.empty() || last.at(0, 0).empty()) return std::nullopt;
+  sqlstep::Holder h;
+  h.name = name;
+  h.token = token;
+  h.fencing = last.num(0, 0);
+  h.ttl_ms = ttl.count();
+  h.expires_us = last.num(0, 1) + h.ttl_ms * 1000;
+  Tx tx(o_.prefix, sqlstep::Dialect::mysql, {}, last.num(0, 1));
+  return tx.to_grant(h, 1, last.num(0, 1));
+}
+
+std::optional<ReleaseResult> MysqlStore::fast_release(const std::string& name,
+                                                      const std::string& token,
+                                                      Doorbell& bell) {
+  if (!o_.fast_path || o_.serialize == my::Serialize::center) {
+    return std::nullopt;
+  }
+  const TimePoint deadline = request_deadline();
+  const bool own_bell = bell.usable();
+  std::unique_ptr<my::Conn> owned;
+  if (!own_bell) {
+    auto c = pool_.get(deadline);
+    if (!c.ok()) return std::nullopt;
+    owned = std::move(*c);
+  }
+  my::Conn& conn = owned ? *owned : *bell.conn;
+  // The lease's doorbell is let go after the commit, only if it ended.
+  const std::string sql =
+      std::string(kSetNow) + "UPDATE " + o_.prefix +
+      "locks SET h_token = '' WHERE name = " + my::hex_literal(name) +
+      " AND h_token = " + my::hex_literal(token) +
+      " AND others = 0 AND h_expires_us > @baton_n;SET @baton_r = "
+      "ROW_COUNT();" +
+      (own_bell && bell.tried ? "DO IF(@baton_r > 0, RELEASE_ALL_LOCKS(), 0);"
+                              : "") +
+      "SELECT @baton_r";
+  auto r = conn.query(sql, deadline);
+  if (owned) {
+    pool_.put(std::move(owned));
+  } else {
+    bell.check();
+  }
+  if (!r.ok()) return std::nullopt;
+  if (r->back().num(0, 0) != 1) return std::nullopt;
+  if (own_bell) {
+    bell.tried = false;
+    bell.set_held(false);
+  }
+  return ReleaseResult{true, 0};
+}
+
+}  // namespace baton::store::my_impl
