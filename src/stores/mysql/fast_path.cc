@@ -18,9 +18,15 @@
 namespace baton::store::my_impl {
 namespace {
 
-constexpr const char* kSetNow =
-    "SET @baton_n = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
-    "UTC_TIMESTAMP(6)), @baton_f = NULL;";
+// The statement's database time (a constant within one statement).
+constexpr const char* kNow =
+    "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+
+// The UPDATE's result set (the last but `from_end`) changed its row.
+bool changed(const std::vector<my::ResultSet>& sets, std::size_t from_end) {
+  return sets.size() > from_end &&
+         sets[sets.size() - 1 - from_end].affected == 1;
+}
 
 }  // namespace
 
@@ -42,17 +48,18 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
   }
   my::Conn& conn = owned ? *owned : *bell->conn;
   const std::string ttl = std::to_string(spec.ttl.count());
+  const std::string now = kNow;
   const std::string sql =
       (take ? "SELECT GET_LOCK('" + bell->name + "', 0);" : std::string()) +
-      kSetNow + "UPDATE " + o_.prefix +
+      "UPDATE " + o_.prefix +
       "locks SET h_fencing = (@baton_f := high_fencing + 1), high_fencing = "
       "high_fencing + 1, h_token = " +
       my::hex_literal(token) + ", h_ttl_ms = " + ttl +
-      ", h_granted_us = @baton_n, h_expires_us = @baton_n + " + ttl +
-      " * 1000, h_label = " + my::hex_literal(spec.label) +
+      ", h_granted_us = (@baton_n := " + now + "), h_expires_us = " + now +
+      " + " + ttl + " * 1000, h_label = " + my::hex_literal(spec.label) +
       " WHERE name = " + my::hex_literal(spec.name) +
-      " AND capacity = 1 AND others = 0 AND (h_token = '' OR h_expires_us <= "
-      "@baton_n);SELECT @baton_f, @baton_n";
+      " AND capacity = 1 AND others = 0 AND (h_token = '' OR h_expires_us <= " +
+      now + ");SELECT @baton_f, @baton_n";
   auto r = conn.query(sql, deadline);
   if (take) {
     // The GET_LOCK ran if anything did; a broken connection took it along.
@@ -64,9 +71,8 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
   }
   // An error leaves the outcome unknown (the UPDATE may have committed):
   // the full pass with the same token finds the lease if it did (rule 17).
-  if (!r.ok()) return std::nullopt;
+  if (!r.ok() || !changed(*r, 1)) return std::nullopt;
   const my::ResultSet& last = r->back();
-  if (last.rows.empty() || last.at(0, 0).empty()) return std::nullopt;
   sqlstep::Holder h;
   h.name = spec.name;
   h.token = token;
@@ -85,17 +91,16 @@ std::optional<Grant> MysqlStore::fast_extend(const std::string& name,
     return std::nullopt;
   }
   const std::string t = std::to_string(ttl.count());
-  auto r = simple_query(std::string(kSetNow) + "UPDATE " + o_.prefix +
-                        "locks SET h_fencing = (@baton_f := h_fencing), "
-                        "h_ttl_ms = " +
-                        t + ", h_expires_us = @baton_n + " + t +
-                        " * 1000 WHERE name = " + my::hex_literal(name) +
-                        " AND h_token = " + my::hex_literal(token) +
-                        " AND h_expires_us > @baton_n;SELECT @baton_f, "
-                        "@baton_n");
-  if (!r.ok()) return std::nullopt;
+  const std::string now = kNow;
+  auto r = simple_query(
+      "UPDATE " + o_.prefix +
+      "locks SET h_fencing = (@baton_f := h_fencing), h_ttl_ms = " + t +
+      ", h_expires_us = (@baton_n := " + now + ") + " + t +
+      " * 1000 WHERE name = " + my::hex_literal(name) +
+      " AND h_token = " + my::hex_literal(token) + " AND h_expires_us > " +
+      now + ";SELECT @baton_f, @baton_n");
+  if (!r.ok() || !changed(*r, 1)) return std::nullopt;
   const my::ResultSet& last = r->back();
-  if (last.rows.empty() || last.at(0, 0).empty()) return std::nullopt;
   sqlstep::Holder h;
   h.name = name;
   h.token = token;
@@ -122,24 +127,21 @@ std::optional<ReleaseResult> MysqlStore::fast_release(const std::string& name,
   }
   my::Conn& conn = owned ? *owned : *bell.conn;
   // The lease's doorbell is let go after the commit, only if it ended.
+  const bool ring_off = own_bell && bell.tried;
   const std::string sql =
-      std::string(kSetNow) + "UPDATE " + o_.prefix +
+      "UPDATE " + o_.prefix +
       "locks SET h_token = '' WHERE name = " + my::hex_literal(name) +
       " AND h_token = " + my::hex_literal(token) +
-      " AND others = 0 AND h_expires_us > @baton_n;SET @baton_r = "
-      "ROW_COUNT();" +
-      (own_bell && bell.tried ? "DO IF(@baton_r > 0, RELEASE_ALL_LOCKS(), 0);"
-                              : "") +
-      "SELECT @baton_r";
+      " AND others = 0 AND h_expires_us > " + kNow +
+      (ring_off ? ";DO IF(ROW_COUNT() > 0, RELEASE_ALL_LOCKS(), 0)" : "");
   auto r = conn.query(sql, deadline);
   if (owned) {
     pool_.put(std::move(owned));
   } else {
     bell.check();
   }
-  if (!r.ok()) return std::nullopt;
-  if (r->back().num(0, 0) != 1) return std::nullopt;
-  if (own_bell) {
+  if (!r.ok() || !changed(*r, ring_off ? 1 : 0)) return std::nullopt;
+  if (ring_off) {
     bell.tried = false;
     bell.set_held(false);
   }
