@@ -17,6 +17,7 @@
 
 #include "baton/client.h"
 #include "my_process.h"
+#include "stores/mysql/doorbell.h"
 
 namespace baton {
 namespace testing {
@@ -226,6 +227,39 @@ TEST(MyFast, AnExpiredInlineLeaseIsReplacedAndLost) {
   ASSERT_TRUE(mine.ok()) << mine.error().to_string();
   EXPECT_EQ(mine->fencing_token, fresh->fencing_token);
   ASSERT_TRUE(*c.release(*fresh));
+}
+
+// The fast path's lease holds its GET_LOCK doorbell (taken in the UPDATE
+// that grants it), so a waiter from another process can block on it, and
+// the fast release lets it go.
+TEST(MyFast, TheFastPathTakesAndLetsGoTheLeasesDoorbell) {
+  const std::string p = fresh_prefix("fast");
+  Client c = open(p);
+  const std::string name = "fast/bell";
+  ASSERT_TRUE(*c.release(*c.try_acquire(name, opts(30s))));
+  auto l = c.try_acquire(name, opts(30s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  ASSERT_EQ(lock_col(p, name, "h_token"), l->token.to_string());
+  const std::string where =
+      "127.0.0.1:" + std::to_string(server().port()) + "/baton_test";
+  auto used = [&](const std::string& token) {
+    return server().sql("SELECT IS_USED_LOCK('" +
+                        store::my::doorbell_name(where, p, name, token) +
+                        "') IS NOT NULL");
+  };
+  EXPECT_EQ(used(l->token.to_string()), "1");
+  ASSERT_TRUE(*c.release(*l));
+  EXPECT_EQ(lock_col(p, name, "h_token"), "");
+  EXPECT_EQ(used(l->token.to_string()), "0");
+  // Held: another's try is the scheduling transaction's, and refused.
+  auto h = c.try_acquire(name, opts(30s));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(used(h->token.to_string()), "1");
+  Client other = open(p);
+  auto t = other.try_acquire(name, opts(30s));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code(), Errc::not_acquired);
+  ASSERT_TRUE(*c.release(*h));
 }
 
 // fast_path=off and serialize=center keep every lease a holders row.

@@ -49,8 +49,10 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
   my::Conn& conn = owned ? *owned : *bell->conn;
   const std::string ttl = std::to_string(spec.ttl.count());
   const std::string now = kNow;
+  // The doorbell is taken in the UPDATE's condition, last, so only when
+  // the row is granted (see "Fast paths" in docs/stores/mysql.md for why a
+  // GET_LOCK run anyway, by InnoDB's semi-consistent read, is harmless).
   const std::string sql =
-      (take ? "SELECT GET_LOCK('" + bell->name + "', 0);" : std::string()) +
       "UPDATE " + o_.prefix +
       "locks SET h_fencing = (@baton_f := high_fencing + 1), high_fencing = "
       "high_fencing + 1, h_token = " +
@@ -59,19 +61,24 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
       " + " + ttl + " * 1000, h_label = " + my::hex_literal(spec.label) +
       " WHERE name = " + my::hex_literal(spec.name) +
       " AND capacity = 1 AND others = 0 AND (h_token = '' OR h_expires_us <= " +
-      now + ");SELECT @baton_f, @baton_n";
+      now + ")" +
+      (take ? " AND GET_LOCK('" + bell->name + "', 0) = 1" : std::string()) +
+      ";SELECT @baton_f, @baton_n";
   auto r = conn.query(sql, deadline);
+  const bool granted = r.ok() && changed(*r, 1);
   if (take) {
-    // The GET_LOCK ran if anything did; a broken connection took it along.
-    bell->tried = true;
-    if (r.ok()) bell->set_held((*r)[0].at(0, 0) == "1");
+    // Granted: the doorbell is held. Else the first full pass takes it
+    // (GET_LOCK is recursive, and every let-go is RELEASE_ALL_LOCKS); a
+    // broken connection took it along.
+    bell->tried = granted;
+    bell->set_held(granted);
     bell->check();
   } else {
     pool_.put(std::move(owned));  // a broken one is closed
   }
   // An error leaves the outcome unknown (the UPDATE may have committed):
   // the full pass with the same token finds the lease if it did (rule 17).
-  if (!r.ok() || !changed(*r, 1)) return std::nullopt;
+  if (!granted) return std::nullopt;
   const my::ResultSet& last = r->back();
   sqlstep::Holder h;
   h.name = spec.name;
@@ -126,21 +133,24 @@ std::optional<ReleaseResult> MysqlStore::fast_release(const std::string& name,
     owned = std::move(*c);
   }
   my::Conn& conn = owned ? *owned : *bell.conn;
-  // The lease's doorbell is let go after the commit, only if it ended.
+  // The lease's doorbell is let go in the UPDATE's condition, last, so
+  // only when the lease ends; nobody is queued then (others = 0), so
+  // nobody waits on it, and letting it go before the commit wakes no one
+  // too early.
   const bool ring_off = own_bell && bell.tried;
   const std::string sql =
       "UPDATE " + o_.prefix +
       "locks SET h_token = '' WHERE name = " + my::hex_literal(name) +
       " AND h_token = " + my::hex_literal(token) +
       " AND others = 0 AND h_expires_us > " + kNow +
-      (ring_off ? ";DO IF(ROW_COUNT() > 0, RELEASE_ALL_LOCKS(), 0)" : "");
+      (ring_off ? " AND RELEASE_ALL_LOCKS() >= 0" : "");
   auto r = conn.query(sql, deadline);
   if (owned) {
     pool_.put(std::move(owned));
   } else {
     bell.check();
   }
-  if (!r.ok() || !changed(*r, ring_off ? 1 : 0)) return std::nullopt;
+  if (!r.ok() || !changed(*r, 0)) return std::nullopt;
   if (ring_off) {
     bell.tried = false;
     bell.set_held(false);
