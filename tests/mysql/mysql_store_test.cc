@@ -1,7 +1,7 @@
 // tests/mysql/mysql_store_test.cc — what the mysql:// store promises beyond
 // the conformance suite (issue 15), against one private MariaDB 10.11 for
 // the binary (tests/mysql/my_process.h): URL checks, the durability check,
-// concurrent schema creation and migration from version 1, 50 first-time
+// concurrent schema creation (migrations: mysql_fast_test.cc), 50 first-time
 // acquires of new names with no deadlock surfacing (each serialization mode),
 // seed 003's guarded modifications and prize test, connections killed
 // mid-acquire, a server restart (fencing keeps increasing) and client clocks
@@ -150,64 +150,6 @@ TEST(MySchema, EightConcurrentFirstStartsAgree) {
   EXPECT_EQ(server().sql("SELECT COUNT(*) FROM baton_test." + prefix +
                          "schema_version"),
             "1");
-}
-
-// Tables made by schema version 1 (no mode column; made here by dropping
-// the column version 2 added, which leaves version 1's tables) opened by 8
-// stores at once: one migration, no error, the old lease kept (as
-// exclusive), and shared mode works on them.
-TEST(MySchema, EightConcurrentStartsMigrateVersion1Tables) {
-  const std::string prefix = "v1" + std::to_string(::getpid()) + "_";
-  const std::string t = "baton_test." + prefix;
-  const std::string held = unique("v1-held");
-  std::uint64_t first = 0;
-  {
-    Client c = open("prefix=" + prefix);
-    auto l = c.try_acquire(held, opts(3600s, "old"));
-    ASSERT_TRUE(l.ok()) << l.error().to_string();
-    first = l->fencing_token;  // kept: the Client ends holding it
-  }
-  server().sql("ALTER TABLE " + t + "holders DROP COLUMN shared;ALTER TABLE " +
-               t + "queue DROP COLUMN shared;DELETE FROM " + t +
-               "schema_version;INSERT INTO " + t +
-               "schema_version VALUES (1, UTC_TIMESTAMP(6))");
-  const std::string cols =
-      "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = "
-      "'baton_test' AND table_name IN ('" +
-      prefix + "holders', '" + prefix + "queue') AND column_name = 'shared'";
-  ASSERT_EQ(server().sql(cols), "0");
-  std::atomic<int> ok{0};
-  std::vector<std::thread> ts;
-  for (int i = 0; i < 8; ++i) {
-    ts.emplace_back([&] {
-      auto c = Client::open(server().url("prefix=" + prefix));
-      if (!c.ok()) {
-        ADD_FAILURE() << c.error().to_string();
-        return;
-      }
-      auto other = c->try_acquire(held, opts(5s));
-      if (other.ok() || other.error().code() != Errc::not_acquired) return;
-      auto l = c->acquire_shared(held + "/readers", 10s, opts(5s));
-      if (l.ok() && l->shared && c->release(*l).ok()) ok.fetch_add(1);
-    });
-  }
-  for (auto& th : ts) th.join();
-  EXPECT_EQ(ok.load(), 8);
-  EXPECT_EQ(server().sql("SELECT GROUP_CONCAT(version ORDER BY version) "
-                         "FROM " +
-                         t + "schema_version"),
-            "1,2");
-  EXPECT_EQ(server().sql(cols), "2");
-  Client c = open("prefix=" + prefix);
-  auto info = c.describe(held);
-  ASSERT_TRUE(info.ok()) << info.error().to_string();
-  ASSERT_EQ(info->holders.size(), 1u);
-  EXPECT_EQ(info->holders[0].fencing_token, first);
-  EXPECT_EQ(info->holders[0].label, "old");
-  EXPECT_FALSE(info->holders[0].shared);
-  auto r = c.acquire_shared(held, 0ms, opts(5s));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code(), Errc::not_acquired);
 }
 
 class MyModes : public ::testing::TestWithParam<std::string> {};

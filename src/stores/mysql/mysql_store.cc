@@ -24,7 +24,11 @@ Result<Grant> MysqlStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   sweep_doorbells();
   Doorbell bell = new_doorbell(spec.name, token);
   Result<Grant> out = Error(Errc::internal, "not run");
-  if (wait <= milliseconds::zero()) {
+  std::optional<Grant> fast;
+  if (fast_path_for(spec)) fast = fast_acquire(spec, token, &bell);
+  if (fast) {
+    out = std::move(*fast);
+  } else if (wait <= milliseconds::zero()) {
     std::int64_t arrival = 0;
     auto r = pass(spec, token, Mode::try_, 0, &arrival, &bell);
     out =
@@ -134,9 +138,14 @@ Result<Grant> MysqlStore::extend(std::string_view name_v,
   if (Status st = core::validate_name(name_v); !st.ok()) return st.error();
   if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
   const std::string name(name_v), t = token.to_string();
-  auto g = transact<Grant>({name}, [&](Tx& tx) -> Result<Grant> {
-    return sqlstep::extend_step(tx, name, t, ttl.count());
-  });
+  Result<Grant> g = Error(Errc::internal, "not run");
+  if (auto fast = fast_extend(name, t, ttl)) {
+    g = std::move(*fast);
+  } else {
+    g = transact<Grant>({name}, [&](Tx& tx) -> Result<Grant> {
+      return sqlstep::extend_step(tx, name, t, ttl.count());
+    });
+  }
   if (g.ok()) touch_doorbell(name, t, ttl);
   return g;
 }
@@ -148,6 +157,11 @@ Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
   // The lease's doorbell is let go in the round trip of the COMMIT, after
   // it: a successor woken by it reads the grant.
   Doorbell bell = held_doorbell(name, t);
+  if (auto fast = fast_release(name, t, bell)) {
+    ring();
+    let_go(std::move(bell));
+    return *fast;
+  }
   auto res = transact<ReleaseResult>(
       {name},
       [&](Tx& tx) -> Result<ReleaseResult> {
@@ -176,7 +190,9 @@ Result<std::vector<LockInfo>> MysqlStore::list(std::string_view prefix,
       o_.prefix + "queue WHERE LEFT(name, " + len + ") = " + p +
       " AND withdrawn = 0 AND deadline_us > " + now +
       " AND (heartbeat_us IS NULL OR heartbeat_us > " + now +
-      ") ORDER BY name LIMIT " + std::to_string(capped);
+      ") UNION SELECT name FROM " + o_.prefix + "locks WHERE LEFT(name, " +
+      len + ") = " + p + " AND h_token <> '' AND h_expires_us > " + now +
+      " ORDER BY name LIMIT " + std::to_string(capped);
   auto rs = simple_query(sql);
   if (!rs.ok()) return std::move(rs).error();
   std::vector<std::string> names;

@@ -3,13 +3,19 @@
 //   mysql://user[:password]@host:port/db?prefix=baton_&serialize=segments
 //       &segments=100&request_timeout=5s&connect_timeout=5s
 //       &waiter_timeout=5s&recheck_max=50ms&max_idle=16
-//       &doorbell=on&max_doorbells=64
+//       &doorbell=on&max_doorbells=64&fast_path=on
 //       &password_file=/path&allow_non_durable=false
 //
 // Without a password in the URL it reads MYSQL_PWD or ?password_file=.
 // Passwords are never logged: messages name the server as host:port/db.
 //
-// Every lock operation is one InnoDB transaction of two round trips:
+// Fast paths (schema version 3): an acquire of a plain capacity-1 lock that
+// nobody holds or waits for, and the extend and release of the lease it
+// made, are one autocommit UPDATE of the lock's locks row (its only holder
+// kept inline; `others` counts its holders and queue rows). Not with
+// serialize=center or fast_path=off. Everything else is the scheduling
+// transaction, which first moves an inline holder into holders:
+// Every other lock operation is one InnoDB transaction of two round trips:
 // START TRANSACTION, the serialization row(s) taken FOR UPDATE (seed 003:
 // one center row, crc32(name) % N segment rows, or one row per name), the
 // database time (UTC_TIMESTAMP(6)) and locking reads of the name's rows;
@@ -51,8 +57,10 @@ struct StoreOptions {
   milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
   milliseconds recheck_max{50};       // longest waiter re-check interval
   bool doorbell = true;               // GET_LOCK doorbells (push wake-up)
-  int max_doorbells = 64;             // doorbell connections per store
-  bool allow_non_durable = false;     // tests only
+  bool fast_path = true;   // one-statement acquire/extend/release of a lock
+                           // nobody else holds or waits for (not with center)
+  int max_doorbells = 64;  // doorbell connections per store
+  bool allow_non_durable = false;  // tests only
 };
 
 // The options and connection parameters a URL asks for (invalid_argument
@@ -64,7 +72,7 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
 // that the server acknowledges only durable commits.
 Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
                       TimePoint deadline);
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 }  // namespace my
 
 // The factory behind mysql:// and mariadb://. Connects and installs the

@@ -112,6 +112,11 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
         return bad(url, "doorbell must be on or off, not \"" + value + "\"");
       }
       o.doorbell = value == "on";
+    } else if (k == "fastpath") {
+      if (value != "on" && value != "off") {
+        return bad(url, "fast_path must be on or off, not \"" + value + "\"");
+      }
+      o.fast_path = value == "on";
     } else if (k == "maxdoorbells") {
       st = count(&o.max_doorbells, 0, 10000);
     } else if (k == "passwordfile") {

@@ -22,7 +22,14 @@ CREATE TABLE IF NOT EXISTS @P@serial (
 CREATE TABLE IF NOT EXISTS @P@locks (
   name         VARBINARY(512) NOT NULL PRIMARY KEY,
   capacity     INT NOT NULL,
-  last_fencing BIGINT NOT NULL
+  high_fencing BIGINT NOT NULL,
+  others       INT NOT NULL DEFAULT 0,
+  h_token      VARBINARY(32) NOT NULL DEFAULT '',
+  h_fencing    BIGINT NOT NULL DEFAULT 0,
+  h_ttl_ms     BIGINT NOT NULL DEFAULT 0,
+  h_granted_us BIGINT NOT NULL DEFAULT 0,
+  h_expires_us BIGINT NOT NULL DEFAULT 0,
+  h_label      VARBINARY(256) NOT NULL DEFAULT ''
 ) ENGINE=InnoDB;
 CREATE TABLE IF NOT EXISTS @P@holders (
   name       VARBINARY(512) NOT NULL,
@@ -85,6 +92,29 @@ END
 // version 1 gets the column here (CREATE TABLE IF NOT EXISTS leaves it
 // as it was); rows from before read as exclusive.
 const char* const kModeTables[] = {"holders", "queue"};
+
+// Version 3 (the one-statement fast paths, docs/stores/mysql.md): the
+// lock's only holder kept in its locks row (h_*), and `others`, the
+// name's holders and queue rows, kept by every scheduling transaction.
+// The fencing column is renamed in the same statement, so that a process
+// of an older build, which would write holders and queue rows without
+// counting them, fails on its next read instead (its leases stay valid
+// rows, counted below, until they expire or are released by a new one).
+const char* const kInlineHolder =
+    "ALTER TABLE @P@locks CHANGE last_fencing high_fencing BIGINT NOT NULL, "
+    "ADD COLUMN others INT NOT NULL DEFAULT 0, "
+    "ADD COLUMN h_token VARBINARY(32) NOT NULL DEFAULT '', "
+    "ADD COLUMN h_fencing BIGINT NOT NULL DEFAULT 0, "
+    "ADD COLUMN h_ttl_ms BIGINT NOT NULL DEFAULT 0, "
+    "ADD COLUMN h_granted_us BIGINT NOT NULL DEFAULT 0, "
+    "ADD COLUMN h_expires_us BIGINT NOT NULL DEFAULT 0, "
+    "ADD COLUMN h_label VARBINARY(256) NOT NULL DEFAULT ''";
+// Idempotent; run by every migration to version 3 (also one that an
+// earlier, cut-short migration left after its ALTER).
+const char* const kCountOthers =
+    "UPDATE @P@locks l SET others = (SELECT COUNT(*) FROM @P@queue q WHERE "
+    "q.name = l.name) + (SELECT COUNT(*) FROM @P@holders h WHERE h.name = "
+    "l.name)";
 
 std::string with_prefix(const std::string& prefix, const char* text = kTables) {
   std::string in = text, out;
@@ -184,6 +214,18 @@ Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
                               deadline);
       if (!added.ok()) return finish(std::move(added).error());
     }
+    auto inl = conn.query(
+        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema "
+        "= DATABASE() AND table_name = '" +
+            o.prefix + "locks' AND column_name = 'high_fencing'",
+        deadline);
+    if (!inl.ok()) return finish(std::move(inl).error());
+    if (inl->front().num(0, 0) == 0) {
+      auto altered = conn.query(with_prefix(o.prefix, kInlineHolder), deadline);
+      if (!altered.ok()) return finish(std::move(altered).error());
+    }
+    auto counted = conn.query(with_prefix(o.prefix, kCountOthers), deadline);
+    if (!counted.ok()) return finish(std::move(counted).error());
     // Needs CREATE ROUTINE (and, with binary logging, SUPER or
     // log_bin_trust_function_creators); without them the store works and
     // only the helper is missing (docs/stores/mysql.md).

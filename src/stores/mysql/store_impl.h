@@ -367,9 +367,13 @@ class MysqlStore final : public Store {
         continue;
       }
       std::int64_t now = 0;
-      auto state = my::parse_state(*r, 2 + skip, names, &now);
+      std::map<std::string, my::RowExtra> extra;
+      auto state = my::parse_state(*r, 2 + skip, names, &now, &extra);
       Tx tx(o_.prefix, sqlstep::Dialect::mysql, std::move(state), now);
+      tx.set_fencing_column("high_fencing");
+      my::spill(tx, o_.prefix, extra);
       Result<T> out = fn(tx);
+      my::count_others(tx, o_.prefix, extra);
       auto done =
           conn.query(tx.writes() + "COMMIT" +
                          (op == BellOp::let_go ? ";DO RELEASE_ALL_LOCKS()"
@@ -399,6 +403,18 @@ class MysqlStore final : public Store {
   Result<Pass> pass(const AcquireSpec& spec, const std::string& token,
                     Mode mode, long long wait_ms, std::int64_t* arrival,
                     Doorbell* bell = nullptr);
+
+  // The fast paths (fast_path.cc): the lease, or nullopt when the full
+  // transaction must decide (the lock is held, queued for, not plain, or
+  // the outcome is unknown). fast_acquire takes `bell` in its round trip.
+  bool fast_path_for(const AcquireSpec& spec) const;
+  std::optional<Grant> fast_acquire(const AcquireSpec& spec,
+                                    const std::string& token, Doorbell* bell);
+  std::optional<Grant> fast_extend(const std::string& name,
+                                   const std::string& token, milliseconds ttl);
+  std::optional<ReleaseResult> fast_release(const std::string& name,
+                                            const std::string& token,
+                                            Doorbell& bell);
 
   // The waiting part of acquire (wait > 0) with `bell` (maybe empty).
   Result<Grant> wait_for(const AcquireSpec& spec, const std::string& token,

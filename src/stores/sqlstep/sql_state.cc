@@ -144,14 +144,16 @@ void Tx::pump(const std::string& name) {
 void Tx::set_lock_row(const std::string& name, NameState& s, int capacity) {
   s.capacity = capacity;
   s.lock_row = true;
-  w_ += "INSERT INTO " + p_ + "locks (name, capacity, last_fencing) VALUES (" +
+  const std::string& f = fencing_col_;
+  w_ += "INSERT INTO " + p_ + "locks (name, capacity, " + f + ") VALUES (" +
         hex_literal(name) + ", " + sql_int(capacity) + ", " +
         sql_int(s.last_fencing) +
         (dialect_ == Dialect::mysql
-             ? ") ON DUPLICATE KEY UPDATE capacity = VALUES(capacity), "
-               "last_fencing = VALUES(last_fencing);"
+             ? ") ON DUPLICATE KEY UPDATE capacity = VALUES(capacity), " + f +
+                   " = VALUES(" + f + ");"
              : ") ON CONFLICT (name) DO UPDATE SET capacity = "
-               "excluded.capacity, last_fencing = excluded.last_fencing;");
+               "excluded.capacity, " +
+                   f + " = excluded." + f + ";");
 }
 
 Holder& Tx::grant(const std::string& name, const std::string& token,

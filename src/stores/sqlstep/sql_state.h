@@ -161,7 +161,15 @@ class Tx {
         epoch_offset_us_(epoch_offset_us) {}
 
   std::int64_t now() const { return now_; }
+  // The locks table's fencing column (mysql:// renamed it in its schema
+  // version 3; sqlite:// keeps last_fencing).
+  void set_fencing_column(std::string c) { fencing_col_ = std::move(c); }
   NameState& at(const std::string& name) { return state_[name]; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [n, s] : state_) out.push_back(n);
+    return out;
+  }
   const std::string& writes() const { return w_; }
 
   // Deletes expired leases and requests past their deadline or heartbeat.
@@ -205,6 +213,7 @@ class Tx {
   std::map<std::string, NameState> state_;
   std::int64_t now_;
   std::int64_t epoch_offset_us_;
+  std::string fencing_col_ = "last_fencing";
   std::string w_;
 };
 
