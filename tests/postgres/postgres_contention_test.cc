@@ -215,6 +215,54 @@ TEST(PostgresContention, InlineHolderSpillsForASecondHolderAndComesBack) {
   EXPECT_EQ(sql.one(inline_fencing), "");
 }
 
+// The one-statement fast acquire (schema version 6) waits for the name's
+// advisory lock inside its UPDATE's condition (_claim). A pass that held
+// the lock meanwhile granted a lease as a holders row (the locks row keeps
+// no inline holder): the acquire must see that row, committed after its
+// statement began, and refuse. A plain UPDATE whose NOT EXISTS checks ran
+// on the statement's snapshot would grant a second holder here.
+TEST(PostgresContention, FastAcquireSeesWhatThePassItWaitedForCommitted) {
+  Client a = pg_client();
+  Sql pass(pg_server().conninfo()), look(pg_server().conninfo());
+  const std::string name = unique_name("claim");
+  ASSERT_TRUE(*a.release(*a.try_acquire(name, ttl_opts(30s))));  // its row
+  ASSERT_EQ(pass.one("BEGIN"), "");
+  ASSERT_EQ(pass.one("SELECT pg_advisory_xact_lock(baton._key('" + name +
+                     "'))::text"),
+            "");
+  ASSERT_EQ(pass.one("INSERT INTO baton.holders (name, token, fencing, "
+                     "ttl_ms, expires_at, granted_at) SELECT name, "
+                     "gen_random_uuid(), last_fencing + 1, 60000, "
+                     "clock_timestamp() + interval '60 s', clock_timestamp() "
+                     "FROM baton.locks WHERE name = '" +
+                     name + "'"),
+            "");
+  ASSERT_EQ(pass.one("UPDATE baton.locks SET last_fencing = last_fencing + 1 "
+                     "WHERE name = '" +
+                     name + "'"),
+            "");
+  auto tried = std::async(std::launch::async,
+                          [&] { return a.try_acquire(name, ttl_opts(30s)); });
+  // The try waits for the advisory lock (inside its statement) ...
+  ASSERT_TRUE(eventually([&] {
+    return look.one(
+               "SELECT count(*) FROM pg_locks WHERE locktype = "
+               "'advisory' AND NOT granted") == "1";
+  }));
+  // ... and then sees the holders row.
+  ASSERT_EQ(pass.one("COMMIT"), "");
+  auto got = tried.get();
+  ASSERT_FALSE(got.ok()) << "granted beside a holder: fencing "
+                         << got->fencing_token;
+  EXPECT_EQ(got.error().code(), Errc::not_acquired);
+  EXPECT_EQ(look.one("SELECT count(*) FROM baton.locks WHERE name = '" + name +
+                     "' AND h_token IS NOT NULL"),
+            "0");
+  EXPECT_EQ(look.one("DELETE FROM baton.holders WHERE name = '" + name +
+                     "' RETURNING 1"),
+            "1");
+}
+
 // No release, so no scheduling pass and no NOTIFY: an inline holder that
 // expires is seen by the waiter's own timed light re-check (which must
 // count the inline holder as due), and the waiter is granted a few

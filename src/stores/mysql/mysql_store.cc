@@ -25,7 +25,9 @@ Result<Grant> MysqlStore::acquire(const AcquireSpec& spec, milliseconds wait) {
   Doorbell bell = new_doorbell(spec.name, token);
   Result<Grant> out = Error(Errc::internal, "not run");
   std::optional<Grant> fast;
-  if (fast_path_for(spec)) fast = fast_acquire(spec, token, &bell);
+  if (fast_path_for(spec) && !busy_.busy(spec.name)) {
+    fast = fast_acquire(spec, token, &bell);
+  }
   if (fast) {
     out = std::move(*fast);
   } else if (wait <= milliseconds::zero()) {
@@ -157,10 +159,15 @@ Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
   // The lease's doorbell is let go in the round trip of the COMMIT, after
   // it: a successor woken by it reads the grant.
   Doorbell bell = held_doorbell(name, t);
-  if (auto fast = fast_release(name, t, bell)) {
-    ring();
-    let_go(std::move(bell));
-    return *fast;
+  // Not on a name this store's acquires found busy (BusyNames): the
+  // release would find a waiter. (A failed fast release marks nothing: the
+  // first lease on a name is a holders row, released the long way.)
+  if (!busy_.busy(name)) {
+    if (auto fast = fast_release(name, t, bell)) {
+      ring();
+      let_go(std::move(bell));
+      return *fast;
+    }
   }
   auto res = transact<ReleaseResult>(
       {name},
@@ -215,7 +222,7 @@ Result<Pass> MysqlStore::pass(const AcquireSpec& spec, const std::string& token,
                               std::int64_t* arrival, Doorbell* bell) {
   const std::int64_t hb_us = o_.waiter_timeout.count() * 1000;
   const bool take = bell != nullptr && !bell->tried;
-  return transact<Pass>(
+  auto out = transact<Pass>(
       {spec.name},
       [&](Tx& tx) -> Result<Pass> {
         auto r = sqlstep::acquire_step(tx, spec, token, mode, wait_ms, hb_us,
@@ -228,6 +235,13 @@ Result<Pass> MysqlStore::pass(const AcquireSpec& spec, const std::string& token,
         return p;
       },
       take ? bell : nullptr, take ? BellOp::take : BellOp::none);
+  // Not granted at once: the name is busy; its next calls skip the fast
+  // path for a while (BusyNames).
+  if ((out.ok() && !out->grant) ||
+      (!out.ok() && out.error().code() == Errc::not_acquired)) {
+    busy_.mark(spec.name);
+  }
+  return out;
 }
 
 Result<Pass> MysqlStore::peek(const std::string& name, const std::string& token,

@@ -19,6 +19,7 @@
 
 #include "core/request.h"
 #include "core/validate.h"
+#include "stores/busy_names.h"
 #include "stores/call_deadline.h"
 #include "stores/mysql/doorbell.h"
 #include "stores/mysql/mysql_store.h"
@@ -460,6 +461,7 @@ class MysqlStore final : public Store {
   my::Pool pool_;
   const std::shared_ptr<Bell> bell_;
   const std::string where_;
+  BusyNames busy_;  // names to send straight to the transaction
 
   // Doorbells of held leases by name + '\0' + token, with the local time
   // after which the lease has surely expired.

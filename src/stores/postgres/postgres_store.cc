@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "core/request.h"
 #include "core/validate.h"
+#include "stores/busy_names.h"
 #include "stores/call_deadline.h"
 #include "stores/postgres/listener.h"
 #include "stores/postgres/rows.h"
@@ -71,6 +73,36 @@ class PostgresStore final : public Store {
     sql_extend_ =
         "SELECT * FROM " + s + ".extend($1::text, $2::uuid, $3::bigint)";
     sql_release_ = "SELECT * FROM " + s + ".release($1::text, $2::uuid)";
+    // The fast paths as one statement each (schema version 6, _claim):
+    // what acquire's and release's own fast paths do, without the
+    // PL/pgSQL call around them. No row: the function decides. Times are
+    // the statement's start, before any wait (docs/stores/postgres.md).
+    sql_fast_acquire_ =
+        "UPDATE " + s +
+        ".locks l SET capacity = $4::int, last_fencing = l.last_fencing + "
+        "1, h_token = $2::uuid, h_fencing = l.last_fencing + 1, h_ttl_ms = "
+        "$3::bigint, h_expires = statement_timestamp() + " +
+        s +
+        "._ms($3::bigint), h_label = $5::text, h_rkey = '', h_shared = "
+        "false, h_granted = statement_timestamp() WHERE l.name = $1::text "
+        "AND (l.h_token IS NULL OR l.h_expires <= statement_timestamp()) "
+        "AND " +
+        s +
+        "._claim($1::text, true) RETURNING 'grant'::text, l.name, "
+        "l.h_token, l.h_fencing, l.h_ttl_ms, 1, l.capacity, " +
+        s + "._us(l.h_expires), " + s +
+        "._us(l.h_granted), l.h_label, NULL::bigint, l.h_shared, NULL::text, "
+        "NULL::text";
+    sql_fast_release_ =
+        "UPDATE " + s +
+        ".locks l SET h_token = NULL WHERE l.name = $1::text AND l.h_token = "
+        "$2::uuid AND l.h_expires > statement_timestamp() AND " +
+        s +
+        "._claim($1::text, false) RETURNING 'status'::text, l.name, "
+        "NULL::uuid, NULL::bigint, NULL::bigint, 0, NULL::int, NULL::bigint, " +
+        s +
+        "._us(statement_timestamp()), NULL::text, 0::bigint, true, "
+        "NULL::text, NULL::text";
     sql_describe_ = "SELECT * FROM " + s + ".describe($1::text)";
     sql_list_ = "SELECT * FROM " + s + ".list($1::text, $2::int)";
     sql_counter_ =
@@ -94,8 +126,20 @@ class PostgresStore final : public Store {
 
   Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override {
     if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
+    const bool tried_fast = try_fast(spec);
+    if (tried_fast) {
+      if (auto g = fast_acquire(spec)) return std::move(*g);
+    }
+    // A name the fast path failed on whose full pass did not grant at once
+    // is busy: its next calls skip the fast path for a while.
+    auto note = [&](const Result<std::vector<Row>>& r) {
+      if (tried_fast && (!r.ok() || (*r)[0].kind != "grant")) {
+        busy_.mark(spec.name);
+      }
+    };
     if (wait <= milliseconds::zero()) {
       auto r = call_acquire(spec, "try", 0);
+      note(r);
       if (!r.ok()) return std::move(r).error();
       return single_grant(*r, (*r)[0].now_us, spec.name);
     }
@@ -103,6 +147,7 @@ class PostgresStore final : public Store {
     pg::Listener::Slot slot(*listener_, spec.token);
     const TimePoint sent = Clock::now();
     auto r = call_acquire(spec, "wait", ms_left(end));
+    note(r);
     if (!r.ok()) return std::move(r).error();
     const std::int64_t arrival_us = (*r)[0].now_us;
     for (;;) {
@@ -173,9 +218,22 @@ class PostgresStore final : public Store {
   Result<ReleaseResult> release(std::string_view name,
                                 const OwnerToken& token) override {
     if (Status st = core::validate_name(name); !st.ok()) return st.error();
-    auto r = call(sql_release_, {std::string(name), token.to_string()});
+    // The fast path: the inline lease of a name nobody waits for. An
+    // error leaves its outcome unknown; the function then answers (a lease
+    // already released is "not held", which is also true).
+    // A name where it failed on a lease that was held (a waiter, or a lease
+    // in holders) is busy for a while (BusyNames).
+    const std::string n(name);
+    const bool tried_fast = !busy_.busy(n);
+    if (tried_fast) {
+      auto f = call(sql_fast_release_, {n, token.to_string()},
+                    /*may_be_empty=*/true);
+      if (f.ok() && !f->empty()) return ReleaseResult{true, 0};
+    }
+    auto r = call(sql_release_, {n, token.to_string()});
     if (!r.ok()) return std::move(r).error();
     const Row& row = (*r)[0];
+    if (tried_fast && row.flag) busy_.mark(n);
     return ReleaseResult{row.flag, static_cast<std::uint32_t>(row.n)};
   }
 
@@ -326,6 +384,24 @@ class PostgresStore final : public Store {
          spec.shared ? "true" : "false"});
   }
 
+  // An idle name's plain acquire as one statement (sql_fast_acquire_), or
+  // nullopt: the name is busy or new, the request is not plain, or the
+  // outcome is unknown (an error; the function's pass with the same owner
+  // token then finds the lease if the statement committed, rule 17).
+  bool try_fast(const AcquireSpec& spec) {
+    return !spec.shared && spec.reentrancy_key.empty() &&
+           !busy_.busy(spec.name);
+  }
+  std::optional<Grant> fast_acquire(const AcquireSpec& spec) {
+    auto f = call(
+        sql_fast_acquire_,
+        {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
+         std::to_string(spec.capacity), spec.label},
+        /*may_be_empty=*/true);
+    if (!f.ok() || f->empty() || (*f)[0].kind != "grant") return std::nullopt;
+    return pg::to_grant((*f)[0], (*f)[0].now_us);
+  }
+
   Result<std::vector<Row>> call_multi(const MultiSpec& spec, const char* mode,
                                       long long wait_ms) {
     return call(
@@ -359,8 +435,10 @@ class PostgresStore final : public Store {
   const std::string safe_url_;
   pg::Pool pool_;
   std::unique_ptr<pg::Listener> listener_;
+  BusyNames busy_;
   std::string sql_acquire_, sql_multi_, sql_extend_, sql_release_,
-      sql_describe_, sql_list_, sql_counter_;
+      sql_describe_, sql_list_, sql_counter_, sql_fast_acquire_,
+      sql_fast_release_;
 };
 
 }  // namespace

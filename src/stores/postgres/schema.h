@@ -17,7 +17,7 @@ namespace baton::store::pg {
 
 class PgConn;
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 extern const char* const kSchemaTables;
 extern const char* const kSchemaScheduler;

@@ -5,7 +5,7 @@
 
 namespace baton::store::pg {
 
-// Version 5 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// Version 6 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
 // CREATE OR REPLACE) and the whole script runs under a transaction-scoped
 // advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
@@ -191,6 +191,27 @@ BEGIN
   FOR k IN SELECT DISTINCT @S@._key(x) FROM unnest(p_names) x ORDER BY 1 LOOP
     PERFORM pg_advisory_xact_lock(k);
   END LOOP;
+END $$;
+
+-- Version 6: the condition of the one-statement fast paths the store
+-- sends (an UPDATE of the name's locks row, docs/stores/postgres.md "Fast
+-- paths"). Takes the name's advisory lock, sets the commit's durability
+-- (on to grant, off to release) and answers whether the name has no
+-- queued request (and, to grant, no holders row), read after the lock:
+-- each query of a VOLATILE PL/pgSQL function takes a new snapshot, so it
+-- sees what the pass it waited for committed. Called last in the UPDATE's
+-- condition (its cost); if the row changed meanwhile, the UPDATE checks
+-- its newest version again, this call included.
+CREATE OR REPLACE FUNCTION @S@._claim(p_name text, p_grant boolean)
+RETURNS boolean LANGUAGE plpgsql VOLATILE COST 10000 AS $$
+DECLARE v_void text;
+BEGIN
+  v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
+  v_void := set_config('synchronous_commit',
+                       CASE WHEN p_grant THEN 'on' ELSE 'off' END, true);
+  RETURN NOT EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name)
+     AND (NOT p_grant
+          OR NOT EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name));
 END $$;
 
 CREATE OR REPLACE FUNCTION @S@._hex(t uuid) RETURNS text
