@@ -144,6 +144,8 @@ DECLARE
   v_light boolean := p_mode = 'recheck';
   v_ok boolean;
   v_void text;
+  v_htok uuid;
+  v_hexp timestamptz;
 BEGIN
   IF v_recheck THEN
     p_mode := 'wait';
@@ -228,23 +230,36 @@ BEGIN
     -- is written in order), and an entry a crash loses is queued again by
     -- the waiter's next re-check (the listener's reconnect wakes every
     -- waiter).
+    -- (A live inline holder means the name has no holders row: every
+    -- path that inserts one moves the inline holder out first.)
     v_now := clock_timestamp();
-    SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
+    SELECT capacity, h_token, h_expires INTO v_cap, v_htok, v_hexp
+      FROM @S@.locks WHERE name = p_name;
     IF v_cap = p_capacity
-       AND EXISTS (SELECT 1 FROM @S@.holders_all
-                    WHERE name = p_name AND expires_at > v_now
-                      AND token <> p_token) THEN
+       AND (CASE WHEN v_htok IS NOT NULL
+                 THEN v_cap = 1 AND v_htok <> p_token AND v_hexp > v_now
+                 ELSE EXISTS (SELECT 1 FROM @S@.holders
+                               WHERE name = p_name AND expires_at > v_now
+                                 AND token <> p_token) END) THEN
       v_void := pg_advisory_xact_lock_shared(@S@._key(p_name))::text;
       v_now := clock_timestamp();
-      SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
-      v_ok := coalesce(v_cap = p_capacity
-         AND (SELECT count(*) FROM @S@.holders_all
-               WHERE name = p_name AND expires_at > v_now) >= v_cap
-         AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
-                          WHERE name = p_name AND (expires_at <= v_now
-                            OR token = p_token OR p_token = ANY (aliases)))
-         AND NOT EXISTS (SELECT 1 FROM @S@.requests
-                          WHERE name = p_name AND token = p_token), false);
+      SELECT capacity, h_token, h_expires INTO v_cap, v_htok, v_hexp
+        FROM @S@.locks WHERE name = p_name;
+      IF v_htok IS NOT NULL THEN
+        -- Full with one live holder that is not this caller (a retry of
+        -- a queued request inserts nothing below and takes the pass).
+        v_ok := coalesce(v_cap = p_capacity AND v_cap = 1
+                         AND v_htok <> p_token AND v_hexp > v_now, false);
+      ELSE
+        v_ok := coalesce(v_cap = p_capacity
+           AND (SELECT count(*) FROM @S@.holders
+                 WHERE name = p_name AND expires_at > v_now) >= v_cap
+           AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                            WHERE name = p_name AND (expires_at <= v_now
+                              OR token = p_token OR p_token = ANY (aliases)))
+           AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                            WHERE name = p_name AND token = p_token), false);
+      END IF;
       IF v_ok THEN
         INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
                                   reentrancy_key, arrived_at, deadline,
@@ -252,7 +267,10 @@ BEGIN
         VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms,
                 p_label, '', v_now, v_now + @S@._ms(p_wait_ms),
                 v_now + @S@._ms(p_hb_ms))
-        ON CONFLICT DO NOTHING;  -- (a retried call racing its first try)
+        ON CONFLICT DO NOTHING;
+        v_ok := FOUND;
+      END IF;
+      IF v_ok THEN
         v_void := set_config('synchronous_commit', 'off', true);
         SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
       END IF;
