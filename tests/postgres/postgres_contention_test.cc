@@ -1,6 +1,7 @@
 // tests/postgres/postgres_contention_test.cc — the contended paths of the
 // postgres:// store: queueing without the name's advisory lock, the light
-// re-check (shared advisory lock, heartbeat refresh without the flush).
+// re-check (shared advisory lock, heartbeat refresh without the flush), the
+// release's hand-over to the head.
 // Figures are in docs/bench/postgres.md; nothing here is timed.
 #include <gtest/gtest.h>
 
@@ -280,6 +281,101 @@ TEST(PostgresContention, ExpiredInlineHolderIsSeenByTheTimedRecheck) {
   EXPECT_GT(got->fencing_token, held->fencing_token);
   EXPECT_LT(waited, 5s) << "the expiry was not noticed by the re-check";
   EXPECT_FALSE(*holder.release(*held));
+  EXPECT_TRUE(*waiter.release(*got));
+}
+
+// Schema version 7: a release whose head request is a plain live one hands
+// the lock over in its own update (the head becomes the inline holder,
+// one fencing token more), without the pass: a request that is due behind
+// the head stays until a pass reaches it, and a due head is never granted
+// (the full pass prunes it and grants the next). The re-check timer is
+// 60 s, so each grant here is the release's notification.
+TEST(PostgresContention, ReleaseHandsOverToTheLiveHeadOnly) {
+  Client a = pg_client("recheck_interval=60s");
+  Client b = pg_client("recheck_interval=60s");
+  Sql sql(pg_server().conninfo());
+  const std::string name = unique_name("hand-over");
+  const std::string queued =
+      "SELECT count(*) FROM baton.requests WHERE name = '" + name + "'";
+  // A request whose waiter died: its heartbeat is over.
+  auto dead_request = [&](const std::string& label) {
+    return sql.one(
+        "INSERT INTO baton.requests (name, token, seq, kind, ttl_ms, label, "
+        "arrived_at, deadline, heartbeat_until) VALUES ('" +
+        name +
+        "', gen_random_uuid(), nextval('baton.request_seq'), 0, 30000, '" +
+        label +
+        "', clock_timestamp(), clock_timestamp() + interval '60 s', "
+        "clock_timestamp() - interval '1 s') RETURNING label");
+  };
+  auto held = a.try_acquire(name, ttl_opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  // A due head, then a live waiter: the release must skip the head.
+  ASSERT_EQ(dead_request("dead-head"), "dead-head");
+  auto waiting = std::async(
+      std::launch::async, [&] { return b.acquire(name, 30s, ttl_opts(30s)); });
+  ASSERT_TRUE(eventually([&] { return sql.one(queued) == "2"; }));
+  EXPECT_TRUE(*a.release(*held));
+  ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready);
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_EQ(sql.one(queued), "0") << "the pass prunes the dead head";
+  // A live head, then a due request behind it: the hand-over grants the
+  // head in the locks row and leaves the due request for a later pass.
+  waiting = std::async(std::launch::async,
+                       [&] { return a.acquire(name, 30s, ttl_opts(30s)); });
+  ASSERT_TRUE(eventually([&] { return sql.one(queued) == "1"; }));
+  ASSERT_EQ(dead_request("dead-behind"), "dead-behind");
+  EXPECT_TRUE(*b.release(*got));
+  ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready);
+  auto next = waiting.get();
+  ASSERT_TRUE(next.ok()) << next.error().to_string();
+  EXPECT_EQ(next->fencing_token, got->fencing_token + 1);
+  EXPECT_EQ(sql.one("SELECT h_fencing FROM baton.locks WHERE name = '" + name +
+                    "' AND h_token IS NOT NULL"),
+            std::to_string(next->fencing_token));
+  EXPECT_EQ(
+      sql.one("SELECT count(*) FROM baton.holders WHERE name = '" + name + "'"),
+      "0");
+  EXPECT_EQ(sql.one("SELECT string_agg(label, ',') FROM baton.requests "
+                    "WHERE name = '" +
+                    name + "'"),
+            "dead-behind");
+  // Its release finds the due request at the head: the pass prunes it.
+  EXPECT_TRUE(*a.release(*next));
+  EXPECT_EQ(sql.one(queued), "0");
+}
+
+// Schema version 7 queues a waiter without waiting for the WAL flush, so a
+// crash may lose a queue entry whose waiter was told "queued". Here the
+// entry is deleted by hand (what such a crash leaves) and the holder then
+// releases with nobody queued (no notification): the waiter's timed
+// re-check finds its entry gone, queues again and is granted, long before
+// its wait ends.
+TEST(PostgresContention, AQueueEntryLostInACrashIsQueuedAgain) {
+  Client holder = pg_client();
+  Client waiter = pg_client("recheck_interval=100ms");
+  Sql sql(pg_server().conninfo());
+  const std::string name = unique_name("lost-entry");
+  const std::string queued =
+      "SELECT count(*) FROM baton.requests WHERE name = '" + name + "'";
+  auto held = holder.try_acquire(name, ttl_opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] {
+    return waiter.acquire(name, 20s, ttl_opts(30s));
+  });
+  ASSERT_TRUE(eventually([&] { return sql.one(queued) == "1"; }));
+  ASSERT_EQ(sql.one("DELETE FROM baton.requests WHERE name = '" + name +
+                    "' RETURNING 1"),
+            "1");
+  EXPECT_TRUE(*holder.release(*held));
+  auto got = waiting.get();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_GT(got->fencing_token, held->fencing_token);
+  EXPECT_LT(waited, 10s) << "the lost entry was not queued again";
   EXPECT_TRUE(*waiter.release(*got));
 }
 

@@ -1,6 +1,7 @@
 // tests/postgres/postgres_fault_test.cc — postgres:// under faults: a
 // connection killed mid-acquire (pg_terminate_backend), a blocking acquire
-// stuck in the server past its wait, and a PostgreSQL restart mid-run.
+// stuck in the server past its wait, a LISTEN connection killed under a
+// waiting call, and a PostgreSQL restart mid-run.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -212,6 +213,41 @@ TEST(PostgresFault, RestartMidRunClientsRecoverAndFencingContinuesUpward) {
   EXPECT_GT(max_before, 0u);
   EXPECT_GT(min_after, max_before) << "fencing went backwards after restart";
   EXPECT_EQ(resource.rejected(), 0u);
+}
+
+// A waiting call reads its store's LISTEN connection itself (the listener's
+// leader). That connection is killed while the call waits, then the holder
+// releases: the notification went nowhere, and the re-check timer is 60 s,
+// so only the reconnect (which wakes every waiter for a re-check) can
+// hand the lock over in time. Twice, so the second wait reads the new
+// connection.
+TEST(PostgresFault, ListenConnectionKilledUnderAWaitingCallLosesNoGrant) {
+  Client holder = pg_client();
+  Client waiter = pg_client("application_name=lsn_victim&recheck_interval=60s");
+  Sql sql(pg_server().conninfo());
+  const std::string name = unique_name("listen-kill");
+  const std::string queued =
+      "SELECT count(*) FROM baton.requests WHERE name = '" + name + "'";
+  for (int round = 0; round < 2; ++round) {
+    auto held = holder.try_acquire(name, ttl_opts(30s));
+    ASSERT_TRUE(held.ok()) << held.error().to_string();
+    auto waiting = std::async(std::launch::async, [&] {
+      return waiter.acquire(name, 40s, ttl_opts(30s));
+    });
+    ASSERT_TRUE(eventually([&] { return sql.one(queued) == "1"; }));
+    ASSERT_EQ(sql.one("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) "
+                      "FROM pg_stat_activity WHERE application_name = "
+                      "'lsn_victim' AND query LIKE 'LISTEN%') s"),
+              "1")
+        << "round " << round;
+    EXPECT_TRUE(*holder.release(*held));
+    ASSERT_EQ(waiting.wait_for(15s), std::future_status::ready)
+        << "round " << round << ": the grant was lost with the connection";
+    auto got = waiting.get();
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    EXPECT_GT(got->fencing_token, held->fencing_token);
+    EXPECT_TRUE(*waiter.release(*got));
+  }
 }
 
 }  // namespace

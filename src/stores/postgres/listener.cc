@@ -1,8 +1,8 @@
 // stores/postgres/listener.cc — LISTEN/NOTIFY dispatch to waiting calls.
 #include "stores/postgres/listener.h"
 
-#include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,23 +15,30 @@ namespace baton::store::pg {
 
 Listener::Listener(Pool& pool, std::string channel)
     : pool_(pool), channel_(std::move(channel)) {
-  if (::pipe(wake_pipe_) == 0) {
-    ::fcntl(wake_pipe_[0], F_SETFL, O_NONBLOCK);
-    ::fcntl(wake_pipe_[1], F_SETFL, O_NONBLOCK);
-  }
+  kick_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  lead_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { run(); });
 }
 
 Listener::~Listener() {
   stop_ = true;
-  if (wake_pipe_[1] >= 0) {
-    const char c = 'x';
-    (void)!::write(wake_pipe_[1], &c, 1);
-  }
+  signal(kick_fd_);
+  signal(lead_fd_);
   thread_.join();
-  for (int fd : wake_pipe_) {
+  for (int fd : {kick_fd_, lead_fd_}) {
     if (fd >= 0) ::close(fd);
   }
+}
+
+void Listener::signal(int fd) {
+  if (fd < 0) return;
+  const std::uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof one);
+}
+
+void Listener::drain(int fd) {
+  std::uint64_t n = 0;
+  if (fd >= 0) (void)!::read(fd, &n, sizeof n);
 }
 
 bool Listener::wait_ready(TimePoint deadline) {
@@ -57,10 +64,26 @@ Listener::Slot::~Slot() {
 }
 
 bool Listener::Slot::wait(TimePoint until) {
-  std::unique_lock<std::mutex> lk(l_.mu_);
   // Never past the call deadline of the acquire waiting here (rule 7).
-  wait_until_steady(cv_, lk, cap_to_call_deadline(until),
-                    [&] { return woken_; });
+  const TimePoint end = cap_to_call_deadline(until);
+  std::unique_lock<std::mutex> lk(l_.mu_);
+  if (!woken_ && l_.leader_ == nullptr && l_.conn_ && !l_.broken_ &&
+      !l_.stop_ && l_.kick_fd_ >= 0 && l_.lead_fd_ >= 0) {
+    // Lead: read the connection on this thread while waiting.
+    l_.leader_ = this;
+    std::shared_ptr<PgConn> conn = l_.conn_;
+    lk.unlock();
+    signal(l_.kick_fd_);  // run() stops reading while a slot leads
+    const bool ok = l_.lead(*conn, *this, end);
+    lk.lock();
+    l_.leader_ = nullptr;
+    if (!ok) l_.broken_ = true;
+    lk.unlock();
+    signal(l_.kick_fd_);  // run() reads again (or reconnects)
+    lk.lock();
+  } else {
+    wait_until_steady(cv_, lk, end, [&] { return woken_; });
+  }
   const bool woken = woken_;
   woken_ = false;
   return woken;
@@ -93,7 +116,7 @@ std::optional<Listener::Slot::Granted> parse_grant(std::string_view p) {
 
 }  // namespace
 
-void Listener::dispatch(const char* payload) {
+void Listener::dispatch(const char* payload, const Slot* reader) {
   const std::string_view p(payload == nullptr ? "" : payload);
   auto token = OwnerToken::parse(p.substr(0, 32));
   if (!token.ok()) return;
@@ -102,71 +125,122 @@ void Listener::dispatch(const char* payload) {
   std::lock_guard<std::mutex> lk(mu_);
   auto [b, e] = slots_.equal_range(*token);
   for (auto it = b; it != e; ++it) {
-    it->second->woken_ = true;
-    if (granted) it->second->granted_ = granted;
-    it->second->cv_.notify_all();
+    Slot* s = it->second;
+    s->woken_ = true;
+    if (granted) s->granted_ = granted;
+    if (s == leader_) {
+      if (s != reader) signal(lead_fd_);
+    } else {
+      s->cv_.notify_all();
+    }
   }
 }
 
 void Listener::wake_all() {
-  std::lock_guard<std::mutex> lk(mu_);
   for (auto& [token, slot] : slots_) {
     slot->woken_ = true;
     slot->cv_.notify_all();
   }
+  if (leader_ != nullptr) signal(lead_fd_);
+}
+
+bool Listener::read(PgConn& conn, const Slot* reader) {
+  std::lock_guard<std::mutex> rl(read_mu_);
+  if (PQconsumeInput(conn.raw()) == 0 ||
+      PQstatus(conn.raw()) == CONNECTION_BAD) {
+    return false;
+  }
+  while (PGnotify* note = PQnotifies(conn.raw())) {
+    dispatch(note->extra, reader);
+    PQfreemem(note);
+  }
+  return true;
+}
+
+bool Listener::lead(PgConn& conn, Slot& s, TimePoint end) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (s.woken_ || stop_) return true;
+    }
+    const auto left =
+        std::chrono::ceil<milliseconds>(end - Clock::now()).count();
+    if (left <= 0) return true;
+    // On TLS, decrypted bytes may wait inside OpenSSL where poll(2) cannot
+    // see them: read them (non-blocking) before waiting.
+    if (PQsslInUse(conn.raw()) != 0) {
+      if (!read(conn, &s)) return false;
+      std::lock_guard<std::mutex> lk(mu_);
+      if (s.woken_) return true;
+    }
+    pollfd fds[2] = {{PQsocket(conn.raw()), POLLIN, 0}, {lead_fd_, POLLIN, 0}};
+    const int n =
+        ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000)));
+    if (n <= 0) continue;
+    if (fds[1].revents != 0) drain(lead_fd_);
+    if (fds[0].revents != 0 && !read(conn, &s)) return false;
+  }
 }
 
 void Listener::run() {
-  std::unique_ptr<PgConn> conn;
   milliseconds backoff{50};
   while (!stop_) {
+    std::shared_ptr<PgConn> conn;
+    bool led = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (broken_ && leader_ == nullptr) {
+        broken_ = false;
+        conn_.reset();
+        wake_all();  // anything sent meanwhile was missed
+      }
+      conn = conn_;
+      led = leader_ != nullptr;
+    }
     if (!conn) {
       auto c = pool_.open_dedicated(Clock::now() + milliseconds{5000});
       if (c.ok()) {
         auto st =
             (*c)->exec("LISTEN " + channel_, Clock::now() + milliseconds{5000});
         if (st.ok()) {
-          conn = std::move(*c);
           backoff = milliseconds{50};
           {
             std::lock_guard<std::mutex> lk(mu_);
+            conn_ = std::shared_ptr<PgConn>(std::move(*c));
             ready_ = true;
+            wake_all();  // anything sent while we were away was missed
           }
           ready_cv_.notify_all();
-          wake_all();  // anything sent while we were away was missed
+          continue;
         }
       }
-      if (!conn) {
-        pollfd p{wake_pipe_[0], POLLIN, 0};
-        (void)::poll(&p, 1, static_cast<int>(backoff.count()));
-        backoff = std::min(backoff * 2, milliseconds{2000});
-        continue;
-      }
+      pollfd p{kick_fd_, POLLIN, 0};
+      (void)::poll(&p, 1, static_cast<int>(backoff.count()));
+      drain(kick_fd_);
+      backoff = std::min(backoff * 2, milliseconds{2000});
+      continue;
     }
-    // Reads what arrived and dispatches its notifications; false (and the
-    // connection dropped) when it broke.
-    auto consume = [&] {
-      if (PQconsumeInput(conn->raw()) == 0 ||
-          PQstatus(conn->raw()) == CONNECTION_BAD) {
-        conn.reset();
-        wake_all();
-        return false;
-      }
-      while (PGnotify* note = PQnotifies(conn->raw())) {
-        dispatch(note->extra);
-        PQfreemem(note);
-      }
-      return true;
-    };
-    // On TLS, decrypted bytes may wait inside OpenSSL where poll(2) cannot
-    // see them: read them (non-blocking) before waiting.
-    if (PQsslInUse(conn->raw()) != 0 && !consume()) continue;
-    pollfd fds[2] = {{PQsocket(conn->raw()), POLLIN, 0},
-                     {wake_pipe_[0], POLLIN, 0}};
-    const int n = ::poll(fds, 2, 1000);
-    if (stop_) break;
-    if (n <= 0 || (fds[0].revents == 0)) continue;
-    consume();
+    // A waiting call reads the connection: wait until it stops.
+    if (led) {
+      pollfd p{kick_fd_, POLLIN, 0};
+      (void)::poll(&p, 1, 1000);
+      drain(kick_fd_);
+      continue;
+    }
+    bool ok = true;
+    if (PQsslInUse(conn->raw()) != 0) ok = read(*conn, nullptr);
+    if (ok) {
+      pollfd fds[2] = {{PQsocket(conn->raw()), POLLIN, 0},
+                       {kick_fd_, POLLIN, 0}};
+      const int n = ::poll(fds, 2, 1000);
+      if (stop_) break;
+      if (n > 0 && fds[1].revents != 0) drain(kick_fd_);
+      if (n > 0 && fds[0].revents != 0) ok = read(*conn, nullptr);
+    }
+    if (!ok) {
+      std::lock_guard<std::mutex> lk(mu_);
+      broken_ = true;  // dropped above once no slot leads
+    }
   }
 }
 

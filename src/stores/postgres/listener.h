@@ -11,6 +11,13 @@
 // notification may have been missed); waiters also re-check on a short jittered
 // timer, so a missed notification costs at most one re-check interval.
 //
+// Who reads the connection: while a call waits, it reads the connection
+// itself (the "leader"; one at a time), so the notification for it wakes
+// its own thread straight from the socket instead of a background thread
+// that then wakes it. Other waiting calls sleep on their condition variable
+// and are woken by whoever reads. With no leader, the background thread
+// reads; it also owns connecting, LISTEN and reconnecting.
+//
 // Thread safety: safe for concurrent use; one background thread.
 #ifndef BATON_STORES_POSTGRES_LISTENER_H_
 #define BATON_STORES_POSTGRES_LISTENER_H_
@@ -18,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,8 +78,16 @@ class Listener {
 
  private:
   void run();
-  void dispatch(const char* payload);
-  void wake_all();
+  // Reads the connection as the leader `s` until `s` is woken, `end`
+  // passes or the connection fails (false).
+  bool lead(PgConn& conn, Slot& s, TimePoint end);
+  // Reads what arrived and dispatches it (`reader`: the leading slot, or
+  // nullptr for the background thread); false if the connection broke.
+  bool read(PgConn& conn, const Slot* reader);
+  void dispatch(const char* payload, const Slot* reader);
+  void wake_all();  // caller holds mu_
+  static void signal(int fd);
+  static void drain(int fd);
 
   Pool& pool_;
   const std::string channel_;
@@ -79,8 +95,14 @@ class Listener {
   std::condition_variable ready_cv_;
   bool ready_ = false;                      // guarded by mu_
   std::multimap<OwnerToken, Slot*> slots_;  // guarded by mu_
+  std::shared_ptr<PgConn> conn_;            // guarded by mu_; null while down
+  Slot* leader_ = nullptr;                  // guarded by mu_
+  bool broken_ = false;                     // guarded by mu_: a leader saw
+                                            // conn_ fail
+  std::mutex read_mu_;                      // one reader of the PGconn
   std::atomic<bool> stop_{false};
-  int wake_pipe_[2] = {-1, -1};
+  int kick_fd_ = -1;  // eventfd: wakes run() (a leader came or went; stop)
+  int lead_fd_ = -1;  // eventfd: wakes the leader (woken by another reader)
   std::thread thread_;
 };
 

@@ -17,7 +17,7 @@ namespace baton::store::pg {
 
 class PgConn;
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 extern const char* const kSchemaTables;
 extern const char* const kSchemaScheduler;

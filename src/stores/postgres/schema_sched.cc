@@ -144,6 +144,8 @@ DECLARE
   v_light boolean := p_mode = 'recheck';
   v_ok boolean;
   v_void text;
+  v_htok uuid;
+  v_hexp timestamptz;
 BEGIN
   IF v_recheck THEN
     p_mode := 'wait';
@@ -214,38 +216,69 @@ BEGIN
   END IF;
   IF p_mode = 'wait' AND NOT v_recheck AND p_wait_ms > 0 AND p_rkey = ''
      AND NOT p_shared THEN
-    -- Queueing behind a busy lock without the name's advisory lock, so the
-    -- commit's WAL flush (the queue entry is durable, as before) does not
-    -- hold up the handoff. Only when the lock is full of live leases (none
-    -- of them this caller's) with this capacity: a pass could grant nothing
-    -- now. A pass that runs before this commit may miss the request, so
-    -- the answer asks the caller for a light re-check at once (code
-    -- 'recheck'), which waits for any running pass and then sees its
-    -- outcome. No lock is waited for after the insert (no deadlock).
+    -- Queueing behind a busy lock (version 7: one round trip, no flush).
+    -- Only when the lock is full of live leases (none of them this
+    -- caller's) with this capacity: a pass could grant nothing now. A look
+    -- without a lock picks the path; then the name's advisory lock in
+    -- shared mode waits for a running pass to commit (the queries below,
+    -- each with a new snapshot, see its outcome) and keeps new passes out
+    -- until this commit, so every later pass sees the request. If the
+    -- look was wrong, the answer asks for the full pass (code 'full'): a
+    -- transaction holding the shared lock never asks for the exclusive one
+    -- (no upgrade, no deadlock). The queue entry commits without waiting
+    -- for the WAL flush: a grant of it commits durably after it (the WAL
+    -- is written in order), and an entry a crash loses is queued again by
+    -- the waiter's next re-check (the listener's reconnect wakes every
+    -- waiter).
+    -- (A live inline holder means the name has no holders row: every
+    -- path that inserts one moves the inline holder out first.)
     v_now := clock_timestamp();
-    SELECT capacity INTO v_cap FROM @S@.locks WHERE name = p_name;
+    SELECT capacity, h_token, h_expires INTO v_cap, v_htok, v_hexp
+      FROM @S@.locks WHERE name = p_name;
     IF v_cap = p_capacity
-       AND (SELECT count(*) FROM @S@.holders_all
-             WHERE name = p_name AND expires_at > v_now) >= v_cap
-       AND NOT EXISTS (SELECT 1 FROM @S@.holders_all
-                        WHERE name = p_name AND (expires_at <= v_now
-                          OR token = p_token OR p_token = ANY (aliases)))
-       AND NOT EXISTS (SELECT 1 FROM @S@.requests
-                        WHERE name = p_name AND token = p_token) THEN
-      INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
-                                reentrancy_key, arrived_at, deadline,
-                                heartbeat_until)
-      VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms,
-              p_label, '', v_now, v_now + @S@._ms(p_wait_ms),
-              v_now + @S@._ms(p_hb_ms))
-      ON CONFLICT DO NOTHING;
-      IF FOUND THEN
-        SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
-        r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap,
-                 NULL, @S@._us(v_now), NULL, v_n, NULL, 'recheck', NULL);
-        RETURN NEXT r;
-        RETURN;
+       AND (CASE WHEN v_htok IS NOT NULL
+                 THEN v_cap = 1 AND v_htok <> p_token AND v_hexp > v_now
+                 ELSE EXISTS (SELECT 1 FROM @S@.holders
+                               WHERE name = p_name AND expires_at > v_now
+                                 AND token <> p_token) END) THEN
+      v_void := pg_advisory_xact_lock_shared(@S@._key(p_name))::text;
+      v_now := clock_timestamp();
+      SELECT capacity, h_token, h_expires INTO v_cap, v_htok, v_hexp
+        FROM @S@.locks WHERE name = p_name;
+      IF v_htok IS NOT NULL THEN
+        -- Full with one live holder that is not this caller (a retry of
+        -- a queued request inserts nothing below and takes the pass).
+        v_ok := coalesce(v_cap = p_capacity AND v_cap = 1
+                         AND v_htok <> p_token AND v_hexp > v_now, false);
+      ELSE
+        v_ok := coalesce(v_cap = p_capacity
+           AND (SELECT count(*) FROM @S@.holders
+                 WHERE name = p_name AND expires_at > v_now) >= v_cap
+           AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                            WHERE name = p_name AND (expires_at <= v_now
+                              OR token = p_token OR p_token = ANY (aliases)))
+           AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                            WHERE name = p_name AND token = p_token), false);
       END IF;
+      IF v_ok THEN
+        INSERT INTO @S@.requests (name, token, seq, kind, ttl_ms, label,
+                                  reentrancy_key, arrived_at, deadline,
+                                  heartbeat_until)
+        VALUES (p_name, p_token, nextval('@S@.request_seq'), 0, p_ttl_ms,
+                p_label, '', v_now, v_now + @S@._ms(p_wait_ms),
+                v_now + @S@._ms(p_hb_ms))
+        ON CONFLICT DO NOTHING;
+        v_ok := FOUND;
+      END IF;
+      IF v_ok THEN
+        v_void := set_config('synchronous_commit', 'off', true);
+        SELECT count(*) INTO v_n FROM @S@.requests WHERE name = p_name;
+      END IF;
+      r := ROW('queued', p_name, p_token, NULL, p_ttl_ms, NULL, v_cap,
+               NULL, @S@._us(v_now), NULL, v_n, NULL,
+               CASE WHEN v_ok THEN NULL ELSE 'full' END, NULL);
+      RETURN NEXT r;
+      RETURN;
     END IF;
   END IF;
   IF NOT v_recheck THEN
@@ -462,6 +495,40 @@ BEGIN
   -- The inline holder is one update of the locks row (HOT).
   v_void := pg_advisory_xact_lock(@S@._key(p_name))::text;
   v_now := clock_timestamp();
+  -- Hand-over (version 7): the live inline holder of a capacity-1 lock
+  -- whose head request is a plain live one makes that request the inline
+  -- holder in the same update (one fencing token more), deletes it and
+  -- tells its waiter with the grant in the payload. Nothing else on the
+  -- name can change the outcome: an inline holder means there is no
+  -- holders row, and a head that is due, shared, reentrant or part of an
+  -- acquire_all takes the full pass below. Requests due behind the head
+  -- stay until a pass reaches them (they block nobody meanwhile).
+  SELECT * INTO q FROM @S@.requests WHERE name = p_name ORDER BY seq LIMIT 1;
+  IF FOUND AND q.kind = 0 AND NOT q.shared AND q.reentrancy_key = ''
+     AND q.deadline > v_now AND q.heartbeat_until > v_now THEN
+    UPDATE @S@.locks l SET last_fencing = l.last_fencing + 1,
+           h_token = q.token, h_fencing = l.last_fencing + 1,
+           h_ttl_ms = q.ttl_ms, h_expires = v_now + @S@._ms(q.ttl_ms),
+           h_label = q.label, h_rkey = '', h_shared = false,
+           h_granted = v_now
+     WHERE l.name = p_name AND l.h_token = p_token AND l.h_expires > v_now
+       AND l.capacity = 1
+    RETURNING l.h_fencing, l.h_expires INTO h.fencing, h.expires_at;
+    IF FOUND THEN
+      DELETE FROM @S@.requests WHERE name = p_name AND token = q.token;
+      IF current_setting('synchronous_commit') = 'off' THEN
+        v_void := set_config('synchronous_commit', 'on', true);
+      END IF;
+      -- (the payload _pump sends: token:fencing:ttl_ms:expires_us:name)
+      v_void := pg_notify('@S@_wake', @S@._hex(q.token) || ':' ||
+                          h.fencing || ':' || q.ttl_ms || ':' ||
+                          @S@._us(h.expires_at) || ':' || p_name)::text;
+      r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
+               @S@._us(v_now), NULL, 0, true, NULL, NULL);
+      RETURN NEXT r;
+      RETURN;
+    END IF;
+  END IF;
   UPDATE @S@.locks SET h_token = NULL
    WHERE name = p_name AND h_token = p_token AND h_expires > v_now;
   IF NOT FOUND THEN

@@ -5,7 +5,7 @@
 
 namespace baton::store::pg {
 
-// Version 6 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// Version 7 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
 // CREATE OR REPLACE) and the whole script runs under a transaction-scoped
 // advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
