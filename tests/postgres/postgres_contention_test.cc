@@ -379,5 +379,60 @@ TEST(PostgresContention, AQueueEntryLostInACrashIsQueuedAgain) {
   EXPECT_TRUE(*waiter.release(*got));
 }
 
+// One process (one store, one LISTEN connection) with four calls waiting on
+// four locks. One of them reads the connection at a time (the listener's
+// leader); the others are woken by whoever reads, and once the leader is
+// granted and leaves, the background thread reads for them. The re-check
+// timer is 60 s, so every grant here is a notification that reached its
+// call; they are released in an order that makes the leader leave first in
+// some rounds and last in others. (A waiting call's sleep re-checks its
+// flag every 100 ms, so this catches a notification nobody reads, not a
+// late wake-up.)
+TEST(PostgresContention, EveryWaitingCallOfOneProcessHearsItsGrant) {
+  constexpr int kLocks = 4;
+  Client holder = pg_client();
+  Client waiter = pg_client("recheck_interval=60s");
+  Sql sql(pg_server().conninfo());
+  const std::string base = unique_name("one-process");
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string> names;
+    std::vector<Lease> held;
+    for (int i = 0; i < kLocks; ++i) {
+      names.push_back(base + "/" + std::to_string(round) + "/" +
+                      std::to_string(i));
+      auto l = holder.try_acquire(names.back(), ttl_opts(30s));
+      ASSERT_TRUE(l.ok()) << l.error().to_string();
+      held.push_back(std::move(*l));
+    }
+    std::vector<std::future<Result<Lease>>> waiting;
+    for (int i = 0; i < kLocks; ++i) {
+      waiting.push_back(std::async(std::launch::async, [&, i] {
+        return waiter.acquire(names[static_cast<std::size_t>(i)], 40s,
+                              ttl_opts(30s));
+      }));
+    }
+    ASSERT_TRUE(eventually([&] {
+      return sql.one("SELECT count(*) FROM baton.requests WHERE name LIKE '" +
+                     base + "/" + std::to_string(round) + "/%'") ==
+             std::to_string(kLocks);
+    }));
+    for (int k = 0; k < kLocks; ++k) {
+      // Round 0 releases in queueing order, round 1 in reverse, round 2
+      // from the middle out.
+      const int i = round == 0   ? k
+                    : round == 1 ? kLocks - 1 - k
+                                 : (k + kLocks / 2) % kLocks;
+      const auto at = static_cast<std::size_t>(i);
+      EXPECT_TRUE(*holder.release(held[at]));
+      ASSERT_EQ(waiting[at].wait_for(15s), std::future_status::ready)
+          << "round " << round << ", lock " << i << ": no grant heard";
+      auto got = waiting[at].get();
+      ASSERT_TRUE(got.ok()) << got.error().to_string();
+      EXPECT_GT(got->fencing_token, held[at].fencing_token);
+      EXPECT_TRUE(*waiter.release(*got));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace baton::testing
