@@ -12,6 +12,7 @@
 # versions can be compared. Prints one line per run and the ratios.
 # Environment: ROUNDS=3 DURATION=4 WORKLOAD=contended CLIENTS=8
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=${1:?A lockbench}; B=${2:?B lockbench}
 ROUNDS=${ROUNDS:-3}; DURATION=${DURATION:-4}
 WORKLOAD=${WORKLOAD:-contended}; CLIENTS=${CLIENTS:-8}
@@ -26,17 +27,10 @@ PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 PG_PID=$(head -1 "$WORK/data/postmaster.pid")
 trap 'kill -INT $PG_PID 2>/dev/null; sleep 1; rm -rf "$WORK"' EXIT
 psql() { "$PGBIN/psql" -q -h 127.0.0.1 -p "$PORT" -U postgres "$@" postgres; }
-psql -c "CREATE TABLE bench_floor (k int PRIMARY KEY, v bigint NOT NULL);
-CREATE FUNCTION bench_floor_release(p_k int) RETURNS void LANGUAGE plpgsql AS \$\$
-BEGIN PERFORM set_config('synchronous_commit', 'off', true);
-UPDATE bench_floor SET v = v + 1 WHERE k = p_k; END \$\$;"
-cat >"$WORK/floor.sql" <<'SQL'
-INSERT INTO bench_floor AS f VALUES (:client_id, 1) ON CONFLICT (k) DO UPDATE SET v = f.v + 1;
-SELECT bench_floor_release(:client_id);
-SQL
+psql -f "$ROOT/bench/pg/floor-setup.sql"
 floor() {
   timeout 60 "$PGBIN/pgbench" -n -M prepared -h 127.0.0.1 -p "$PORT" -U postgres \
-    -c 1 -j 1 -T "$DURATION" -f "$WORK/floor.sql" postgres 2>&1 | awk '/^tps = / {print int($3); exit}'
+    -c 1 -j 1 -T "$DURATION" -f "$ROOT/bench/pg/floor.sql" postgres 2>&1 | awk '/^tps = / {print int($3); exit}'
 }
 store() {  # BIN SCHEMA -> "pairs/s handoff_p50_us"
   timeout $((DURATION + 60)) "$1" --json --workload "$WORKLOAD" --clients "$CLIENTS" \

@@ -115,22 +115,9 @@ cat >"$WORK/raw.sql" <<'EOF'
 SELECT pg_try_advisory_lock(:client_id + 1000);
 SELECT pg_advisory_unlock(:client_id + 1000);
 EOF
-# The floor of any table-backed lock with the store's durability: one
-# single-row write committed durably per acquire, one committed without
-# waiting for the flush per release (as the store's uncontended release).
-cat >"$WORK/floor-setup.sql" <<'EOF'
-CREATE TABLE IF NOT EXISTS bench_floor (k int PRIMARY KEY, v bigint NOT NULL);
-CREATE OR REPLACE FUNCTION bench_floor_release(p_k int) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM set_config('synchronous_commit', 'off', true);
-  UPDATE bench_floor SET v = v + 1 WHERE k = p_k;
-END $$;
-EOF
-cat >"$WORK/floor.sql" <<'EOF'
-INSERT INTO bench_floor AS f VALUES (:client_id, 1) ON CONFLICT (k) DO UPDATE SET v = f.v + 1;
-SELECT bench_floor_release(:client_id);
-EOF
+# The floor of any table-backed lock with the store's durability:
+# bench/pg/floor-setup.sql and bench/pg/floor.sql (shared with bench/pg_ab.sh).
+cp "$ROOT/bench/pg/floor-setup.sql" "$ROOT/bench/pg/floor.sql" "$WORK/"
 
 # raw|floor CLIENTS -> pairs/s (pgbench, prepared statements, one key per
 # client)
