@@ -139,6 +139,17 @@ class ZkStore final : public Store {
   Result<std::pair<std::string, Stat>> create_request(const std::string& parent,
                                                       const std::string& prefix,
                                                       const NodeData& data);
+  // The same in one transaction with a write of the parent (empty data,
+  // any version), whose stat tells what the create did: the node's czxid
+  // and ctime (the transaction's zxid and time) and how many requests the
+  // lock had then, ours included (`alone`: none but ours).
+  struct Made {
+    std::string path;
+    Stat stat;
+    bool alone = false;
+  };
+  Result<Made> create_counted(const std::string& parent,
+                              const std::string& prefix, const NodeData& data);
   // Deletes every node before position `upto` (holders, queued
   // acquire_some requests) whose lease or queue time is over by
   // ZooKeeper's clock, each only if unchanged since it was read. True if
