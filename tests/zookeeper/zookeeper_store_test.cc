@@ -183,8 +183,8 @@ TEST(ZkStore, AnUncontendedAcquireIsOneTransactionWithoutAListing) {
   }
   const long sent = received() - before;
   // Slack for pings and the janitor's look at idle locks.
-  EXPECT_LE(sent, 2 * kPairs + 8) << sent << " requests for " << kPairs
-                                  << " pairs";
+  EXPECT_LE(sent, 2 * kPairs + 8)
+      << sent << " requests for " << kPairs << " pairs";
 }
 
 // The URL path is the root (default /baton); zk:// is the same store.

@@ -305,8 +305,8 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
     me.stat = my_stat;
     me.data.fencing = static_cast<std::uint64_t>(my_stat.czxid);
     remember(spec.name, me);
-    return grant_of(spec.name, me, me.data.fencing,
-                    my_stat.ctime + mine.ttl_ms, arrival, arrival);
+    return grant_of(spec.name, me, me.data.fencing, my_stat.ctime + mine.ttl_ms,
+                    arrival, arrival);
   }
   auto waker = std::make_shared<Waker>();
   conn_->on_session_event(waker);
