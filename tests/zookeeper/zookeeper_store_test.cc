@@ -130,17 +130,28 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
 // started the lease (token czxid, expiry ctime + TTL) and the queue is not
 // listed, so an uncontended pair is two requests, the raw recipe's create
 // and delete. (Before 2026-11-28 it was three: a getChildren2 after the
-// create.) Not alone, it lists the queue as before.
+// create.) Not alone, it lists the queue as before. A new lock's node is
+// made in the transaction of its first request.
 TEST(ZkStore, AnUncontendedAcquireIsOneTransactionWithoutAListing) {
   ZkObserver zk(shared_server().hostport());
   ASSERT_TRUE(zk.ok());
   auto c = open_zk_client(shared_server().url());
   auto d = open_zk_client(shared_server().url());
   ASSERT_TRUE(c.ok() && d.ok());
+  auto received = [] {
+    return four_letter_number(shared_server().four_letter("mntr"),
+                              "zk_packets_received");
+  };
   const std::string name = unique("alone");
   const std::string dir = lock_dir(name);
+  ASSERT_NE(zk.exists(dir), ZOK);
+  // A new lock: the create that finds the lock's node missing is sent
+  // again with the lock node's create in the same transaction (so no
+  // caller that came later can queue ahead meanwhile): two requests.
+  const long fresh_before = received();
   auto l = c->try_acquire(name, opts(10s, "alone"));
   ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_LE(received() - fresh_before, 3) << "requests for a new lock";
   std::vector<std::string> kids;
   ASSERT_EQ(zk.children(dir, &kids), ZOK);
   ASSERT_EQ(kids.size(), 1u);
@@ -169,10 +180,6 @@ TEST(ZkStore, AnUncontendedAcquireIsOneTransactionWithoutAListing) {
   ASSERT_TRUE(*d->release(*s2));
 
   // Requests per uncontended pair, counted by the server.
-  auto received = [] {
-    return four_letter_number(shared_server().four_letter("mntr"),
-                              "zk_packets_received");
-  };
   constexpr int kPairs = 30;
   const long before = received();
   ASSERT_GE(before, 0) << "mntr has no zk_packets_received";

@@ -218,35 +218,51 @@ Result<std::pair<std::string, Stat>> ZkStore::create_request(
 Result<ZkStore::Made> ZkStore::create_counted(const std::string& parent,
                                               const std::string& prefix,
                                               const NodeData& data) {
-  std::vector<Op> ops(2);
+  // [create the lock's node,] create our request, write the lock's node.
+  std::vector<Op> ops(3);
   ops[0].type = Op::kCreate;
-  ops[0].path = parent + "/" + prefix;
-  ops[0].data = encode(data);
-  ops[0].flags = kEphemeralSequential;
-  ops[1].type = Op::kSet;
-  ops[1].path = parent;
+  ops[0].path = parent;
+  ops[0].flags = kPersistent;
+  ops[1].type = Op::kCreate;
+  ops[1].path = parent + "/" + prefix;
+  ops[1].data = encode(data);
+  ops[1].flags = kEphemeralSequential;
+  ops[2].type = Op::kSet;
+  ops[2].path = parent;
+  bool make_lock = false;
   for (int attempt = 0; attempt < 10; ++attempt) {
+    const std::vector<Op> send(ops.begin() + (make_lock ? 0 : 1), ops.end());
     std::vector<OpResult> res;
     const std::int64_t session = conn_->session_id();
-    const int rc = conn_->multi(ops, &res);
+    const int rc = conn_->multi(send, &res);
     if (rc == ZOK) {
-      // One transaction: one zxid and one time for both writes, so the
-      // parent's new mzxid and mtime are our node's czxid and ctime, and
-      // its child count is the queue's length right after our create.
-      const Stat& p = res[1].stat;
+      // One transaction: one zxid and one time for every write, so the
+      // lock node's new mzxid and mtime are our node's czxid and ctime,
+      // and its child count is the queue's length right after our create.
+      const Stat& p = res.back().stat;
       Made m;
-      m.path = res[0].path;
+      m.path = res[res.size() - 2].path;
       m.stat.czxid = m.stat.mzxid = p.mzxid;
       m.stat.ctime = m.stat.mtime = p.mtime;
       m.stat.ephemeral_owner = session;
       m.alone = p.num_children == 1;
       return m;
     }
-    const bool missing =
-        rc == ZNONODE || (res.size() == 2 && res[0].rc == ZNONODE);
-    if (!missing) return err(rc, "create " + ops[0].path);
-    // The lock's parent is missing (new lock, or cleaned up meanwhile).
-    if (Status s = ensure_path(parent); !s.ok()) return s.error();
+    const int first = res.empty() ? rc : res[0].rc;
+    if (!make_lock && first == ZNONODE) {
+      // The lock's node is missing (a new lock, or cleaned up meanwhile):
+      // make it in the same transaction as our request, so that a caller
+      // that came after us cannot queue ahead while we make it.
+      make_lock = true;
+    } else if (make_lock && first == ZNODEEXISTS) {
+      make_lock = false;  // another request made it meanwhile
+    } else if (make_lock && first == ZNONODE) {
+      // The root is missing too (a new chroot).
+      if (Status s = ensure_path(parent); !s.ok()) return s.error();
+      make_lock = false;
+    } else {
+      return err(rc, "create " + ops[1].path);
+    }
   }
   return Error(Errc::unavailable, "zookeeper " + conn_->where() +
                                       ": the node of lock " + parent +
