@@ -196,25 +196,6 @@ Status ZkStore::ensure_path(const std::string& path) {
   return {};
 }
 
-Result<std::pair<std::string, Stat>> ZkStore::create_request(
-    const std::string& parent, const std::string& prefix,
-    const NodeData& data) {
-  std::pair<std::string, Stat> out;
-  const std::string path = parent + "/" + prefix;
-  const std::string bytes = encode(data);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const int rc = conn_->create(path, bytes, kEphemeralSequential, &out.first,
-                                 &out.second);
-    if (rc == ZOK) return out;
-    if (rc != ZNONODE) return err(rc, "create " + path);
-    // The lock's parent is missing (new lock, or cleaned up meanwhile).
-    if (Status s = ensure_path(parent); !s.ok()) return s.error();
-  }
-  return Error(Errc::unavailable, "zookeeper " + conn_->where() +
-                                      ": the node of lock " + parent +
-                                      " keeps vanishing");
-}
-
 Result<ZkStore::Made> ZkStore::create_counted(const std::string& parent,
                                               const std::string& prefix,
                                               const NodeData& data) {
