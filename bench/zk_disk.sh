@@ -18,13 +18,17 @@
 # ephemeral-sequential recipe with the same C client's synchronous calls)
 # from the first binary, and with RAW_ASYNC=1 the floor again with its
 # create and delete made as the store makes its calls (raw-zk://…?api=async:
-# async + wait, one thread hop more per call). Prints one line per run and a
-# median table (Markdown).
+# async + wait, one thread hop more per call), and with RAW_GRANT=1 the
+# floor of the store's guarantee (raw-zk://…?grant=write: a waiter that
+# becomes first writes its node, the write that starts a store-clocked,
+# fenced lease). Prints one line per run and a median table (Markdown).
 #
 # Usage: bench/zk_disk.sh [LOCKBENCH ...]   (default build-bench's)
 #   PROFILES=ensemble bench/zk_disk.sh   # the three-server case only
 # Environment (defaults): ROUNDS=3 DURATION=4 (s) CLIENTS="50 4"
 #   PROFILES="disk slow" SLOW_FSYNC_US=1000 RAW_ASYNC=0
+#   WORKLOAD=contended (or uncontended: each client its own lock)
+#   RAW_GRANT=0
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +38,10 @@ CLIENTS=${CLIENTS:-"50 4"}
 PROFILES=${PROFILES:-"disk slow"}
 SLOW_FSYNC_US=${SLOW_FSYNC_US:-1000}
 RAW_ASYNC=${RAW_ASYNC:-0}
+WORKLOAD=${WORKLOAD:-contended}
+RAW_GRANT=${RAW_GRANT:-0}
+[[ $WORKLOAD == contended || $WORKLOAD == uncontended ]] ||
+  { echo "zk_disk: WORKLOAD must be contended or uncontended" >&2; exit 64; }
 BENCHES=("$@")
 [[ ${#BENCHES[@]} -gt 0 ]] || BENCHES=("$ROOT/build-bench/bin/baton_lockbench")
 for b in "${BENCHES[@]}"; do
@@ -109,8 +117,10 @@ start_zk() {  # start_zk PROFILE
 
 run() {  # run PROFILE LABEL BIN URL CLIENTS
   local out
-  out=$(timeout $((DURATION + 60)) "$3" --store "$4" --workload contended \
-    --clients "$5" --locks 1 --duration "${DURATION}s" --json) || {
+  local shape=(--workload contended --locks 1)
+  [[ $WORKLOAD == uncontended ]] && shape=(--workload uncontended)
+  out=$(timeout $((DURATION + 60)) "$3" --store "$4" "${shape[@]}" \
+    --clients "$5" --duration "${DURATION}s" --json) || {
     log "$2 failed"
     return 0
   }
@@ -134,6 +144,10 @@ for profile in $PROFILES; do
           "zookeeper://127.0.0.1:$ZK_PORT/zkdisk" "$n"
       done
       run "$profile" raw "${BENCHES[0]}" "raw-zk://127.0.0.1:$ZK_PORT" "$n"
+      if [[ $RAW_GRANT == 1 ]]; then
+        run "$profile" raw-grant "${BENCHES[0]}" \
+          "raw-zk://127.0.0.1:$ZK_PORT?grant=write" "$n"
+      fi
       if [[ $RAW_ASYNC == 1 ]]; then
         run "$profile" raw-async "${BENCHES[0]}" \
           "raw-zk://127.0.0.1:$ZK_PORT?api=async" "$n"
@@ -148,8 +162,10 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 print("binaries: " + ", ".join(f"store{i + 1} = {b}" for i, b in enumerate(sys.argv[2:])))
 print()
-print("| server | clients | who | pairs/s (median [range]) | handoff p50 µs | handoff p99 µs | raw ÷ this, pairs/s | errors |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+grant = any(r[1] == "raw-grant" for r in rows)
+extra = " raw-grant ÷ this |" if grant else ""
+print("| server | clients | who | pairs/s (median [range]) | handoff p50 µs | handoff p99 µs | raw ÷ this, pairs/s |" + extra + " errors |")
+print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if grant else "") + " --- |")
 keys = []
 for r in rows:
     k = (r[0], r[2], r[1])
@@ -162,7 +178,8 @@ for prof, n, who in keys:
     p, lo, hi = med(prof, n, who, 3)
     raw = med(prof, n, "raw", 3)[0]
     errs = sum(int(r[6]) for r in rows if (r[0], r[2], r[1]) == (prof, n, who))
+    g = f" {med(prof, n, 'raw-grant', 3)[0] / p:.2f}× |" if grant else ""
     print(f"| {prof} | {n} | {who} | {p:,.0f} [{lo:,.0f}–{hi:,.0f}] | "
           f"{med(prof, n, who, 4)[0]:,.0f} | {med(prof, n, who, 5)[0]:,.0f} | "
-          f"{raw / p:.2f}× | {errs} |")
+          f"{raw / p:.2f}× |{g} {errs} |")
 PY

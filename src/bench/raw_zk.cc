@@ -35,6 +35,14 @@
 // So the floor is the cheaper of the two ways; `api=async` makes the
 // pair's create and delete async + wait instead, to show that hop's cost.)
 // Watch events always come through the completion thread.
+//
+// `grant=write` adds what a lease needs that the recipe does not give: a
+// waiter that becomes first writes its node (setData) before it holds, so
+// the lease starts, and takes its fencing token, at a write by ZooKeeper's
+// clock (the node's mtime and mzxid), as the zookeeper:// store's grant
+// does. A request that was first at its create needs no such write (the
+// create is that write). This is the contended floor of the store's
+// guarantee: one write more per handed-over pair, on the critical path.
 #include "bench/raw_zk.h"
 
 #ifndef THREADED
@@ -67,8 +75,9 @@ using Clock = std::chrono::steady_clock;
 struct ZkOptions {
   std::string hosts;  // "h1:p1,h2:p2"
   milliseconds session_timeout{10'000};
-  bool check = false;  // try_acquire also lists the children
-  bool async = false;  // create and delete by async call + wait
+  bool check = false;        // try_acquire also lists the children
+  bool async = false;        // create and delete by async call + wait
+  bool grant_write = false;  // a waiter writes its node when it is first
 };
 
 Result<ZkOptions> parse_options(std::string_view text) {
@@ -108,10 +117,16 @@ Result<ZkOptions> parse_options(std::string_view text) {
                      "raw-zk: api must be sync or async, not \"" + v + "\"");
       }
       o.async = v == "async";
+    } else if (k == "grant") {
+      if (v != "write" && v != "none") {
+        return Error(Errc::invalid_argument,
+                     "raw-zk: grant must be write or none, not \"" + v + "\"");
+      }
+      o.grant_write = v == "write";
     } else {
-      return Error(
-          Errc::invalid_argument,
-          "raw-zk: unknown option \"" + k + "\" (session_timeout, check, api)");
+      return Error(Errc::invalid_argument,
+                   "raw-zk: unknown option \"" + k +
+                       "\" (session_timeout, check, api, grant)");
     }
   }
   return o;
@@ -199,7 +214,8 @@ Error zk_error(int rc, const std::string& what) {
 
 class RawZkSession final : public Session {
  public:
-  RawZkSession(bool check, bool async) : check_(check), async_(async) {}
+  RawZkSession(bool check, bool async, bool grant_write)
+      : check_(check), async_(async), grant_write_(grant_write) {}
   ~RawZkSession() override {
     // Joins the client's threads: no callback reaches waker_ after this.
     if (zh_ != nullptr) zookeeper_close(zh_);
@@ -247,7 +263,7 @@ class RawZkSession final : public Session {
     if (!p) return p.error();
     if (auto s = create(*p); !s) return s;
     const std::string me = node_.substr(p->size() + 1);
-    for (;;) {
+    for (bool waited = false;; waited = true) {
       auto kids = children(*p);
       if (!kids) {
         abandon();
@@ -259,7 +275,13 @@ class RawZkSession final : public Session {
         return Error(Errc::lock_lost,
                      "raw-zk: own node " + me + " is gone (session expired?)");
       }
-      if (it == kids->begin()) return {};
+      if (it == kids->begin()) {
+        if (!grant_write_ || !waited) return {};
+        const int rc = zoo_set(zh_, node_.c_str(), "h", 1, 0);
+        if (rc == ZOK) return {};
+        abandon();
+        return zk_error(rc, "set " + node_);
+      }
       // Watch the node just before this one; re-list when it goes (it may
       // have been a waiter that gave up, not the holder).
       const std::string pred = *p + "/" + *(it - 1);
@@ -372,6 +394,7 @@ class RawZkSession final : public Session {
 
   bool check_;
   bool async_;
+  bool grant_write_;
   Waker waker_;  // outlives zh_ (see the destructor)
   zhandle_t* zh_ = nullptr;
   std::set<std::string> made_;  // parents known to exist
@@ -387,7 +410,8 @@ Result<std::unique_ptr<Session>> open_raw_zk_session(const LoadOptions& o) {
   // The C client logs every connect at INFO on stderr; keep errors only.
   static std::once_flag quiet;
   std::call_once(quiet, [] { zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR); });
-  auto s = std::make_unique<RawZkSession>(opts->check, opts->async);
+  auto s = std::make_unique<RawZkSession>(opts->check, opts->async,
+                                          opts->grant_write);
   if (auto c = s->connect(*opts); !c) return c.error();
   return std::unique_ptr<Session>(std::move(s));
 }

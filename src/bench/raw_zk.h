@@ -3,7 +3,7 @@
 // (libzookeeper-mt) as the zookeeper:// store, with nothing of baton on top.
 //
 //   raw-zk://host:port[,host:port...][?session_timeout=10s&check=children
-//                                      &api=sync|async]
+//                                      &api=sync|async&grant=write]
 //
 // One ZooKeeper session (zhandle) per simulated client. Lock `name` is the
 // persistent parent /raw/<name with '/' as '_'>, made once per session.
@@ -12,7 +12,9 @@
 //                the lowest is deleted again (not_acquired);
 //   acquire      create, then the ZooKeeper lock recipe: getChildren; the
 //                lowest node holds; any other watches (exists) the node
-//                just before it and re-lists when that one goes;
+//                just before it and re-lists when that one goes; with
+//                grant=write a request that waited then writes its node
+//                (the grant write a store-clocked, fenced lease needs);
 //   release      delete the node;
 //   waiters      getChildren, minus the holder (handoff workload).
 // Calls are synchronous; api=async makes the create and the delete

@@ -125,6 +125,75 @@ TEST(ZkStore, NodesFollowTheDocumentedLayout) {
   EXPECT_EQ(zk.exists(std::string(kTestRoot) + "/clock"), ZOK);
 }
 
+// An acquire is one transaction: its request's create and a write of the
+// lock's node, whose stat counts the lock's requests. Alone, the create
+// started the lease (token czxid, expiry ctime + TTL) and the queue is not
+// listed, so an uncontended pair is two requests, the raw recipe's create
+// and delete. (Before 2026-11-28 it was three: a getChildren2 after the
+// create.) Not alone, it lists the queue as before. A new lock's node is
+// made in the transaction of its first request.
+TEST(ZkStore, AnUncontendedAcquireIsOneTransactionWithoutAListing) {
+  ZkObserver zk(shared_server().hostport());
+  ASSERT_TRUE(zk.ok());
+  auto c = open_zk_client(shared_server().url());
+  auto d = open_zk_client(shared_server().url());
+  ASSERT_TRUE(c.ok() && d.ok());
+  auto received = [] {
+    return four_letter_number(shared_server().four_letter("mntr"),
+                              "zk_packets_received");
+  };
+  const std::string name = unique("alone");
+  const std::string dir = lock_dir(name);
+  ASSERT_NE(zk.exists(dir), ZOK);
+  // A new lock: the create that finds the lock's node missing is sent
+  // again with the lock node's create in the same transaction (so no
+  // caller that came later can queue ahead meanwhile): two requests.
+  const long fresh_before = received();
+  auto l = c->try_acquire(name, opts(10s, "alone"));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_LE(received() - fresh_before, 3) << "requests for a new lock";
+  std::vector<std::string> kids;
+  ASSERT_EQ(zk.children(dir, &kids), ZOK);
+  ASSERT_EQ(kids.size(), 1u);
+  std::string data;
+  Stat st{};
+  Stat lock{};
+  ASSERT_EQ(zk.get(dir + "/" + kids[0], &data, &st), ZOK);
+  ASSERT_EQ(zk.get(dir, &data, &lock), ZOK);
+  EXPECT_EQ(st.mzxid, st.czxid) << "the create alone started the lease";
+  EXPECT_EQ(l->fencing_token, static_cast<std::uint64_t>(st.czxid));
+  EXPECT_EQ(l->store_expires_at_ms, st.ctime + 10000);
+  EXPECT_EQ(lock.mzxid, st.czxid) << "one transaction wrote both";
+  EXPECT_GE(lock.version, 1);
+  // Not alone: a second request of a semaphore lists the queue and is
+  // granted beside the first; a try of the held mutex is refused.
+  AcquireOptions two = opts(10s);
+  two.capacity = 2;
+  const std::string sem = unique("alone-sem");
+  auto s1 = c->try_acquire(sem, two);
+  auto s2 = d->try_acquire(sem, two);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_GT(s2->fencing_token, s1->fencing_token);
+  EXPECT_EQ(d->try_acquire(name, opts(10s)).error().code(), Errc::not_acquired);
+  ASSERT_TRUE(*c->release(*l));
+  ASSERT_TRUE(*c->release(*s1));
+  ASSERT_TRUE(*d->release(*s2));
+
+  // Requests per uncontended pair, counted by the server.
+  constexpr int kPairs = 30;
+  const long before = received();
+  ASSERT_GE(before, 0) << "mntr has no zk_packets_received";
+  for (int i = 0; i < kPairs; ++i) {
+    auto p = c->try_acquire(name, opts(10s));
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    ASSERT_TRUE(*c->release(*p));
+  }
+  const long sent = received() - before;
+  // Slack for pings and the janitor's look at idle locks.
+  EXPECT_LE(sent, 2 * kPairs + 8)
+      << sent << " requests for " << kPairs << " pairs";
+}
+
 // The URL path is the root (default /baton); zk:// is the same store.
 TEST(ZkStore, RootIsTheUrlPathAndZkIsAnAlias) {
   ZkObserver zk(shared_server().hostport());

@@ -93,12 +93,12 @@ Result<std::vector<Grant>> ZkStore::acquire_some(const MultiSpec& spec,
         }
       }
     }
-    auto made = create_request(
+    auto made = create_counted(
         lock_path(name),
         node_prefix(spec.reservation, spec.capacity, Kind::kSome), queued);
     if (!made.ok()) return std::move(made).error();
-    it.path = made->first;
-    it.version = made->second.version;
+    it.path = made->path;
+    it.version = made->stat.version;
     items.push_back(std::move(it));
   }
 

@@ -196,19 +196,54 @@ Status ZkStore::ensure_path(const std::string& path) {
   return {};
 }
 
-Result<std::pair<std::string, Stat>> ZkStore::create_request(
-    const std::string& parent, const std::string& prefix,
-    const NodeData& data) {
-  std::pair<std::string, Stat> out;
-  const std::string path = parent + "/" + prefix;
-  const std::string bytes = encode(data);
+Result<ZkStore::Made> ZkStore::create_counted(const std::string& parent,
+                                              const std::string& prefix,
+                                              const NodeData& data) {
+  // [create the lock's node,] create our request, write the lock's node.
+  std::vector<Op> ops(3);
+  ops[0].type = Op::kCreate;
+  ops[0].path = parent;
+  ops[0].flags = kPersistent;
+  ops[1].type = Op::kCreate;
+  ops[1].path = parent + "/" + prefix;
+  ops[1].data = encode(data);
+  ops[1].flags = kEphemeralSequential;
+  ops[2].type = Op::kSet;
+  ops[2].path = parent;
+  bool make_lock = false;
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const int rc = conn_->create(path, bytes, kEphemeralSequential, &out.first,
-                                 &out.second);
-    if (rc == ZOK) return out;
-    if (rc != ZNONODE) return err(rc, "create " + path);
-    // The lock's parent is missing (new lock, or cleaned up meanwhile).
-    if (Status s = ensure_path(parent); !s.ok()) return s.error();
+    const std::vector<Op> send(ops.begin() + (make_lock ? 0 : 1), ops.end());
+    std::vector<OpResult> res;
+    const std::int64_t session = conn_->session_id();
+    const int rc = conn_->multi(send, &res);
+    if (rc == ZOK) {
+      // One transaction: one zxid and one time for every write, so the
+      // lock node's new mzxid and mtime are our node's czxid and ctime,
+      // and its child count is the queue's length right after our create.
+      const Stat& p = res.back().stat;
+      Made m;
+      m.path = res[res.size() - 2].path;
+      m.stat.czxid = m.stat.mzxid = p.mzxid;
+      m.stat.ctime = m.stat.mtime = p.mtime;
+      m.stat.ephemeral_owner = session;
+      m.alone = p.num_children == 1;
+      return m;
+    }
+    const int first = res.empty() ? rc : res[0].rc;
+    if (!make_lock && first == ZNONODE) {
+      // The lock's node is missing (a new lock, or cleaned up meanwhile):
+      // make it in the same transaction as our request, so that a caller
+      // that came after us cannot queue ahead while we make it.
+      make_lock = true;
+    } else if (make_lock && first == ZNODEEXISTS) {
+      make_lock = false;  // another request made it meanwhile
+    } else if (make_lock && first == ZNONODE) {
+      // The root is missing too (a new chroot).
+      if (Status s = ensure_path(parent); !s.ok()) return s.error();
+      make_lock = false;
+    } else {
+      return err(rc, "create " + ops[1].path);
+    }
   }
   return Error(Errc::unavailable, "zookeeper " + conn_->where() +
                                       ": the node of lock " + parent +
@@ -245,15 +280,31 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
   mine.reentrancy_key = spec.reentrancy_key;
   mine.label = spec.label;
   auto created =
-      create_request(parent,
+      create_counted(parent,
                      node_prefix(spec.token, spec.capacity,
                                  spec.shared ? Kind::kShared : Kind::kSingle),
                      mine);
   if (!created.ok()) return std::move(created).error();
-  std::string my_path = created->first;
-  Stat my_stat = created->second;
+  std::string my_path = created->path;
+  Stat my_stat = created->stat;
   const std::int64_t session = conn_->session_id();
   const std::int64_t arrival = my_stat.ctime;
+  auto my_name = parse_node_name(my_path.substr(my_path.rfind('/') + 1));
+  if (created->alone && my_name) {
+    // No other request existed at our create (its transaction counted the
+    // lock's children): the create started the lease, token czxid, as in
+    // the one-write grant below, without listing the queue.
+    QNode me;
+    me.path = my_path;
+    me.name = *my_name;
+    me.loaded = true;
+    me.data = mine;
+    me.stat = my_stat;
+    me.data.fencing = static_cast<std::uint64_t>(my_stat.czxid);
+    remember(spec.name, me);
+    return grant_of(spec.name, me, me.data.fencing, my_stat.ctime + mine.ttl_ms,
+                    arrival, arrival);
+  }
   auto waker = std::make_shared<Waker>();
   conn_->on_session_event(waker);
   std::uint64_t seen = waker->generation();
@@ -464,7 +515,7 @@ Result<Grant> ZkStore::acquire_queued(const AcquireSpec& spec,
 
     if (pos < front && !*back) {
       if (fresh && q->parent_stat.pzxid == my_stat.czxid &&
-          my_path == created->first) {
+          my_path == created->path) {
         // Nobody joined or left the queue since our create, so we were at
         // the front then: the create started the lease.
         me.data = mine;

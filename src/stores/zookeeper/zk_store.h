@@ -135,10 +135,18 @@ class ZkStore final : public Store {
   Status load(QNode& n, const std::shared_ptr<Waker>& watch = nullptr);
   // ZooKeeper's clock now (ms): the mtime of a write to <root>/clock.
   Result<std::int64_t> server_now();
-  // Creates a request node under `parent`, making the parent if missing.
-  Result<std::pair<std::string, Stat>> create_request(const std::string& parent,
-                                                      const std::string& prefix,
-                                                      const NodeData& data);
+  // Creates a request node under `parent` in one transaction with a write
+  // of the parent (empty data, any version), whose stat tells what the
+  // create did: the node's czxid and ctime (the transaction's zxid and
+  // time) and how many requests the lock had then, ours included (`alone`:
+  // none but ours). A missing parent is made in the same transaction.
+  struct Made {
+    std::string path;
+    Stat stat;  // czxid, mzxid, ctime, mtime, ephemeral_owner; version 0
+    bool alone = false;
+  };
+  Result<Made> create_counted(const std::string& parent,
+                              const std::string& prefix, const NodeData& data);
   // Deletes every node before position `upto` (holders, queued
   // acquire_some requests) whose lease or queue time is over by
   // ZooKeeper's clock, each only if unchanged since it was read. True if
