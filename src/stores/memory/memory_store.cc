@@ -265,6 +265,7 @@ class MemoryStore final : public Store {
   }
 
   bool supports_shared() const override { return true; }
+  bool leases_outlive_client() const override { return false; }
   std::string safe_url() const override { return url_; }
 
  private:
@@ -385,6 +386,9 @@ class SharedMemoryStore final : public Store {
     return s_->counter_take(name, n);
   }
   bool supports_shared() const override { return s_->supports_shared(); }
+  bool leases_outlive_client() const override {
+    return s_->leases_outlive_client();
+  }
   std::string safe_url() const override { return s_->safe_url(); }
 
  private:
