@@ -43,6 +43,8 @@ inline constexpr int kExitNotAcquired = 75;  // EX_TEMPFAIL: busy / timeout
 inline constexpr int kExitLeaseLost = 76;    // lease or leadership lost
 inline constexpr int kExitPermission = 77;   // EX_NOPERM
 inline constexpr int kExitCancelled = 130;   // a wait ended by SIGINT
+// run --max-runtime stopped the command (as timeout(1) exits).
+inline constexpr int kExitMaxRuntime = 124;
 inline constexpr int kExitCannotExec = 126;  // command found, not runnable
 inline constexpr int kExitNotFound = 127;    // command not found
 
@@ -74,6 +76,7 @@ Command add_extend_command(CLI::App& app, const Globals& globals);
 Command add_release_command(CLI::App& app, const Globals& globals);
 Command add_status_command(CLI::App& app, const Globals& globals);
 Command add_counter_command(CLI::App& app, const Globals& globals);
+Command add_leader_command(CLI::App& app, const Globals& globals);
 Command add_bench_command(CLI::App& app, const Globals& globals);
 
 // The exit code documented for an error code.
