@@ -64,30 +64,21 @@ class SignalForwarding {
     static_assert(std::atomic<int>::is_always_lock_free);
     g_control.store(-1);
     g_pending.store(0);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-      sigaction(kForwarded[i], &sa, &old_[i]);
-    }
+    handle_forwarded_signals(forward_signal, &old_);
   }
   void start(int control_fd) {
     g_control.store(control_fd);
     if (int sig = g_pending.exchange(0); sig != 0) send_signal(control_fd, sig);
   }
   ~SignalForwarding() {
-    for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-      sigaction(kForwarded[i], &old_[i], nullptr);
-    }
+    restore_forwarded_signals(old_);
     g_control.store(-1);
   }
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
  private:
-  std::array<struct sigaction, kForwarded.size()> old_{};
+  SavedHandlers old_{};
 };
 
 // Hands the terminal to the command's group when baton is the foreground
@@ -220,8 +211,11 @@ class Supervisor {
   // Returns the command's wait status (or the guard's, if it died without
   // a report) once the guard is gone.
   int run(pid_t guard) {
-    hand_over();  // a renewal may have come since the plan was made
     for (;;) {
+      // First the latest deadline (a renewal may have come since the plan
+      // was made, or while this thread was not scheduled), so that the
+      // backstop never acts on an old one.
+      hand_over();
       if (!backstopped_ && steady_clock::now() >= sent_ && !gone_by_now()) {
         backstop(guard);
       }
@@ -261,8 +255,7 @@ class Supervisor {
         continue;  // timeout or EINTR: re-evaluate
       }
       if (renewed_at < n && fds[renewed_at].revents != 0) {
-        options_.renewed->drain();
-        hand_over();
+        options_.renewed->drain();  // handed over at the top of the loop
       }
       if (fds[0].revents != 0 && !read_report()) break;
     }

@@ -188,6 +188,13 @@ struct SuperviseResult {
   bool max_runtime = false;  // the guard signalled it for max_runtime
 };
 
+// The dispositions of SIGINT, SIGTERM, SIGHUP and SIGQUIT, in that order.
+using SavedHandlers = std::array<struct sigaction, 4>;
+// Sets `handler` (SA_RESTART) for those four, saving the old ones in *old;
+// restore_forwarded_signals puts them back.
+void handle_forwarded_signals(void (*handler)(int), SavedHandlers* old);
+void restore_forwarded_signals(const SavedHandlers& old);
+
 // While alive, SIGINT/SIGTERM/SIGHUP/SIGQUIT do not kill the process but
 // are recorded; signal() returns the last one (0 = none). Restores the
 // previous handlers on destruction. For waits where no child runs yet.
@@ -200,7 +207,7 @@ class SignalLatch {
   int signal() const noexcept;
 
  private:
-  std::array<struct sigaction, 4> old_{};  // SIGINT, SIGTERM, SIGHUP, SIGQUIT
+  SavedHandlers old_{};
 };
 
 // Starts the command under a guard, hands the guard the deadline and the

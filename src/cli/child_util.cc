@@ -168,24 +168,29 @@ std::string StopNotice::reason() const {
   return reason_;
 }
 
-SignalLatch::SignalLatch() {
-  static_assert(kForwarded.size() == 4);
-  g_latched_signal = 0;
+void handle_forwarded_signals(void (*handler)(int), SavedHandlers* old) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = latch_signal;
+  sa.sa_handler = handler;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &sa, &old_[i]);
+    sigaction(kForwarded[i], &sa, &(*old)[i]);
   }
 }
 
-SignalLatch::~SignalLatch() {
+void restore_forwarded_signals(const SavedHandlers& old) {
   for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &old_[i], nullptr);
+    sigaction(kForwarded[i], &old[i], nullptr);
   }
 }
+
+SignalLatch::SignalLatch() {
+  g_latched_signal = 0;
+  handle_forwarded_signals(latch_signal, &old_);
+}
+
+SignalLatch::~SignalLatch() { restore_forwarded_signals(old_); }
 
 int SignalLatch::signal() const noexcept {
   return static_cast<int>(g_latched_signal);

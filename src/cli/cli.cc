@@ -42,7 +42,10 @@ int exit_code_for(Errc code) noexcept {
 }
 
 int report(Errc code, std::string_view message) {
-  std::cerr << "baton: " << errc_name(code) << ": " << message << '\n';
+  // One write: the command run by run/elect shares stderr, and a line of
+  // its own ("Terminated") must not land inside ours.
+  std::cerr << ("baton: " + std::string(errc_name(code)) + ": " +
+                std::string(message) + "\n");
   return exit_code_for(code);
 }
 

@@ -283,11 +283,12 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   supervise_options.max_runtime = *max_runtime;
   supervise_options.on_stop = [&](const StopEvent& event) {
     if (event.cause == StopEvent::Cause::max_runtime) {
-      std::cerr << "baton: "
-                << describe_stop("the command reached --max-runtime " +
-                                     format_duration(*max_runtime),
-                                 event, *grace)
-                << '\n';
+      // One write (the command shares stderr).
+      std::cerr << ("baton: " +
+                    describe_stop("the command reached --max-runtime " +
+                                      format_duration(*max_runtime),
+                                  event, *grace) +
+                    "\n");
       return;
     }
     report(Errc::lock_lost,

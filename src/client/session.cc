@@ -220,9 +220,16 @@ void SessionCore::renewal_loop() {
       renew_running_ = false;
       return;
     }
+    // A lease whose loss is reported (not yet noticed) is not renewed
+    // again: the store said it is gone, and on_renewed must not follow.
     std::shared_ptr<KeptEntry> due;
     for (auto& [id, e] : entries_) {
+      if (e->loss) continue;
       if (!due || e->next_renew < due->next_renew) due = e;
+    }
+    if (!due) {
+      renew_cv_.wait(lk);  // the notice thread takes the lost ones out
+      continue;
     }
     if (due->next_renew > clock_->now()) {
       clock_->wait_until(renew_cv_, lk, due->next_renew);

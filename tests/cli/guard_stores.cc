@@ -1,6 +1,8 @@
 // tests/cli/guard_stores.cc — the stores of cli_guard_test (guard_stores.h).
 #include "guard_stores.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -32,7 +34,19 @@ struct Started {
 };
 
 std::mutex mu;
-std::map<std::string, std::unique_ptr<Started>> started;  // guarded by mu
+// Never destroyed: the servers are stopped by the environment below, before
+// exit, when everything they use still exists.
+auto& started = *new std::map<std::string, std::unique_ptr<Started>>();  // mu
+
+class StopStores : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::lock_guard<std::mutex> lock(mu);
+    started.clear();
+  }
+};
+::testing::Environment* const stop_stores =
+    ::testing::AddGlobalTestEnvironment(new StopStores);
 
 }  // namespace
 

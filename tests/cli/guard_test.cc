@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "guard_stores.h"
 #include "process.h"
 
@@ -58,28 +59,6 @@ std::string cli() {
 }
 const std::string kBaton = cli();
 
-// Appends a timestamp to `file` every 50 ms; on SIGTERM writes one to
-// `term` and exits 143.
-std::string ticker(const std::string& file, const std::string& term) {
-  return "trap 'date +%s%N >> \"" + term + "\"; exit 143' TERM; " +
-         "while :; do date +%s%N >> '" + file + "'; sleep 0.05; done";
-}
-
-bool eventually(const std::function<bool()>& done,
-                std::chrono::milliseconds bound) {
-  const auto end = Clock::now() + bound;
-  while (!done()) {
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-void sleep_until_realtime(std::int64_t ns) {
-  const std::int64_t left = ns - realtime_ns();
-  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
-}
-
 // A lock name no other test of this binary uses (servers are shared).
 std::string unique_name(const std::string& what) {
   static int n = 0;
@@ -90,18 +69,6 @@ std::string unique_name(const std::string& what) {
 long long ms_after(std::int64_t t, std::int64_t origin) {
   return static_cast<long long>((t - origin) / kMs);
 }
-
-// Runs `f` at the end of the scope (also after a failed ASSERT).
-class Defer {
- public:
-  explicit Defer(std::function<void()> f) : f_(std::move(f)) {}
-  ~Defer() { f_(); }
-  Defer(const Defer&) = delete;
-  Defer& operator=(const Defer&) = delete;
-
- private:
-  std::function<void()> f_;
-};
 
 // The scenarios on one store kind (GUARD_SCENARIOS below makes one test
 // suite per kind, so that each store's tests run together and its servers
@@ -150,7 +117,7 @@ void GuardTest::freeze_only_baton(const std::string& verb) {
   const std::string lock = unique_name(verb + "-freeze");
   Process holder(
       baton({"--label", "frozen", verb, lock, "--ttl", "2s", "--grace", "500ms",
-             "--", "sh", "-c", ticker(file("a"), file("a.term"))}));
+             "--", "sh", "-c", ticker_script(file("a"), file("a.term"))}));
   // Past the first renewal (every TTL/3).
   ASSERT_TRUE(eventually(
       [&] {
@@ -162,8 +129,8 @@ void GuardTest::freeze_only_baton(const std::string& verb) {
   std::vector<std::string> next_args = {"--label", "next",  verb,
                                         lock,      "--ttl", "2s"};
   if (!elect) next_args.insert(next_args.end(), {"--wait", "30s"});
-  next_args.insert(next_args.end(),
-                   {"--", "sh", "-c", ticker(file("b"), file("b.term"))});
+  next_args.insert(next_args.end(), {"--", "sh", "-c",
+                                     ticker_script(file("b"), file("b.term"))});
   Process next(baton(next_args));
   Defer stop_next([&] {
     next.signal(SIGTERM);
@@ -232,9 +199,9 @@ void GuardTest::freeze_only_baton(const std::string& verb) {
 // so the command is not stopped.
 void GuardTest::starve_baton() {
   const std::string lock = unique_name("starve");
-  Process holder(
-      baton({"--label", "starved", "run", lock, "--ttl", "2s", "--grace",
-             "500ms", "--", "sh", "-c", ticker(file("a"), file("a.term"))}));
+  Process holder(baton({"--label", "starved", "run", lock, "--ttl", "2s",
+                        "--grace", "500ms", "--", "sh", "-c",
+                        ticker_script(file("a"), file("a.term"))}));
   ASSERT_TRUE(
       eventually([&] { return timestamps(file("a")).size() >= 3; }, 20s))
       << holder.err();
@@ -375,13 +342,13 @@ TEST_F(GuardLocalTest, StoppedGuardIsKilledByBatonAtTheDeadline) {
   const std::string a = dir_ + "/a", b = dir_ + "/b";
   Process holder({kBaton, "--store", store->url, "run", lock, "--ttl", "2s",
                   "--grace", "500ms", "--", "sh", "-c",
-                  ticker(a, dir_ + "/a.term")});
+                  ticker_script(a, dir_ + "/a.term")});
   ASSERT_TRUE(eventually([&] { return timestamps(a).size() >= 3; }, 20s))
       << holder.err();
   const auto guards = children_of(holder.pid());
   ASSERT_EQ(guards.size(), 1u);
   Process next({kBaton, "--store", store->url, "run", lock, "--wait", "30s",
-                "--", "sh", "-c", ticker(b, dir_ + "/b.term")});
+                "--", "sh", "-c", ticker_script(b, dir_ + "/b.term")});
   Defer stop_next([&] {
     next.signal(SIGTERM);
     next.wait(10s);
@@ -420,7 +387,7 @@ TEST_F(GuardLocalTest, StoppingBatonsProcessGroupDoesNotStopTheGuard) {
   // test's group must not be stopped).
   Process holder({"setsid", kBaton, "--store", "sqlite://" + dir_ + "/db",
                   "run", "m", "--ttl", "1500ms", "--grace", "400ms", "--", "sh",
-                  "-c", ticker(ticks, dir_ + "/term")});
+                  "-c", ticker_script(ticks, dir_ + "/term")});
   ASSERT_TRUE(eventually([&] { return timestamps(ticks).size() >= 3; }, 20s))
       << holder.err();
   kill(-holder.pid(), SIGSTOP);

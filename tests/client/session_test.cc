@@ -295,6 +295,8 @@ TEST(SessionTest, OnRenewedComesAfterEachRenewalWithTheNewDeadline) {
   f.clock->advance(10s);
   ASSERT_TRUE(eventually([&] { return k.lost(); }));
   EXPECT_EQ(count(), 2u);
+  // The lease the store called lost is not renewed again meanwhile.
+  EXPECT_EQ(f.store->calls(Op::extend), 3);
 }
 
 TEST(SessionTest, ElectorOnRenewedComesWithEachRenewalOfTheTerm) {
