@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "cli/guard.h"
 
@@ -267,6 +268,20 @@ class Supervisor {
 
   std::int64_t causes() const { return causes_; }
 
+  // The keeper's current deadline to the guard, if it moved.
+  void hand_over() {
+    if (!options_.deadline) return;
+    const SteadyTime d = options_.deadline();
+    if (d == sent_ || d == SteadyTime{} || d == SteadyTime::max()) return;
+    Message m;
+    m.kind = kDeadline;
+    m.a = to_ns(d);
+    m.b = std::chrono::duration_cast<nanoseconds>(options_.grace).count();
+    // Non-blocking: a guard that does not read (stopped) cannot hold baton
+    // up; it acts on the deadline it has.
+    if (write_message(control_fd_, m)) sent_ = d;
+  }
+
  private:
   // Reads what the guard has reported so far, without waiting; true once it
   // reported the exit (or is gone).
@@ -297,20 +312,6 @@ class Supervisor {
   bool lost() const {
     return (options_.notice != nullptr && options_.notice->notified()) ||
            (options_.stop != nullptr && options_.stop->load());
-  }
-
-  // The keeper's current deadline to the guard, if it moved.
-  void hand_over() {
-    if (!options_.deadline) return;
-    const SteadyTime d = options_.deadline();
-    if (d == sent_ || d == SteadyTime{} || d == SteadyTime::max()) return;
-    Message m;
-    m.kind = kDeadline;
-    m.a = to_ns(d);
-    m.b = std::chrono::duration_cast<nanoseconds>(options_.grace).count();
-    // Non-blocking: a guard that does not read (stopped) cannot hold baton
-    // up; it acts on the deadline it has.
-    if (write_message(control_fd_, m)) sent_ = d;
   }
 
   // One report; false once the guard has reported the exit or is gone.
@@ -353,13 +354,26 @@ class Supervisor {
 // On failure the guard is reaped and *spawn_exit_code set as a shell would.
 // *group is the command's group whenever it was forked (the terminal may
 // have to be taken back from it).
+// Meanwhile each renewal's deadline is handed over (`hand_over`): the exec
+// may take longer than a short TTL's renew interval.
 Result<pid_t> await_start(const SuperviseOptions& options, int report_fd,
-                          pid_t guard, pid_t* group, int* spawn_exit_code) {
+                          pid_t guard, pid_t* group, int* spawn_exit_code,
+                          const std::function<void()>& hand_over) {
   auto reap_guard = [&] {
     int status = 0;
     while (waitpid(guard, &status, 0) < 0 && errno == EINTR) {
     }
   };
+  for (;;) {
+    pollfd fds[2] = {{report_fd, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (options.renewed != nullptr) fds[1].fd = options.renewed->fd();
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) {
+      options.renewed->drain();
+      hand_over();
+    }
+    if (fds[0].revents != 0) break;
+  }
   Message started;
   const int got = read_message(report_fd, &started);
   const int err = got == 1 ? static_cast<int>(started.b) : 0;
@@ -468,9 +482,10 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
                                      std::strerror(fork_errno));
   }
   setpgid(guard, guard);  // as the guard does: whichever runs first
+  Supervisor supervisor(options, pipes.report[0], pipes.control[1], deadline);
   pid_t forked = 0;
-  auto group =
-      await_start(options, pipes.report[0], guard, &forked, spawn_exit_code);
+  auto group = await_start(options, pipes.report[0], guard, &forked,
+                           spawn_exit_code, [&] { supervisor.hand_over(); });
   if (forked > 0) terminal.set_group(forked);
   if (!group) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
@@ -479,7 +494,6 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   forwarding.start(pipes.control[1]);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 
-  Supervisor supervisor(options, pipes.report[0], pipes.control[1], deadline);
   const int status = supervisor.run(guard);
   // A guard killed from outside takes the command with it (the command's
   // PR_SET_PDEATHSIG); baton never signals the group itself.

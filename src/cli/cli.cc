@@ -228,6 +228,15 @@ StoreDeadline::~StoreDeadline() {
   state_->cv.notify_all();
 }
 
+void exit_lost_before_start(const std::string& what,
+                            const std::string& reason) {
+  report(Errc::lock_lost,
+         what + " lost before the command started (" +
+             (reason.empty() ? "its local safe deadline passed" : reason) +
+             ")");
+  exit_now(kExitLeaseLost);
+}
+
 void exit_now(int code) {
   std::cout.flush();
   std::cerr.flush();

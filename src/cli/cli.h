@@ -151,6 +151,12 @@ class StoreDeadline {
 // does not answer (the keeper's release, the elector's thread).
 [[noreturn]] void exit_now(int code);
 
+// run / elect: the lease (`what`: "lease on m", "leadership of g") was gone
+// before the command could start: prints why (`reason`, the loss notice's;
+// empty: the local safe deadline passed) and exits 76 at once.
+[[noreturn]] void exit_lost_before_start(const std::string& what,
+                                         const std::string& reason);
+
 // --grace of run / elect: "auto" = min(10s, TTL/3, (TTL - renew)/2), or a
 // duration that leaves room for renewals: grace < TTL - renew interval
 // (the command gets SIGTERM at the safe deadline minus grace, and the

@@ -175,14 +175,7 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     return spawn_exit;
   }
   if (!outcome->started) {
-    report(Errc::lock_lost,
-           "leadership of " + flags.group +
-               " lost before the command started (" +
-               (lost.reason().empty() ? std::string("its local safe deadline "
-                                                    "passed")
-                                      : lost.reason()) +
-               ")");
-    exit_now(kExitLeaseLost);
+    exit_lost_before_start("leadership of " + flags.group, lost.reason());
   }
   if (outcome->stopped) exit_now(kExitLeaseLost);
   resign_bounded(outcome->exit_code);

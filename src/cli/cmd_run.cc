@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -52,6 +53,25 @@ Result<milliseconds> parse_optional_limit(std::string_view flag,
                      " is out of range (0 = off, or 1ms .. 7d)");
   }
   return *d;
+}
+
+// What run prints when the guard stops the command: the lease's
+// lock_lost line, or the --max-runtime line.
+std::function<void(const StopEvent&)> stop_reporter(std::string lock,
+                                                    milliseconds grace,
+                                                    milliseconds max_runtime) {
+  return [lock = std::move(lock), grace, max_runtime](const StopEvent& event) {
+    if (event.cause == StopEvent::Cause::max_runtime) {
+      // One write (the command shares stderr).
+      std::cerr << ("baton: " +
+                    describe_stop("the command reached --max-runtime " +
+                                      format_duration(max_runtime),
+                                  event, grace) +
+                    "\n");
+      return;
+    }
+    report(Errc::lock_lost, describe_stop("lease on " + lock, event, grace));
+  };
 }
 
 // Releases the lease (bounded by --timeout) and returns `code`.
@@ -281,19 +301,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   supervise_options.renewed = &renewed;
   supervise_options.grace = *grace;
   supervise_options.max_runtime = *max_runtime;
-  supervise_options.on_stop = [&](const StopEvent& event) {
-    if (event.cause == StopEvent::Cause::max_runtime) {
-      // One write (the command shares stderr).
-      std::cerr << ("baton: " +
-                    describe_stop("the command reached --max-runtime " +
-                                      format_duration(*max_runtime),
-                                  event, *grace) +
-                    "\n");
-      return;
-    }
-    report(Errc::lock_lost,
-           describe_stop("lease on " + flags.lock, event, *grace));
-  };
+  supervise_options.on_stop = stop_reporter(flags.lock, *grace, *max_runtime);
 
   int spawn_exit = 0;
   auto outcome = supervise(supervise_options, &spawn_exit);
@@ -302,13 +310,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     return release_bounded(globals, flags.lock, *keeper, spawn_exit);
   }
   if (!outcome->started) {
-    report(Errc::lock_lost,
-           "lease on " + flags.lock + " lost before the command started (" +
-               (lost.reason().empty() ? std::string("its local safe deadline "
-                                                    "passed")
-                                      : lost.reason()) +
-               ")");
-    exit_now(kExitLeaseLost);
+    exit_lost_before_start("lease on " + flags.lock, lost.reason());
   }
   if (outcome->stopped) {
     // Lost, or about to be: never wait for the store now (its renewal

@@ -100,6 +100,9 @@ class Guard {
 
   [[noreturn]] void run() {
     for (;;) {
+      // What baton sent so far first (deadlines handed over while the
+      // command was being started, too), then what is due.
+      read_control();
       act(clock_ns(clock_));
       arm_timer();
       pollfd fds[3] = {{signal_fd_, POLLIN, 0},
@@ -114,7 +117,6 @@ class Guard {
         std::uint64_t expirations;
         (void)!read(timer_fd_, &expirations, sizeof expirations);
       }
-      if (fds[2].revents != 0) read_control();
       if (getppid() != plan_.baton_pid) baton_gone();
     }
   }
@@ -126,10 +128,6 @@ class Guard {
     if (mono == kNever) return kNever;
     if (clock_ == CLOCK_MONOTONIC) return mono;
     return mono - clock_ns(CLOCK_MONOTONIC) + clock_ns(clock_);
-  }
-  std::int64_t to_monotonic(std::int64_t t) const {
-    if (t == kNever || clock_ == CLOCK_MONOTONIC) return t;
-    return t - clock_ns(clock_) + clock_ns(CLOCK_MONOTONIC);
   }
 
   std::int64_t lease_kill_at() const {
@@ -158,8 +156,13 @@ class Guard {
       kill(-command_, SIGTERM);
       term_sent_ = true;
     }
-    send(plan_.report_fd, kStopping, cause, to_monotonic(kill_at),
-         to_monotonic(now));
+    // One offset for both instants, so that their difference is exact.
+    const std::int64_t to_mono =
+        clock_ == CLOCK_MONOTONIC
+            ? 0
+            : clock_ns(CLOCK_MONOTONIC) - clock_ns(clock_);
+    send(plan_.report_fd, kStopping, cause,
+         kill_at == kNever ? kNever : kill_at + to_mono, now + to_mono);
   }
 
   // Everything due at `now`, SIGTERM before SIGKILL.
@@ -194,6 +197,8 @@ class Guard {
     timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr);
   }
 
+  // Every message baton sent so far (the caller then acts on the latest
+  // deadline, not on one a later message replaced).
   void read_control() {
     for (;;) {
       Message m;
@@ -221,7 +226,6 @@ class Guard {
         default:
           break;
       }
-      act(now);
     }
   }
 
