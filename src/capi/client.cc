@@ -9,7 +9,7 @@
 #include "baton/validate.h"
 #include "capi/handles.h"
 
-using baton::capi::check_process;
+using baton::capi::begin;
 using baton::capi::deliver;
 using baton::capi::guarded;
 using baton::capi::require;
@@ -17,23 +17,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// The checks every client call starts with: the handle, the process, and
-// the out parameter (cleared first, so that it is NULL on any error).
-template <typename T>
-baton_error_t* begin(const baton_client_t* client, T** out) {
-  if (out) *out = nullptr;
-  if (auto* e = require(client, "client")) return e;
-  if (auto* e = check_process(client->pid, "client")) return e;
-  return require(out, "out");
-}
-
 // acquire / acquire_shared / try_acquire.
 baton_error_t* acquire_one(baton_client_t* client, const char* name,
                            std::int64_t wait_ms, bool shared,
                            const baton_acquire_options_t* options,
                            baton_cancel_t* cancel, baton_lease_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     if (auto* e = require(name, "lock name")) return e;
     const baton::capi::CallOptions call(options, cancel);
     const baton::AcquireOptions& o = call.get();
@@ -68,6 +58,30 @@ baton_error_t* deliver_leases(baton::Result<std::vector<baton::Lease>>&& r,
   for (auto& l : *r) list->leases.emplace_back(std::move(l));
   *out = list.release();
   return nullptr;
+}
+
+// acquire_some (under `reservation`) and acquire_all (all_or_nothing).
+baton_error_t* acquire_many(baton_client_t* client, const char* const* names,
+                            std::size_t count, bool all_or_nothing,
+                            const char* reservation, std::int64_t wait_ms,
+                            const baton_acquire_options_t* options,
+                            baton_cancel_t* cancel, baton_lease_list_t** out) {
+  return guarded([&]() -> baton_error_t* {
+    if (auto* e = begin(client, "client", out)) return e;
+    std::vector<std::string> v;
+    if (auto* e = names_of(names, count, v)) return e;
+    const baton::capi::CallOptions call(options, cancel);
+    const milliseconds wait(wait_ms);
+    if (all_or_nothing) {
+      return deliver_leases(client->client.acquire_all(v, wait, call.get()),
+                            out);
+    }
+    if (auto* e = require(reservation, "reservation")) return e;
+    auto token = baton::OwnerToken::parse(reservation);
+    if (!token.ok()) return baton::capi::make_error(std::move(token).error());
+    return deliver_leases(
+        client->client.acquire_some(v, *token, wait, call.get()), out);
+  });
 }
 
 }  // namespace
@@ -130,7 +144,7 @@ baton_error_t* baton_client_extend(baton_client_t* client,
                                    const baton_lease_t* lease, int64_t ttl_ms,
                                    baton_lease_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     if (auto* e = require(lease, "lease")) return e;
     // 0 = the lease's own TTL; every other value is checked as a TTL.
     const milliseconds ttl =
@@ -143,8 +157,7 @@ baton_error_t* baton_client_release(baton_client_t* client,
                                     const baton_lease_t* lease, int* released) {
   return guarded([&]() -> baton_error_t* {
     if (released) *released = 0;
-    if (auto* e = require(client, "client")) return e;
-    if (auto* e = check_process(client->pid, "client")) return e;
+    if (auto* e = begin(client, "client")) return e;
     if (auto* e = require(lease, "lease")) return e;
     auto r = client->client.release(lease->lease);
     if (!r.ok()) return baton::capi::make_error(std::move(r).error());
@@ -156,7 +169,7 @@ baton_error_t* baton_client_release(baton_client_t* client,
 baton_error_t* baton_client_describe(baton_client_t* client, const char* name,
                                      baton_lock_info_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     if (auto* e = require(name, "lock name")) return e;
     return deliver(client->client.describe(name), out);
   });
@@ -165,7 +178,7 @@ baton_error_t* baton_client_describe(baton_client_t* client, const char* name,
 baton_error_t* baton_client_list(baton_client_t* client, const char* prefix,
                                  size_t limit, baton_lock_list_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     auto r = client->client.list(prefix ? prefix : "", limit);
     if (!r.ok()) return baton::capi::make_error(std::move(r).error());
     auto list = std::make_unique<baton_lock_list>();
@@ -183,18 +196,8 @@ baton_error_t* baton_client_acquire_some(baton_client_t* client,
                                          const baton_acquire_options_t* options,
                                          baton_cancel_t* cancel,
                                          baton_lease_list_t** out) {
-  return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
-    std::vector<std::string> v;
-    if (auto* e = names_of(names, count, v)) return e;
-    if (auto* e = require(reservation, "reservation")) return e;
-    auto token = baton::OwnerToken::parse(reservation);
-    if (!token.ok()) return baton::capi::make_error(std::move(token).error());
-    return deliver_leases(client->client.acquire_some(
-                              v, *token, milliseconds(wait_ms),
-                              baton::capi::CallOptions(options, cancel).get()),
-                          out);
-  });
+  return acquire_many(client, names, count, false, reservation, wait_ms,
+                      options, cancel, out);
 }
 
 baton_error_t* baton_client_acquire_all(baton_client_t* client,
@@ -203,15 +206,8 @@ baton_error_t* baton_client_acquire_all(baton_client_t* client,
                                         const baton_acquire_options_t* options,
                                         baton_cancel_t* cancel,
                                         baton_lease_list_t** out) {
-  return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
-    std::vector<std::string> v;
-    if (auto* e = names_of(names, count, v)) return e;
-    return deliver_leases(client->client.acquire_all(
-                              v, milliseconds(wait_ms),
-                              baton::capi::CallOptions(options, cancel).get()),
-                          out);
-  });
+  return acquire_many(client, names, count, true, nullptr, wait_ms, options,
+                      cancel, out);
 }
 
 }  // extern "C"

@@ -6,7 +6,6 @@
 #include "baton/validate.h"
 #include "capi/handles.h"
 
-using baton::capi::check_process;
 using baton::capi::guarded;
 using baton::capi::require;
 
@@ -20,10 +19,9 @@ baton_error_t* deliver_value(baton::Result<std::int64_t>&& r,
   return nullptr;
 }
 
-baton_error_t* begin(const baton_counter_t* c, std::int64_t* value) {
+baton_error_t* begin_value(const baton_counter_t* c, std::int64_t* value) {
   if (value) *value = 0;
-  if (auto* e = require(c, "counter")) return e;
-  return check_process(c->pid, "counter");
+  return baton::capi::begin(c, "counter");
 }
 
 }  // namespace
@@ -33,15 +31,8 @@ extern "C" {
 baton_error_t* baton_counter_new(baton_client_t* client, const char* name,
                                  baton_counter_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* e = require(client, "client")) return e;
-    if (auto* e = check_process(client->pid, "client")) return e;
-    if (auto* e = require(out, "out")) return e;
-    if (auto* e = require(name, "counter name")) return e;
-    if (auto* e = baton::capi::from_status(
-            baton::validate_lock_name(name, "counter name"))) {
-      return e;
-    }
+    if (auto* e = baton::capi::begin(client, "client", out)) return e;
+    if (auto* e = baton::capi::check_name(name, "counter name")) return e;
     *out = new baton_counter(client->client.counter(name), client->pid);
     return nullptr;
   });
@@ -53,7 +44,7 @@ const char* baton_counter_name(const baton_counter_t* c) {
 
 baton_error_t* baton_counter_get(baton_counter_t* c, int64_t* value) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(c, value)) return e;
+    if (auto* e = begin_value(c, value)) return e;
     if (auto* e = require(value, "value")) return e;
     return deliver_value(c->counter.get(), value);
   });
@@ -62,7 +53,7 @@ baton_error_t* baton_counter_get(baton_counter_t* c, int64_t* value) {
 baton_error_t* baton_counter_add(baton_counter_t* c, int64_t delta,
                                  int64_t* value) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(c, value)) return e;
+    if (auto* e = begin_value(c, value)) return e;
     return deliver_value(c->counter.add(delta), value);
   });
 }
@@ -70,7 +61,7 @@ baton_error_t* baton_counter_add(baton_counter_t* c, int64_t delta,
 baton_error_t* baton_counter_take(baton_counter_t* c, int64_t n,
                                   int64_t* value) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(c, value)) return e;
+    if (auto* e = begin_value(c, value)) return e;
     return deliver_value(c->counter.take(n), value);
   });
 }

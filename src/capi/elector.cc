@@ -17,7 +17,7 @@
 #include "baton/validate.h"
 #include "capi/handles.h"
 
-using baton::capi::check_process;
+using baton::capi::begin;
 using baton::capi::guarded;
 using baton::capi::require;
 using std::chrono::milliseconds;
@@ -69,11 +69,6 @@ baton::ElectorOptions elector_options(const baton_elector_options_t* o,
   return out;
 }
 
-baton_error_t* begin(const baton_elector_t* e) {
-  if (auto* err = require(e, "elector")) return err;
-  return check_process(e->pid, "elector");
-}
-
 }  // namespace
 
 extern "C" {
@@ -82,17 +77,10 @@ baton_error_t* baton_elector_new(baton_client_t* client, const char* group,
                                  const baton_elector_options_t* options,
                                  baton_elector_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* e = require(client, "client")) return e;
-    if (auto* e = check_process(client->pid, "client")) return e;
-    if (auto* e = require(out, "out")) return e;
-    if (auto* e = require(group, "election group")) return e;
-    // Elector checks these only at campaign(): refuse them now, before a
-    // thread is started for an elector that can never run.
-    if (auto* e = baton::capi::from_status(
-            baton::validate_lock_name(group, "election group"))) {
-      return e;
-    }
+    if (auto* e = begin(client, "client", out)) return e;
+    // Elector checks the group only at campaign(): refuse a bad one now,
+    // before a thread is started for an elector that can never run.
+    if (auto* e = baton::capi::check_name(group, "election group")) return e;
     auto e = std::make_unique<baton_elector>();
     e->pid = client->pid;
     e->elector = std::make_unique<baton::Elector>(
@@ -105,7 +93,7 @@ baton_error_t* baton_elector_new(baton_client_t* client, const char* group,
 baton_error_t* baton_elector_campaign(baton_elector_t* e, int64_t wait_ms,
                                       baton_cancel_t* cancel) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* err = begin(e)) return err;
+    if (auto* err = begin(e, "elector")) return err;
     return baton::capi::from_status(e->elector->campaign(
         milliseconds(wait_ms), baton::capi::stop_of(cancel)));
   });
@@ -113,7 +101,7 @@ baton_error_t* baton_elector_campaign(baton_elector_t* e, int64_t wait_ms,
 
 baton_error_t* baton_elector_resign(baton_elector_t* e) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* err = begin(e)) return err;
+    if (auto* err = begin(e, "elector")) return err;
     return baton::capi::from_status(e->elector->resign());
   });
 }
@@ -121,9 +109,7 @@ baton_error_t* baton_elector_resign(baton_elector_t* e) {
 baton_error_t* baton_elector_observe(const baton_elector_t* e,
                                      baton_leader_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* err = begin(e)) return err;
-    if (auto* err = require(out, "out")) return err;
+    if (auto* err = begin(e, "elector", out)) return err;
     auto r = e->elector->observe();
     if (!r.ok()) return baton::capi::make_error(std::move(r).error());
     *out = new baton_leader{std::move(*r)};
@@ -144,9 +130,7 @@ int baton_elector_cancelled(const baton_elector_t* e) {
 baton_error_t* baton_elector_lease(const baton_elector_t* e,
                                    baton_lease_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* err = begin(e)) return err;
-    if (auto* err = require(out, "out")) return err;
+    if (auto* err = begin(e, "elector", out)) return err;
     auto l = e->elector->lease();
     if (!l) {
       return baton::capi::make_error(baton::Error(

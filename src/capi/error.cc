@@ -12,6 +12,7 @@
 
 #include "baton/duration.h"
 #include "baton/lease.h"
+#include "baton/validate.h"
 #include "capi/handles.h"
 
 namespace baton::capi {
@@ -65,6 +66,15 @@ baton_error_t* require(const void* p, const char* what) noexcept {
   if (p) return nullptr;
   try {
     return invalid(std::string(what) + " is NULL");
+  } catch (...) {
+    return make_error(Error(Errc::internal, "out of memory"));
+  }
+}
+
+baton_error_t* check_name(const char* name, const char* what) noexcept {
+  if (auto* e = require(name, what)) return e;
+  try {
+    return from_status(validate_lock_name(name, what));
   } catch (...) {
     return make_error(Error(Errc::internal, "out of memory"));
   }

@@ -154,6 +154,23 @@ pid_t current_pid() noexcept;
 baton_error_t* check_process(pid_t owner, const char* kind) noexcept;
 inline bool forked(pid_t owner) noexcept { return owner != current_pid(); }
 
+// The checks a call on `handle` starts with: *out cleared first (so that
+// it is NULL on any error), the handle, its process, then `out` itself.
+template <typename H>
+baton_error_t* begin(const H* handle, const char* kind) noexcept {
+  if (auto* e = require(handle, kind)) return e;
+  return check_process(handle->pid, kind);
+}
+template <typename H, typename T>
+baton_error_t* begin(const H* handle, const char* kind, T** out) noexcept {
+  if (out) *out = nullptr;
+  if (auto* e = begin(handle, kind)) return e;
+  return require(out, "out");
+}
+// A name given as a C string: present, and valid by the rules of lock
+// names (1..512 bytes); `what` names it in the message.
+baton_error_t* check_name(const char* name, const char* what) noexcept;
+
 // Runs `body` (returning baton_error_t*) with every exception turned into
 // an error: no exception may cross the C ABI.
 template <typename F>

@@ -8,7 +8,7 @@
 #include "baton/validate.h"
 #include "capi/handles.h"
 
-using baton::capi::check_process;
+using baton::capi::begin;
 using baton::capi::guarded;
 using baton::capi::require;
 using std::chrono::milliseconds;
@@ -24,20 +24,13 @@ baton::KeeperOptions keeper_options(const baton_keeper_options_t* o) {
   return k;
 }
 
-baton_error_t* begin(const baton_client_t* client, baton_keeper_t** out) {
-  if (out) *out = nullptr;
-  if (auto* e = require(client, "client")) return e;
-  if (auto* e = check_process(client->pid, "client")) return e;
-  return require(out, "out");
-}
-
 baton_error_t* acquire_kept(baton_client_t* client, const char* name,
                             std::int64_t wait_ms, bool shared,
                             const baton_acquire_options_t* options,
                             const baton_keeper_options_t* keeper_opts,
                             baton_cancel_t* cancel, baton_keeper_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     if (auto* e = require(name, "lock name")) return e;
     // LeaseKeeper::acquire reads a wait <= 0 as a try: refuse a negative
     // one here, as every other call does.
@@ -85,7 +78,7 @@ baton_error_t* baton_keeper_new(baton_client_t* client,
                                 const baton_keeper_options_t* keeper_opts,
                                 baton_keeper_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (auto* e = begin(client, out)) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     if (auto* e = require(lease, "lease")) return e;
     *out = new baton_keeper(baton::LeaseKeeper(client->client, lease->lease,
                                                keeper_options(keeper_opts)),
@@ -97,10 +90,7 @@ baton_error_t* baton_keeper_new(baton_client_t* client,
 baton_error_t* baton_keeper_lease(const baton_keeper_t* k,
                                   baton_lease_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* e = require(k, "keeper")) return e;
-    if (auto* e = check_process(k->pid, "keeper")) return e;
-    if (auto* e = require(out, "out")) return e;
+    if (auto* e = begin(k, "keeper", out)) return e;
     *out = new baton_lease(k->keeper.lease());
     return nullptr;
   });
@@ -119,8 +109,7 @@ int64_t baton_keeper_safe_deadline_ns(const baton_keeper_t* k) {
 baton_error_t* baton_keeper_release(baton_keeper_t* k, int* released) {
   return guarded([&]() -> baton_error_t* {
     if (released) *released = 0;
-    if (auto* e = require(k, "keeper")) return e;
-    if (auto* e = check_process(k->pid, "keeper")) return e;
+    if (auto* e = begin(k, "keeper")) return e;
     auto r = k->keeper.release();
     if (!r.ok()) return baton::capi::make_error(std::move(r).error());
     if (released) *released = *r ? 1 : 0;
@@ -135,10 +124,7 @@ void baton_keeper_destroy(baton_keeper_t* k) {
 baton_error_t* baton_session_new(baton_client_t* client,
                                  baton_session_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* e = require(client, "client")) return e;
-    if (auto* e = check_process(client->pid, "client")) return e;
-    if (auto* e = require(out, "out")) return e;
+    if (auto* e = begin(client, "client", out)) return e;
     *out = new baton_session(client->client, client->pid);
     return nullptr;
   });
@@ -149,10 +135,7 @@ baton_error_t* baton_session_keep(baton_session_t* s,
                                   const baton_keeper_options_t* keeper_opts,
                                   baton_keeper_t** out) {
   return guarded([&]() -> baton_error_t* {
-    if (out) *out = nullptr;
-    if (auto* e = require(s, "session")) return e;
-    if (auto* e = check_process(s->pid, "session")) return e;
-    if (auto* e = require(out, "out")) return e;
+    if (auto* e = begin(s, "session", out)) return e;
     if (auto* e = require(lease, "lease")) return e;
     *out = new baton_keeper(
         s->session.keep(lease->lease, keeper_options(keeper_opts)), s->pid);

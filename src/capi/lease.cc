@@ -35,11 +35,8 @@ baton_error_t* baton_lease_new(const char* name, const char* token_hex,
   return guarded([&]() -> baton_error_t* {
     if (out) *out = nullptr;
     if (auto* e = require(out, "out")) return e;
-    if (auto* e = require(name, "lock name")) return e;
+    if (auto* e = baton::capi::check_name(name, "lock name")) return e;
     if (auto* e = require(token_hex, "owner token")) return e;
-    if (auto* e = baton::capi::from_status(baton::validate_lock_name(name))) {
-      return e;
-    }
     auto token = baton::OwnerToken::parse(token_hex);
     if (!token.ok()) return baton::capi::make_error(std::move(token).error());
     const std::chrono::milliseconds ttl(ttl_ms);

@@ -295,16 +295,6 @@ void test_acquire_release(baton_client_t* c) {
 
 void test_tokens_and_reentrancy(baton_client_t* c) {
   const char* name = name_of("token");
-  int64_t ms = -1;
-  CHECK_OK(baton_parse_duration("1m30s", &ms));
-  CHECK(ms == 90000);
-  CHECK_OK(baton_parse_duration("0", &ms));
-  CHECK(ms == 0);
-  CHECK_ERR(baton_parse_duration("10", &ms), BATON_ERRC_INVALID_ARGUMENT);
-  CHECK_ERR(baton_parse_duration("-1s", &ms), BATON_ERRC_INVALID_ARGUMENT);
-  CHECK_ERR(baton_parse_duration(NULL, &ms), BATON_ERRC_INVALID_ARGUMENT);
-  CHECK_ERR(baton_parse_duration("1s", NULL), BATON_ERRC_INVALID_ARGUMENT);
-
   char token[33];
   CHECK_OK(baton_token_random(token));
   baton_acquire_options_t* o = options(20000, "tok");

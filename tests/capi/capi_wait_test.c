@@ -131,11 +131,15 @@ static void on_lost(const baton_error_t* why, void* user) {
 
 static int keeper_lost(void* k) { return baton_keeper_lost(k); }
 
-/* Keeper options with on_lost into `n` and the fd `fd`. */
-static baton_keeper_options_t* notice_options(notice_t* n, int fd) {
+/* Keeper options with on_lost into `n` and the write end of a new
+ * non-blocking pipe `fds`. */
+static baton_keeper_options_t* notice_options(notice_t* n, int fds[2]) {
+  CHECK(pipe(fds) == 0);
+  CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+  CHECK(fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
   baton_keeper_options_t* ko = baton_keeper_options_new();
   CHECK_OK(baton_keeper_options_set_on_lost(ko, on_lost, n));
-  CHECK_OK(baton_keeper_options_set_lost_fd(ko, fd));
+  CHECK_OK(baton_keeper_options_set_lost_fd(ko, fds[1]));
   return ko;
 }
 
@@ -149,11 +153,8 @@ static void check_fd_notified(int fd) {
 void test_keeper(baton_client_t* c) {
   const char* name = name_of("kept");
   int fds[2];
-  CHECK(pipe(fds) == 0);
-  CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
-  CHECK(fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
   notice_t n = {0};
-  baton_keeper_options_t* ko = notice_options(&n, fds[1]);
+  baton_keeper_options_t* ko = notice_options(&n, fds);
   baton_acquire_options_t* o = baton_acquire_options_new();
   CHECK_OK(baton_acquire_options_set_ttl(o, 300));
 
@@ -258,11 +259,8 @@ void test_session(baton_client_t* c) {
 void test_lost_at_deadline(baton_client_t* c) {
   if (g_batond_pid <= 0) return; /* needs a store this test may freeze */
   int fds[2];
-  CHECK(pipe(fds) == 0);
-  CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
-  CHECK(fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
   notice_t n = {0};
-  baton_keeper_options_t* ko = notice_options(&n, fds[1]);
+  baton_keeper_options_t* ko = notice_options(&n, fds);
   baton_acquire_options_t* o = baton_acquire_options_new();
   CHECK_OK(baton_acquire_options_set_ttl(o, 600));
   baton_keeper_t* k = NULL;
@@ -388,7 +386,8 @@ void test_elector(baton_client_t* c) {
   CHECK(camp.code == BATON_OK && atomic_load(&cb.elected) == 1);
   CHECK(!baton_elector_is_leader(a) && baton_elector_cancelled(a));
   CHECK(baton_elector_safe_deadline_ns(a) == 0);
-  CHECK_ERR(baton_elector_lease(a, &term_a), BATON_ERRC_NOT_ACQUIRED);
+  baton_lease_t* none = NULL;
+  CHECK_ERR(baton_elector_lease(a, &none), BATON_ERRC_NOT_ACQUIRED);
   CHECK_OK(baton_elector_observe(a, &leader));
   CHECK(strcmp(baton_leader_label(leader), "cand-b") == 0);
   CHECK(baton_leader_fencing_token(leader) > baton_lease_fencing_token(term_a));

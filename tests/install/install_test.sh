@@ -41,11 +41,16 @@ if [[ $status -ne 0 ]]; then
   cat "$tmp/batond.out" >&2
   exit 1
 fi
-cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" \
-  -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" ||
-  { cat "$tmp/configure.log" >&2; exit 1; }
-cmake --build "$tmp/consumer" -j2 >"$tmp/build.log" ||
-  { cat "$tmp/build.log" >&2; exit 1; }
+# build_consumer NAME: configures and builds tests/install/NAME against
+# the installed prefix with find_package(baton).
+build_consumer() {
+  cmake -S "$src/tests/install/$1" -B "$tmp/$1" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_BUILD_TYPE=Release >"$tmp/$1.configure.log" ||
+    { cat "$tmp/$1.configure.log" >&2; exit 1; }
+  cmake --build "$tmp/$1" -j2 >"$tmp/$1.build.log" ||
+    { cat "$tmp/$1.build.log" >&2; exit 1; }
+}
+build_consumer consumer
 out=$("$tmp/consumer/consumer")
 echo "$out"
 [[ "$out" == ok\ fencing=* ]]
@@ -68,11 +73,7 @@ cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer_c/main
 out=$("$tmp/consumer_c_pc")
 echo "C via pkg-config: $out"
 [[ "$out" == ok\ fencing=* ]]
-cmake -S "$src/tests/install/consumer_c" -B "$tmp/consumer_c" \
-  -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >"$tmp/configure_c.log" ||
-  { cat "$tmp/configure_c.log" >&2; exit 1; }
-cmake --build "$tmp/consumer_c" -j2 >"$tmp/build_c.log" ||
-  { cat "$tmp/build_c.log" >&2; exit 1; }
+build_consumer consumer_c
 out=$("$tmp/consumer_c/consumer_c")
 echo "C via find_package: $out"
 [[ "$out" == ok\ fencing=* ]]
