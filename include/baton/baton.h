@@ -35,7 +35,8 @@
  *
  * THREADS. No call holds a library-wide lock while it blocks: a blocking
  * call blocks only its calling thread, so a binding may release its
- * interpreter lock around any call. Client, keeper, session, elector and
+ * interpreter lock around any call, and should around every one: even a
+ * `_destroy` may wait for a callback that is running. Client, keeper, session, elector and
  * counter handles may be used from any number of threads at once, except
  * that `_destroy` must not race any other call on the same handle (and
  * baton_keeper_release() not baton_keeper_destroy()). Value objects
@@ -56,10 +57,10 @@
  * FORK. A client (and every handle made from it) belongs to the process
  * that opened it: its threads and connections do not exist in a child of
  * fork(). Any call on it in the child answers BATON_ERRC_INVALID_ARGUMENT
- * ("... opened in process P, used in process C after fork(); open a new
- * client in the child"), checked without a system call. Its `_destroy` in
- * the child frees nothing of the parent's state and is safe. A child may
- * open clients of its own.
+ * ("this baton client was made in process P and is used in process C after
+ * fork(): ... open a new client in the child"), checked without a system
+ * call. Its `_destroy` in the child frees nothing of the parent's state and
+ * is safe. A child may open clients of its own.
  *
  * STABILITY. Functions are only ever added within one SONAME
  * (libbaton.so.0); removing or changing a function, a callback signature or
