@@ -36,9 +36,9 @@
  * THREADS. No call holds a library-wide lock while it blocks: a blocking
  * call blocks only its calling thread, so a binding may release its
  * interpreter lock around any call, and should around every one: even a
- * `_destroy` may wait for a callback that is running. Client, keeper, session, elector and
- * counter handles may be used from any number of threads at once, except
- * that `_destroy` must not race any other call on the same handle (and
+ * `_destroy` may wait for a callback that is running. Client, keeper, session,
+ * elector and counter handles may be used from any number of threads at once,
+ * except that `_destroy` must not race any other call on the same handle (and
  * baton_keeper_release() not baton_keeper_destroy()). Value objects
  * (errors, leases, lock infos, lists, options) are not synchronized:
  * concurrent reads are fine, a write (a setter, `_destroy`) must not race
