@@ -42,7 +42,7 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
     }
     // sqlite://: its database on a small tmpfs
-    // (tests/torture/sqlite_cluster.cc).
+    // (tests/support/stores/sqlite_cluster.cc).
     if (o.store_kind == "sqlite" && o.store_url.empty() && o.disk_faults) {
       kinds.push_back("disk_full");
     }
@@ -97,7 +97,7 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
 
 std::vector<Fault> run_nemesis(const Options& o,
                                const std::vector<Planned>& plan,
-                               StoreCluster& store, WorkerPool& pool,
+                               testing::StoreCluster& store, WorkerPool& pool,
                                std::int64_t start_us) {
   std::vector<Fault> faults;
   struct Heal {

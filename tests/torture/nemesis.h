@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "stores.h"
+#include "tests/support/stores/store_cluster.h"
 #include "torture.h"
 
 namespace baton::torture {
@@ -53,7 +53,7 @@ std::vector<Planned> plan_faults(const Options& options, bool has_proxy,
 // faults (e.g. no tmpfs) are recorded with kind "skip:<kind>" and a reason.
 std::vector<Fault> run_nemesis(const Options& options,
                                const std::vector<Planned>& plan,
-                               StoreCluster& store, WorkerPool& pool,
+                               testing::StoreCluster& store, WorkerPool& pool,
                                std::int64_t start_us);
 
 }  // namespace baton::torture

@@ -19,7 +19,7 @@
 #include "baton/counter.h"
 #include "nemesis.h"
 #include "resource.h"
-#include "stores.h"
+#include "tests/support/stores/store_cluster.h"
 
 namespace baton::torture {
 namespace {
@@ -29,9 +29,22 @@ constexpr int kClockSlots = 2;
 constexpr const char* kFaketime =
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
+// The servers the run starts, from the harness's options: one proxy slot
+// per worker.
+testing::StoreOptions store_options(const Options& o) {
+  testing::StoreOptions so;
+  so.kind = o.store_kind;
+  so.external_url = o.store_url;
+  so.slots = o.workers;
+  so.proxies = o.proxy_faults;
+  so.disk_faults = o.disk_faults;
+  so.lease_ttl = o.ttl;
+  return so;
+}
+
 class Pool : public WorkerPool {
  public:
-  Pool(const Options& o, std::string dir, const StoreCluster& store,
+  Pool(const Options& o, std::string dir, const testing::StoreCluster& store,
        std::uint64_t seed, std::int64_t deadline_us)
       : o_(o),
         dir_(std::move(dir)),
@@ -246,7 +259,7 @@ class Pool : public WorkerPool {
 
   const Options& o_;
   std::string dir_;
-  const StoreCluster& store_;
+  const testing::StoreCluster& store_;
   std::uint64_t seed_;
   std::int64_t deadline_us_;
   bool faketime_ = false;
@@ -322,7 +335,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
   bool counter_known = false;
   {
     std::string err;
-    auto store = StoreCluster::start(o, r.dir, &err);
+    auto store = testing::StoreCluster::start(store_options(o), r.dir, &err);
     if (!store) {
       r.error = "store: " + err;
       return r;

@@ -1,5 +1,7 @@
-// tests/torture/stores.cc — see stores.h.
-#include "stores.h"
+// tests/support/stores/store_cluster.cc — see store_cluster.h: batond,
+// postgres, redis, rediss and redlock servers, an external store, and the
+// factory of every kind.
+#include "tests/support/stores/store_cluster.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,26 +22,23 @@
 #include <sstream>
 #include <thread>
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
 // batond runs through this path: the real binary, or a fiu-run wrapper.
-std::string g_batond_exec = TORTURE_BATOND;
+std::string g_batond_exec = BATON_TEST_STORES_BATOND;
 }  // namespace
-}  // namespace baton::torture
+}  // namespace baton::testing
 
-#define BATOND_PATH ::baton::torture::g_batond_exec
-#include "proxied.h"
+#define BATOND_PATH ::baton::testing::g_batond_exec
+#include "baton/client.h"
 #include "tests/postgres/pg_server.h"
 #include "tests/redis/redis_process.h"
 #include "tests/server/batond_process.h"
 #include "tests/server/test_certs.h"
+#include "tests/support/stores/proxied.h"
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
-
-using testing::BatondProcess;
-using testing::PgServer;
-using testing::RedisProcess;
 
 std::string port_str(std::uint16_t p) { return std::to_string(p); }
 
@@ -109,9 +108,10 @@ std::vector<pid_t> server_pids(std::uint16_t port) {
 
 class Cluster : public Proxied {
  public:
-  Cluster(const Options& o, std::string dir) : o_(o), dir_(std::move(dir)) {}
+  Cluster(const StoreOptions& o, std::string dir)
+      : o_(o), dir_(std::move(dir)) {}
   ~Cluster() override {
-    g_batond_exec = TORTURE_BATOND;
+    g_batond_exec = BATON_TEST_STORES_BATOND;
     if (!frozen_.empty()) freeze(false, nullptr);
     drop_proxies();
     batond_.reset();
@@ -123,7 +123,7 @@ class Cluster : public Proxied {
   bool init(std::string* error) {
     try {
       std::vector<std::uint16_t> ports;
-      const std::string& k = o_.store_kind;
+      const std::string& k = o_.kind;
       if (k == "batond") {
         start_batond(error);
         ports.push_back(batond_->port());
@@ -131,10 +131,10 @@ class Cluster : public Proxied {
         pg_ = std::make_unique<PgServer>();
         // PgServer runs with synchronous_commit=off (fast tests); with it a
         // kill -9 loses acknowledged commits — grants and fencing counters
-        // (seen by this harness: one fencing token granted twice). The
-        // store needs synchronous_commit=on; a role setting overrides the
-        // server's command line for every session of the test user.
-        testing::Sql sql(pg_->conninfo());
+        // (a fencing token can then be granted twice). The store needs
+        // synchronous_commit=on; a role setting overrides the server's
+        // command line for every session of the test user.
+        Sql sql(pg_->conninfo());
         const std::string set =
             sql.one("ALTER ROLE postgres SET synchronous_commit = on");
         if (set.rfind("ERROR", 0) == 0) {
@@ -146,9 +146,9 @@ class Cluster : public Proxied {
         // rediss: redis:// over TLS (certificates made now, in a temp dir
         // that outlives the runs; the proxies carry the TLS bytes).
         const int n = k == "redlock" ? 3 : 1;
-        testing::RedisTls tls;
+        RedisTls tls;
         if (k == "rediss") {
-          certs_ = std::make_unique<testing::TestCertificates>();
+          certs_ = std::make_unique<TestCertificates>();
           tls = {certs_->path("server.pem"), certs_->path("server.key"),
                  certs_->path("ca.pem")};
         }
@@ -158,13 +158,13 @@ class Cluster : public Proxied {
           ports.push_back(redis_.back()->port());
         }
       } else {
-        *error = "unknown --store-kind '" + k +
+        *error = "unknown store kind '" + k +
                  "' (batond, postgres, redis, rediss, redlock, zookeeper, "
-                 "mysql, etcd)";
+                 "mysql, etcd, sqlite)";
         return false;
       }
       direct_ports_ = ports;
-      if (o_.proxy_faults) {
+      if (o_.proxies) {
         std::vector<std::pair<std::string, int>> hosts;
         for (auto p : ports) hosts.push_back({"127.0.0.1", p});
         auto url_of = [this](const std::vector<std::string>& via) {
@@ -175,7 +175,7 @@ class Cluster : public Proxied {
           }
           return make_url(vp);
         };
-        if (!add_proxies(o_.workers, hosts, url_of, error)) return false;
+        if (!add_proxies(o_.slots, hosts, url_of, error)) return false;
       }
       return true;
     } catch (const std::exception& e) {
@@ -258,21 +258,21 @@ class Cluster : public Proxied {
       return false;
     }
     // Bounded: fiu-ctrl waits for the answer of libfiu's control thread in
-    // batond, which never comes while `write` fails there (seen: a disable
-    // of posix/io/rw/write* hung a long run for 10 minutes).
+    // batond, which never comes while `write` fails there (a disable of
+    // posix/io/rw/write* would wait for good).
     const std::string cmd = "timeout -k 1 5 fiu-ctrl -f " + dir_ +
                             "/fiu -c 'enable name=" + point + "' " + fiu_pid_ +
                             " 2>&1";
     int st = 0;
-    const std::string out = testing::sh(cmd, &st);
+    const std::string out = sh(cmd, &st);
     if (st != 0) *why = "fiu-ctrl: " + out;
     return st == 0;
   }
   void fiu_disable(const std::string& point) override {
     if (fiu_pid_.empty()) return;
     // Bounded as above; batond is killed and restarted right after anyway.
-    testing::sh("timeout -k 1 5 fiu-ctrl -f " + dir_ +
-                "/fiu -c 'disable name=" + point + "' " + fiu_pid_ + " 2>&1");
+    sh("timeout -k 1 5 fiu-ctrl -f " + dir_ + "/fiu -c 'disable name=" + point +
+       "' " + fiu_pid_ + " 2>&1");
   }
 
   bool disk_fill(std::string* why) override {
@@ -314,7 +314,7 @@ class Cluster : public Proxied {
         const std::string wrapper = dir_ + "/batond-fiu.sh";
         std::ofstream w(wrapper);
         w << "#!/bin/sh\nexec /usr/bin/fiu-run -x -f " << dir_ << "/fiu "
-          << TORTURE_BATOND << " \"$@\"\n";
+          << BATON_TEST_STORES_BATOND << " \"$@\"\n";
         w.close();
         ::chmod(wrapper.c_str(), 0700);
         g_batond_exec = wrapper;
@@ -350,7 +350,7 @@ class Cluster : public Proxied {
   }
 
   std::string make_url(const std::vector<std::uint16_t>& ports) const {
-    const std::string& k = o_.store_kind;
+    const std::string& k = o_.kind;
     if (k == "batond") return "baton://127.0.0.1:" + port_str(ports[0]);
     if (k == "postgres") {
       return "postgres://postgres@127.0.0.1:" + port_str(ports[0]) +
@@ -371,12 +371,12 @@ class Cluster : public Proxied {
     return "memory:";
   }
 
-  Options o_;
+  StoreOptions o_;
   std::string dir_;
   std::unique_ptr<BatondProcess> batond_;
   std::unique_ptr<PgServer> pg_;
   std::vector<std::unique_ptr<RedisProcess>> redis_;
-  std::unique_ptr<testing::TestCertificates> certs_;  // rediss only
+  std::unique_ptr<TestCertificates> certs_;  // rediss only
   std::vector<std::uint16_t> direct_ports_;
   std::vector<pid_t> frozen_;  // stopped by freeze(true)
   bool mounted_ = false;
@@ -385,25 +385,25 @@ class Cluster : public Proxied {
   std::string fiu_pid_;
 };
 
-// A store that runs elsewhere (--store URL): nothing is started, killed or
-// restarted here. The workers reach each of the URL's servers through a
-// TcpProxy of their own (network faults); the recovery probe and the
-// counter read use the URL as given.
+// A store that runs elsewhere (StoreOptions::external_url): nothing is
+// started, killed or restarted here. Each slot reaches each of the URL's
+// servers through a TcpProxy of its own (network faults); direct_url() is
+// the URL as given.
 class External : public Proxied {
  public:
-  explicit External(const Options& o) : o_(o) {}
+  explicit External(const StoreOptions& o) : o_(o) {}
 
   bool init(std::string* error) {
-    const std::string& u = o_.store_url;
+    const std::string& u = o_.external_url;
     const auto scheme_end = u.find("://");
     if (scheme_end == std::string::npos) {
-      *error = "--store " + u + ": expected scheme://host:port[,...]...";
+      *error = "store URL " + u + ": expected scheme://host:port[,...]...";
       return false;
     }
     {  // the URL must name a store baton can open (clear error otherwise)
       auto c = Client::open(u);
       if (!c) {
-        *error = "--store " + u + ": " + c.error().to_string();
+        *error = "store URL " + u + ": " + c.error().to_string();
         return false;
       }
     }
@@ -426,7 +426,7 @@ class External : public Proxied {
     for (const std::string& h : hosts) {
       const auto colon = h.rfind(':');
       if (colon == std::string::npos || colon + 1 >= h.size()) {
-        *error = "--store " + u + ": server '" + h + "' has no port";
+        *error = "store URL " + u + ": server '" + h + "' has no port";
         return false;
       }
       std::string host = h.substr(0, colon);
@@ -436,18 +436,18 @@ class External : public Proxied {
       hps.push_back({host, std::atoi(h.c_str() + colon + 1)});
     }
     servers_ = static_cast<int>(hosts.size());
-    if (o_.proxy_faults) {
+    if (o_.proxies) {
       auto url_of = [&](const std::vector<std::string>& via) {
         std::string proxied;
         for (const auto& v : via) proxied += (proxied.empty() ? "" : ",") + v;
         return u.substr(0, start) + userinfo + proxied + u.substr(end);
       };
-      if (!add_proxies(o_.workers, hps, url_of, error)) return false;
+      if (!add_proxies(o_.slots, hps, url_of, error)) return false;
     }
     return true;
   }
 
-  std::string direct_url() const override { return o_.store_url; }
+  std::string direct_url() const override { return o_.external_url; }
   bool freeze(bool, std::string* why) override {
     if (why != nullptr) *why = "an external store is not stopped here";
     return false;
@@ -471,29 +471,29 @@ class External : public Proxied {
   void disk_free() override {}
 
  private:
-  Options o_;
+  StoreOptions o_;
   int servers_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<StoreCluster> StoreCluster::start(const Options& options,
+std::unique_ptr<StoreCluster> StoreCluster::start(const StoreOptions& options,
                                                   const std::string& dir,
                                                   std::string* error) {
-  if (!options.store_url.empty()) {
+  if (!options.external_url.empty()) {
     auto e = std::make_unique<External>(options);
     if (!e->init(error)) return nullptr;
     return e;
   }
-  if (options.store_kind == "zookeeper") {
+  if (options.kind == "zookeeper") {
     return start_zookeeper(options, dir, error);
   }
-  if (options.store_kind == "mysql") return start_mysql(options, dir, error);
-  if (options.store_kind == "etcd") return start_etcd(options, dir, error);
-  if (options.store_kind == "sqlite") return start_sqlite(options, dir, error);
+  if (options.kind == "mysql") return start_mysql(options, dir, error);
+  if (options.kind == "etcd") return start_etcd(options, dir, error);
+  if (options.kind == "sqlite") return start_sqlite(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;
   return c;
 }
 
-}  // namespace baton::torture
+}  // namespace baton::testing

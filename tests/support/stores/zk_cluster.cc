@@ -1,5 +1,5 @@
-// tests/torture/zk_cluster.cc — --store-kind zookeeper: one private
-// ZooKeeper 3.8 server (Debian package zookeeper, Java 17) in the run
+// tests/support/stores/zk_cluster.cc — kind zookeeper: one private
+// ZooKeeper 3.8 server (Debian package zookeeper, Java 17) in the given
 // directory, on a free loopback port, behind per-slot TcpProxies like the
 // other kinds (proxied.h).
 //
@@ -25,21 +25,14 @@
 #include <thread>
 #include <vector>
 
-#include "baton/client.h"
 #include "baton/duration.h"
 #include "child_process.h"
-#include "proxied.h"
+#include "tests/support/stores/proxied.h"
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
 
 using std::chrono::steady_clock;
-using testing::child_exited;
-using testing::file_tail;
-using testing::free_loopback_port;
-using testing::kill_child;
-using testing::loopback_request;
-using testing::spawn_logged;
 
 constexpr const char* kJava = "/usr/bin/java";
 constexpr const char* kZkJar = "/usr/share/java/zookeeper.jar";
@@ -54,22 +47,23 @@ constexpr milliseconds kMaxSession{30000};
 // A JVM start on a loaded 2-core machine took seconds; give it room.
 constexpr milliseconds kReadyWithin{30000};
 
-// The session timeout of every worker's session, from the lease TTL.
+// The session timeout of every client's session, from the lease TTL.
 //
 // Leases do not end with the session: a zookeeper:// lease expires by
 // ZooKeeper's clock (its node's mtime + TTL), and the store reclaims it
 // then. The session only decides how long the ephemeral nodes of a client
-// that died (kill_holder, workers killed at the stop) or was cut off
-// (isolate_holder, proxy faults, pause_holder) linger. So:
+// that died (a holder killed) or was cut off (a slot isolated, proxy
+// faults, a holder paused) linger. So:
 // - at least the TTL: a session that ended sooner would delete a holder's
 //   node while the holder's safe deadline (send time + TTL) has not passed,
-//   and another worker could be granted the lock before the holder's lost
-//   notice (checker 8b). The server's expiry counts from the last request
-//   it heard, which is no earlier than the send time of the last renewal,
-//   and rounds up to a tick (500 ms); 2 × TTL leaves a full TTL of margin
-//   for scheduling on a loaded machine;
-// - not much longer: the faults last 0.2–3 × TTL (pauses, isolation, a
-//   frozen store) or up to 2.5 s (blackholes), so with 2 × TTL some of them
+//   and another client could be granted the lock before the holder's lost
+//   notice (the torture's checker 8b). The server's expiry counts from the last
+//   request it heard, which is no earlier than the send time of the last
+//   renewal, and rounds up to a tick (500 ms); 2 × TTL leaves a full TTL of
+//   margin for scheduling on a loaded machine;
+// - not much longer: the torture harness's faults last 0.2–3 × TTL
+//   (pauses, isolation, a frozen store) or up to 2.5 s (blackholes), so
+//   with 2 × TTL some of them
 //   outlast the session and session expiry (the nodes gone, the client's
 //   next session) is exercised as well; the store's default (10 s) would
 //   never be reached in a 15 s run.
@@ -152,9 +146,9 @@ class ZkServer {
         kJava, "-cp", class_path_,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
     const std::string log = dir_ + "/zookeeper.log";
-    // Never outlives the orchestrator (the thread that forked: the run's,
-    // which also runs the nemesis and so every restart); stays up on
-    // Ctrl-C, which the orchestrator answers by finishing its run.
+    // Never outlives the thread that forked it (so restarts must come from
+    // a thread that lives as long as the server should); stays up on
+    // Ctrl-C, which the torture harness answers by finishing its run.
     pid_ = spawn_logged(args, log, /*ignore_sigint=*/true);
     if (pid_ < 0) {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
@@ -198,7 +192,7 @@ class ZkServer {
 
 class ZkCluster : public Proxied {
  public:
-  ZkCluster(const Options& o, const std::string& dir)
+  ZkCluster(const StoreOptions& o, const std::string& dir)
       : o_(o), server_(dir + "/zookeeper") {}
   ~ZkCluster() override {
     if (frozen_) ::kill(server_.pid(), SIGCONT);
@@ -206,17 +200,17 @@ class ZkCluster : public Proxied {
   }
 
   bool init(std::string* error) {
-    if (o_.ttl > kMaxSession) {
-      *error = "zookeeper: --ttl above " + format_duration(kMaxSession) +
+    if (o_.lease_ttl > kMaxSession) {
+      *error = "zookeeper: a lease TTL above " + format_duration(kMaxSession) +
                " would outlast zoo.cfg's maxSessionTimeout";
       return false;
     }
     if (!server_.configure(error) || !server_.start(error)) return false;
-    if (o_.proxy_faults) {
+    if (o_.proxies) {
       auto url_of = [this](const std::vector<std::string>& via) {
         return make_url(via.at(0));
       };
-      if (!add_proxies(o_.workers, {{"127.0.0.1", server_.port()}}, url_of,
+      if (!add_proxies(o_.slots, {{"127.0.0.1", server_.port()}}, url_of,
                        error)) {
         return false;
       }
@@ -253,30 +247,20 @@ class ZkCluster : public Proxied {
  private:
   std::string make_url(const std::string& hostport) const {
     return "zookeeper://" + hostport + "/torture?session_timeout=" +
-           format_duration(session_timeout_for(o_.ttl));
+           format_duration(session_timeout_for(o_.lease_ttl));
   }
 
-  Options o_;
+  StoreOptions o_;
   ZkServer server_;
   bool frozen_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<StoreCluster> start_zookeeper(const Options& options,
+std::unique_ptr<StoreCluster> start_zookeeper(const StoreOptions& options,
                                               const std::string& dir,
                                               std::string* error) {
-  auto c = std::make_unique<ZkCluster>(options, dir);
-  if (!c->init(error)) return nullptr;
-  // zookeeper:// is built only with BATON_WITH_ZOOKEEPER: say so here
-  // rather than have every worker fail to open the store. With the store
-  // built this opens a session, so the server takes clients.
-  auto client = Client::open(c->direct_url());
-  if (!client) {
-    *error = c->direct_url() + ": " + client.error().to_string();
-    return nullptr;
-  }
-  return c;
+  return opened(std::make_unique<ZkCluster>(options, dir), error);
 }
 
-}  // namespace baton::torture
+}  // namespace baton::testing

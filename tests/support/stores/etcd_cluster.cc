@@ -1,13 +1,13 @@
-// tests/torture/etcd_cluster.cc — --store-kind etcd: a private 3-member
-// etcd 3.4 cluster (Debian package etcd-server) in the run directory, on
+// tests/support/stores/etcd_cluster.cc — kind etcd: a private 3-member
+// etcd 3.4 cluster (Debian package etcd-server) in the given directory, on
 // free loopback ports, each member behind per-slot TcpProxies like the
-// other kinds (proxied.h); the URL lists all three, so workers fail over.
+// other kinds (proxied.h); the URL lists all three, so clients fail over.
 //
 // Each member is /usr/bin/etcd (fork/exec, PR_SET_PDEATHSIG, its output in
 // etcd/<name>.log), with a 20 ms heartbeat and 200 ms election timeout (a
 // leader change well under a second; etcd's lease minimum is then 1 s);
 // ready when GET /health on its client port says "true"; killed -9 by pid
-// (kill_store: one member, the others keep a quorum) and restarted on the
+// (one member at a time, the others keep a quorum) and restarted on the
 // same ports and data dir; frozen with SIGSTOP / SIGCONT of every member.
 // Data on disk with etcd's fsync of every write (durable across kill -9).
 // The store (etcd://, src/stores/etcd) is reached by URL through the
@@ -27,13 +27,12 @@
 #include <thread>
 #include <vector>
 
-#include "baton/client.h"
 #include "baton/duration.h"
 #include "child_process.h"
 #include "etcd_member.h"
-#include "proxied.h"
+#include "tests/support/stores/proxied.h"
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
 
 using std::chrono::steady_clock;
@@ -44,20 +43,20 @@ constexpr milliseconds kReadyWithin{30000};
 
 // GET /health on 127.0.0.1:port: true if etcd says it is healthy.
 bool healthy(std::uint16_t port) {
-  return testing::loopback_http_get(port, "/health")
-             .find("\"health\":\"true\"") != std::string::npos;
+  return loopback_http_get(port, "/health").find("\"health\":\"true\"") !=
+         std::string::npos;
 }
 
-struct Member : testing::EtcdMemberSpec {
+struct Member : EtcdMemberSpec {
   pid_t pid = -1;
 };
 
 class EtcdCluster : public Proxied {
  public:
-  EtcdCluster(const Options& o, const std::string& dir)
+  EtcdCluster(const StoreOptions& o, const std::string& dir)
       : o_(o), dir_(dir + "/etcd") {}
   ~EtcdCluster() override {
-    for (auto& m : members_) testing::kill_child(m.pid);
+    for (auto& m : members_) kill_child(m.pid);
     drop_proxies();
   }
 
@@ -71,8 +70,8 @@ class EtcdCluster : public Proxied {
     for (int i = 0; i < kMembers; ++i) {
       Member m;
       m.name = "m" + std::to_string(i);
-      m.client_port = testing::free_loopback_port();
-      m.peer_port = testing::free_loopback_port();
+      m.client_port = free_loopback_port();
+      m.peer_port = free_loopback_port();
       if (m.client_port == 0 || m.peer_port == 0) {
         *error = "etcd: no free loopback port";
         return false;
@@ -85,14 +84,14 @@ class EtcdCluster : public Proxied {
     for (int i = 0; i < kMembers; ++i) {
       if (!wait_ready(i, error)) return false;
     }
-    if (o_.proxy_faults) {
+    if (o_.proxies) {
       std::vector<std::pair<std::string, int>> hosts;
       for (const auto& m : members_)
         hosts.push_back({"127.0.0.1", m.client_port});
       auto url_of = [this](const std::vector<std::string>& via) {
         return make_url(via);
       };
-      if (!add_proxies(o_.workers, hosts, url_of, error)) return false;
+      if (!add_proxies(o_.slots, hosts, url_of, error)) return false;
     }
     return true;
   }
@@ -107,8 +106,7 @@ class EtcdCluster : public Proxied {
   std::string pg_conninfo() const override { return ""; }
   int servers() const override { return kMembers; }
   void kill9(int i) override {
-    testing::kill_child(
-        members_[static_cast<std::size_t>(i) % members_.size()].pid);
+    kill_child(members_[static_cast<std::size_t>(i) % members_.size()].pid);
   }
   bool restart(int i, std::string* error) override {
     const int k = i % kMembers;
@@ -145,14 +143,13 @@ class EtcdCluster : public Proxied {
   bool spawn(int i, const std::string& state, std::string* error) {
     const auto k = static_cast<std::size_t>(i);
     const Member& m = members_[k];
-    std::vector<testing::EtcdMemberSpec> specs(members_.begin(),
-                                               members_.end());
-    const auto args = testing::etcd_member_args(
-        kEtcd, specs, k, dir_ + "/" + m.name, state, "baton-torture");
-    // Stays up on Ctrl-C, which the orchestrator answers by finishing its
-    // run.
-    const pid_t pid = testing::spawn_logged(args, dir_ + "/" + m.name + ".log",
-                                            /*ignore_sigint=*/true);
+    std::vector<EtcdMemberSpec> specs(members_.begin(), members_.end());
+    const auto args = etcd_member_args(kEtcd, specs, k, dir_ + "/" + m.name,
+                                       state, "baton-torture");
+    // Stays up on Ctrl-C, which the torture harness answers by finishing
+    // its run.
+    const pid_t pid = spawn_logged(args, dir_ + "/" + m.name + ".log",
+                                   /*ignore_sigint=*/true);
     if (pid < 0) {
       *error = std::string("etcd: fork: ") + std::strerror(errno);
       return false;
@@ -166,7 +163,7 @@ class EtcdCluster : public Proxied {
     const auto until = steady_clock::now() + kReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
-      if (testing::child_exited(m.pid, &st)) {
+      if (child_exited(m.pid, &st)) {
         *error = "etcd " + m.name + " exited at start (status " +
                  std::to_string(st) + "); see " + dir_ + "/" + m.name + ".log";
         return false;
@@ -179,26 +176,17 @@ class EtcdCluster : public Proxied {
     return false;
   }
 
-  Options o_;
+  StoreOptions o_;
   std::string dir_;
   std::vector<Member> members_;
 };
 
 }  // namespace
 
-std::unique_ptr<StoreCluster> start_etcd(const Options& options,
+std::unique_ptr<StoreCluster> start_etcd(const StoreOptions& options,
                                          const std::string& dir,
                                          std::string* error) {
-  auto c = std::make_unique<EtcdCluster>(options, dir);
-  if (!c->init(error)) return nullptr;
-  // etcd:// is built only with BATON_WITH_ETCD: say so here rather than
-  // have every worker fail to open the store.
-  auto client = Client::open(c->direct_url());
-  if (!client) {
-    *error = c->direct_url() + ": " + client.error().to_string();
-    return nullptr;
-  }
-  return c;
+  return opened(std::make_unique<EtcdCluster>(options, dir), error);
 }
 
-}  // namespace baton::torture
+}  // namespace baton::testing

@@ -1,6 +1,7 @@
-// tests/torture/my_cluster.cc — --store-kind mysql: one private MariaDB
-// 10.11 (Debian's mariadb-server) in the run directory, on a free loopback
-// port, behind per-slot TcpProxies like the other kinds (proxied.h).
+// tests/support/stores/my_cluster.cc — kind mysql: one private MariaDB
+// 10.11 (Debian's mariadb-server) in the given directory, on a free
+// loopback port, behind per-slot TcpProxies like the other kinds
+// (proxied.h).
 //
 // Installed with mariadb-install-db, started as mariadbd (fork/exec,
 // PR_SET_PDEATHSIG, durable commits: innodb_flush_log_at_trx_commit=1),
@@ -23,23 +24,18 @@
 #include <thread>
 #include <vector>
 
-#include "baton/client.h"
 #include "child_process.h"
-#include "proxied.h"
+#include "tests/support/stores/proxied.h"
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
 
 using std::chrono::steady_clock;
-using testing::child_exited;
-using testing::free_loopback_port;
-using testing::kill_child;
-using testing::spawn_logged;
 
 constexpr const char* kPassword = "torture-pw";
 
-// A server or tool run by the harness: stays up on Ctrl-C, which the
-// orchestrator answers by finishing its run.
+// A server or tool run here: stays up on Ctrl-C, which the torture
+// harness answers by finishing its run.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
   return spawn_logged(args, log, /*ignore_sigint=*/true);
 }
@@ -64,10 +60,10 @@ class MyServer {
       *error = "mysql: no free loopback port";
       return false;
     }
-    // Twice at most: Debian's mariadbd 10.11 once crashed (SIGSEGV in
+    // Twice at most: Debian's mariadbd 10.11 can crash (SIGSEGV in
     // Create_tmp_table::cleanup_on_failure) while bootstrapping the system
-    // tables, 1 run in ~100 of session 8's campaign; a second bootstrap
-    // into a fresh data dir is a new server, not a retried operation.
+    // tables, about 1 start in 100; a second bootstrap into a fresh data
+    // dir is a new server, not a retried operation.
     for (int attempt = 1; attempt <= 2; ++attempt) {
       std::error_code ec;
       std::filesystem::remove_all(dir_ + "/data", ec);
@@ -134,7 +130,7 @@ class MyServer {
 
 class MyCluster : public Proxied {
  public:
-  MyCluster(const Options& o, const std::string& dir)
+  MyCluster(const StoreOptions& o, const std::string& dir)
       : o_(o), server_(dir + "/mysql") {}
   ~MyCluster() override {
     if (frozen_) ::kill(server_.pid(), SIGCONT);
@@ -149,14 +145,14 @@ class MyCluster : public Proxied {
                      kPassword +
                      "'; GRANT ALL ON baton_torture.* TO "
                      "'baton'@'127.0.0.1'")) {
-      *error = "mysql: could not create the torture database and user";
+      *error = "mysql: could not create the test database and user";
       return false;
     }
-    if (o_.proxy_faults) {
+    if (o_.proxies) {
       auto url_of = [this](const std::vector<std::string>& via) {
         return make_url(via.at(0));
       };
-      if (!add_proxies(o_.workers, {{"127.0.0.1", server_.port()}}, url_of,
+      if (!add_proxies(o_.slots, {{"127.0.0.1", server_.port()}}, url_of,
                        error)) {
         return false;
       }
@@ -193,24 +189,17 @@ class MyCluster : public Proxied {
            "/baton_torture";
   }
 
-  Options o_;
+  StoreOptions o_;
   MyServer server_;
   bool frozen_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<StoreCluster> start_mysql(const Options& options,
+std::unique_ptr<StoreCluster> start_mysql(const StoreOptions& options,
                                           const std::string& dir,
                                           std::string* error) {
-  auto c = std::make_unique<MyCluster>(options, dir);
-  if (!c->init(error)) return nullptr;
-  auto client = Client::open(c->direct_url());
-  if (!client) {
-    *error = c->direct_url() + ": " + client.error().to_string();
-    return nullptr;
-  }
-  return c;
+  return opened(std::make_unique<MyCluster>(options, dir), error);
 }
 
-}  // namespace baton::torture
+}  // namespace baton::testing

@@ -1,13 +1,13 @@
-// tests/torture/sqlite_cluster.cc — --store-kind sqlite: no server at all;
-// every worker opens the same database file in the run directory
+// tests/support/stores/sqlite_cluster.cc — kind sqlite: no server at all;
+// every client opens the same database file in the given directory
 // (sqlite://, src/stores/sqlite, reached by URL through the registry).
 //
-// Faults that apply: pause_holder and kill_holder (SIGSTOP / SIGKILL of a
-// worker process, also in the middle of a transaction), clock_step
-// (libfaketime in the worker: the store's clock is CLOCK_MONOTONIC, which it
-// must not move), and disk_full: the database lives on a small tmpfs
-// (root), which the nemesis fills until the heal. There is no server to
-// kill, pause or cut off: no proxies, servers() == 0.
+// The faults left are the clients' own (paused or killed, also in the
+// middle of a transaction; clock steps, which must not move the store's
+// CLOCK_MONOTONIC) and, with StoreOptions::disk_faults, a full disk: the
+// database lives on a small tmpfs (root), which disk_fill() fills until
+// disk_free(). There is no server to kill, freeze or cut off: no proxies,
+// servers() == 0.
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -19,15 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "baton/client.h"
-#include "proxied.h"
+#include "tests/support/stores/proxied.h"
 
-namespace baton::torture {
+namespace baton::testing {
 namespace {
 
 class SqliteCluster : public Proxied {
  public:
-  SqliteCluster(const Options& o, const std::string& dir)
+  SqliteCluster(const StoreOptions& o, const std::string& dir)
       : o_(o), dir_(dir + "/sqlite") {}
   ~SqliteCluster() override {
     if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
@@ -89,7 +88,7 @@ class SqliteCluster : public Proxied {
   }
 
  private:
-  Options o_;
+  StoreOptions o_;
   std::string dir_;
   bool mounted_ = false;
   std::string mount_why_ = "disk faults off";
@@ -97,17 +96,10 @@ class SqliteCluster : public Proxied {
 
 }  // namespace
 
-std::unique_ptr<StoreCluster> start_sqlite(const Options& options,
+std::unique_ptr<StoreCluster> start_sqlite(const StoreOptions& options,
                                            const std::string& dir,
                                            std::string* error) {
-  auto c = std::make_unique<SqliteCluster>(options, dir);
-  if (!c->init(error)) return nullptr;
-  auto client = Client::open(c->direct_url());
-  if (!client) {
-    *error = c->direct_url() + ": " + client.error().to_string();
-    return nullptr;
-  }
-  return c;
+  return opened(std::make_unique<SqliteCluster>(options, dir), error);
 }
 
-}  // namespace baton::torture
+}  // namespace baton::testing
