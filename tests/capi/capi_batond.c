@@ -1,7 +1,7 @@
 /* tests/capi/capi_batond.c — a private batond for the C API test: started
  * with posix_spawn on a free loopback port (--listen 127.0.0.1:0) in a
  * fresh temporary directory; its ready line names the port. Stopped with
- * SIGTERM by pid; its directory is removed. */
+ * SIGTERM by pid, also when a check fails; its directory is removed. */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* nftw */
 
@@ -21,6 +21,7 @@
 extern char** environ;
 
 static pid_t g_pid = 0;
+static pid_t g_owner = 0; /* the process that started it (not a fork child) */
 static char g_dir[64];
 
 /* Reads batond's stdout until its ready line (at most 20 s); returns the
@@ -62,6 +63,7 @@ int batond_start(const char* path, char* url, size_t url_size) {
   posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT, 0600);
   char* argv[] = {(char*)path, "--listen",    "127.0.0.1:0", "--data-dir",
                   data,        "--log-level", "warn",        NULL};
+  g_owner = getpid();
   const int rc = posix_spawn(&g_pid, path, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
@@ -90,6 +92,7 @@ static int remove_entry(const char* path, const struct stat* st, int flag,
 }
 
 void batond_stop(void) {
+  if (g_owner != getpid()) return; /* a fork child: the parent's batond */
   if (g_pid > 0) {
     kill(g_pid, SIGCONT); /* in case a test left it stopped */
     kill(g_pid, SIGTERM);

@@ -16,6 +16,13 @@ const char* g_url = "";
 int g_batond_pid = 0;
 static const char* g_tag = "";
 
+/* Ends the test after a failed check (the message is printed). */
+static _Noreturn void die(void) {
+  fflush(stderr);
+  batond_stop();
+  _Exit(1);
+}
+
 void capi_fail(const char* file, int line, const char* what,
                const baton_error_t* err) {
   fprintf(stderr, "FAILED [%s] %s:%d: %s", g_url, file, line, what);
@@ -24,8 +31,7 @@ void capi_fail(const char* file, int line, const char* what,
             baton_error_message(err));
   }
   fprintf(stderr, "\n");
-  fflush(stderr);
-  _Exit(1);
+  die();
 }
 
 void capi_expect(const char* file, int line, const char* what,
@@ -33,15 +39,13 @@ void capi_expect(const char* file, int line, const char* what,
   if (!err) {
     fprintf(stderr, "FAILED [%s] %s:%d: %s succeeded; expected %s\n", g_url,
             file, line, what, baton_errc_name(want));
-    fflush(stderr);
-    _Exit(1);
+    die();
   }
   if (baton_error_code(err) != want || baton_error_message(err)[0] == '\0') {
     fprintf(stderr, "FAILED [%s] %s:%d: %s -> %s: \"%s\"; expected %s\n", g_url,
             file, line, what, baton_errc_name(baton_error_code(err)),
             baton_error_message(err), baton_errc_name(want));
-    fflush(stderr);
-    _Exit(1);
+    die();
   }
   baton_error_destroy(err);
 }

@@ -1,9 +1,9 @@
 /* tests/capi/capi_test.h — the C API test's own assertions and helpers
  * (plain C11 + POSIX; no test framework).
  *
- * A failed check prints where and why (with the error's code and message)
- * and ends the process at once with status 1: the checks that follow a
- * failed one would only report its consequences. */
+ * A failed check prints where and why (with the error's code and message),
+ * stops the test's batond and ends the process at once with status 1: the
+ * checks that follow a failed one would only report its consequences. */
 #ifndef BATON_TESTS_CAPI_CAPI_TEST_H_
 #define BATON_TESTS_CAPI_CAPI_TEST_H_
 
@@ -62,7 +62,8 @@ void test_fork(baton_client_t* c);
 
 /* batond (capi_batond.c): starts one on a free loopback port in a fresh
  * temporary directory; returns its pid (0 if it did not start) and writes
- * its URL. */
+ * its URL. batond_stop() does nothing but in the process that started it
+ * (a failed check in a fork child leaves it to the parent). */
 int batond_start(const char* path, char* url, size_t url_size);
 void batond_stop(void);
 
