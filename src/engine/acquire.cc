@@ -65,7 +65,8 @@ class AcquireCall {
       // be granted later; withdraw it in the background.
       e_.settler_->withdraw(e_.store_ptr(), {spec_.name}, spec_.token);
       if (is_try_) return e_.no_answer(r.error());
-      if (code == Errc::unavailable) return not_granted(spec_.name, wait_);
+      return cut_at_deadline(spec_.name, wait_, e_.store().safe_url(),
+                             r.error());
     }
     return r;
   }

@@ -17,6 +17,15 @@ Error not_all_granted(std::size_t n, std::chrono::milliseconds wait) {
                                   std::to_string(wait.count()) + "ms");
 }
 
+Error cut_at_deadline(std::string_view name, std::chrono::milliseconds wait,
+                      std::string_view store, const Error& cause) {
+  return Error(Errc::timeout,
+               not_granted(name, wait).message() + ": no answer from " +
+                   std::string(store) +
+                   " before the call deadline (the end of the wait + 50ms): " +
+                   cause.message());
+}
+
 Error cancelled(const std::vector<std::string>& names) {
   std::string what;
   for (const auto& n : names) {

@@ -17,6 +17,10 @@ namespace baton::engine {
 Error not_granted(std::string_view name, std::chrono::milliseconds wait);
 // timeout: `not all of the 3 locks were granted within 250ms`.
 Error not_all_granted(std::size_t n, std::chrono::milliseconds wait);
+// timeout: the wait ended with a store call that did not answer before
+// the call deadline (the end of the wait + the reply's grace).
+Error cut_at_deadline(std::string_view name, std::chrono::milliseconds wait,
+                      std::string_view store, const Error& cause);
 // cancelled: the wait for "a", "b" was cancelled; the request was withdrawn.
 Error cancelled(const std::vector<std::string>& names);
 // timeout: a grant that arrived after its own safe deadline was given back.

@@ -62,11 +62,14 @@ class Releaser {
   std::thread thread_;
 };
 
-// An old-style answer as the engine's.
-Result<Answer> to_answer(Result<Grant> r, AskMode mode) {
+// An old-style answer as the engine's. A timeout at the call deadline is
+// a call cut short (the engine reports and settles it), not the end of the
+// store's wait.
+Result<Answer> to_answer(Result<Grant> r, AskMode mode,
+                         const CallContext& ctx) {
   if (r.ok()) return Answer::granted_with(std::move(*r));
   const Errc code = r.error().code();
-  if (code == Errc::timeout && mode == AskMode::wait) {
+  if (code == Errc::timeout && mode == AskMode::wait && !ctx.expired()) {
     Answer a;
     a.kind = Answer::Kind::expired;
     a.gone = true;
@@ -90,7 +93,7 @@ class LegacyRequest final : public Request {
     return to_answer(
         store_.acquire(spec_, mode == AskMode::try_only ? milliseconds::zero()
                                                         : wait_left),
-        mode);
+        mode, ctx);
   }
   Result<Answer> withdraw(const CallContext& ctx) override {
     const CallDeadlineScope scope(steady_deadline(ctx));
