@@ -36,7 +36,7 @@ AcquireOptions ttl(std::chrono::milliseconds t) {
 struct Fixture {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   std::shared_ptr<FaultyStore> store = std::make_shared<FaultyStore>(
-      std::shared_ptr<store::Store>(store::make_memory_store()));
+      std::shared_ptr<Store>(store::make_memory_store()));
   Client client = make_client();
 
   Client make_client() {
