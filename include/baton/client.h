@@ -31,9 +31,10 @@
 namespace baton {
 
 namespace store {
-class Store;
+class Store;  // the former internal interface (stores moving off it)
 }
 class Counter;
+class Store;
 
 class Client {
  public:
@@ -42,10 +43,12 @@ class Client {
   // invalid_argument for an unknown or malformed URL, unavailable if the
   // store cannot be reached.
   static Result<Client> open(std::string_view url, ClientOptions options = {});
-  // Wraps an existing store object. For baton's own tests and tools: the
-  // Store interface is internal (src/stores/store.h) and may change between
-  // versions, so there is no supported way to write a store outside this
-  // repository yet (docs/design.md, "No public Store interface yet").
+  // A client of a store object (baton/store.h): a store written outside
+  // this repository, a wrapper that injects faults, or one opened with
+  // baton::open_store(). A null store makes every call answer
+  // invalid_argument.
+  static Client wrap(std::shared_ptr<Store> store, ClientOptions options = {});
+  // The same for a store still written to the former internal interface.
   static Client wrap(std::shared_ptr<store::Store> store,
                      ClientOptions options = {});
 

@@ -20,8 +20,9 @@ Status check(const Client::Impl& impl, const std::string& name) {
 Result<std::int64_t> Counter::get() const {
   const Client::Impl& impl = client_internal::impl_of(client_);
   if (Status st = check(impl, name_); !st.ok()) return st.error();
-  return client_internal::bounded_call(
-      impl, [&] { return impl.store->counter_get(name_); });
+  return client_internal::bounded_call(impl, [&](const CallContext& ctx) {
+    return impl.store->counter_get(name_, ctx);
+  });
 }
 
 // Note: a retried add whose first reply was lost may apply twice; counters
@@ -31,7 +32,11 @@ Result<std::int64_t> Counter::add(std::int64_t delta) const {
   const Client::Impl& impl = client_internal::impl_of(client_);
   if (Status st = check(impl, name_); !st.ok()) return st.error();
   return client_internal::bounded_call(
-      impl, [&] { return impl.store->counter_add(name_, delta); }, false);
+      impl,
+      [&](const CallContext& ctx) {
+        return impl.store->counter_add(name_, delta, ctx);
+      },
+      false);
 }
 
 Result<std::int64_t> Counter::take(std::int64_t n) const {
@@ -42,7 +47,11 @@ Result<std::int64_t> Counter::take(std::int64_t n) const {
                  "take(" + std::to_string(n) + "): n must be at least 1");
   }
   return client_internal::bounded_call(
-      impl, [&] { return impl.store->counter_take(name_, n); }, false);
+      impl,
+      [&](const CallContext& ctx) {
+        return impl.store->counter_take(name_, n, ctx);
+      },
+      false);
 }
 
 }  // namespace baton

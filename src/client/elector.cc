@@ -50,6 +50,17 @@ struct Elector::State {
   std::shared_ptr<KeptEntry> kept;       // guarded by mu, while leading
   OwnerToken campaign_token;             // guarded by mu
   std::string last_leader;               // guarded by mu
+  // The on_lost calls running on the session's notice thread. ~Elector
+  // waits for them: the session no longer knows the term by then (kept is
+  // reset first), so it does not wait itself. Shared, so that an on_lost
+  // that destroys its own elector can still leave.
+  struct Notices {
+    std::mutex mu;
+    std::condition_variable cv;
+    int running = 0;
+    std::thread::id thread;
+  };
+  const std::shared_ptr<Notices> notices = std::make_shared<Notices>();
   std::atomic<bool> leader{false};
   std::atomic<bool> cancelled{false};
   std::thread thread;
@@ -78,6 +89,7 @@ void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
 
 // The session's notice for term `t` (on the session's notice thread).
 void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
+  const std::shared_ptr<Notices> n = notices;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (term != t) return;  // resigned or re-elected meanwhile
@@ -87,6 +99,9 @@ void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
     session.reset();
     leader.store(false);
     cancelled.store(true);
+    std::lock_guard<std::mutex> nlk(n->mu);
+    ++n->running;
+    n->thread = std::this_thread::get_id();
   }
   cv.notify_all();
   if (options.on_lost) {
@@ -94,6 +109,10 @@ void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
         why.code(),
         "leadership of " + core::quote_name(group) + ": " + why.message()));
   }
+  // Only `n` from here on: on_lost may have destroyed this elector.
+  std::lock_guard<std::mutex> nlk(n->mu);
+  --n->running;
+  n->cv.notify_all();
 }
 
 void Elector::State::run() {
@@ -150,6 +169,15 @@ Elector::~Elector() {
     state_->stopping = true;
   }
   state_->cv.notify_all();
+  {
+    // An on_lost still running reads the options: wait for it, unless this
+    // is that very call destroying its own elector.
+    State::Notices& n = *state_->notices;
+    std::unique_lock<std::mutex> lk(n.mu);
+    n.cv.wait(lk, [&] {
+      return n.running == 0 || n.thread == std::this_thread::get_id();
+    });
+  }
   if (state_->thread.joinable()) state_->thread.join();
 }
 

@@ -17,6 +17,7 @@
 
 #include "baton/error.h"
 #include "baton/lease.h"
+#include "baton/store.h"
 #include "core/clock.h"
 
 namespace baton::core {
@@ -29,50 +30,12 @@ using std::chrono::milliseconds;
 inline constexpr milliseconds kForeverWait{std::chrono::hours(24 * 365 * 100)};
 inline bool is_forever(milliseconds wait) { return wait >= kForeverWait; }
 
-// acquire / try_acquire (rules 6-8, 12, 17).
-struct AcquireSpec {
-  std::string name;
-  OwnerToken token;  // the request id (rule 17)
-  milliseconds ttl{0};
-  std::uint32_t capacity = 1;
-  std::string label;
-  std::string reentrancy_key;  // empty = not reentrant
-  bool shared = false;         // rule 18: a shared (read) request
-};
-
-// acquire_some / acquire_all (rule 11).
-struct MultiSpec {
-  std::vector<std::string> names;  // distinct, each a valid lock name
-  OwnerToken reservation;          // one reservation for all names
-  milliseconds ttl{0};             // TTL of each lease; also how long
-                                   // not-yet-granted requests stay queued
-                                   // after this call (the reservation's
-                                   // heartbeat is the caller's next call)
-  std::uint32_t capacity = 1;
-  std::string label;
-  bool all_or_nothing = false;  // acquire_all (true) / acquire_some
-};
-
-// A lease as a store reports it.
-struct Grant {
-  std::string name;
-  OwnerToken token;  // the lease's token (for a reentrant re-acquire: the
-                     // original holder's token)
-  std::uint64_t fencing_token = 0;
-  milliseconds ttl{0};
-  std::uint32_t holds = 1;
-  std::uint32_t capacity = 1;
-  bool shared = false;  // a shared (read) lease (rule 18)
-  // expiry − store time at receipt of the request: the client adds it to
-  // its own send time for the local safe deadline (rule 14).
-  std::chrono::microseconds valid_for{0};
-  std::int64_t store_expires_at_ms = 0;  // store clock, Unix epoch ms
-};
-
-struct ReleaseResult {
-  bool was_held = false;         // false: expired, taken over, or unknown
-  std::uint32_t holds_left = 0;  // > 0: a reentrant hold remains
-};
+// The request vocabulary is public (baton/store.h): the client builds an
+// AcquireSpec, a store answers a Grant.
+using baton::AcquireSpec;
+using baton::Grant;
+using baton::MultiSpec;
+using baton::ReleaseResult;
 
 // The fields every acquire carries (AcquireSpec, and LockTable's own
 // request, which holds them as views).

@@ -1,11 +1,16 @@
 // stores/registry.cc — the URL → Store factory table.
 #include "stores/registry.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "baton/store_descriptor.h"
+#include "stores/legacy.h"
 #include "stores/memory/memory_store.h"
 #if BATON_WITH_SERVER
 #include "stores/baton/baton_store.h"
@@ -97,7 +102,6 @@ constexpr KnownStore kKnown[] = {
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
-  if (url.scheme == "memory") return open_memory_store(url);
 #if BATON_WITH_SERVER
   if (url.scheme == "baton" || url.scheme == "batons") {
     return open_baton_store(url);
@@ -145,14 +149,30 @@ bool register_store(std::string scheme, Factory factory) {
 }
 
 std::vector<std::string> builtin_schemes() {
-  std::vector<std::string> out = {"memory:"};
+  // The stores with descriptors (each scheme as its URL form writes it),
+  // then the built-in ones not yet moved onto them.
+  std::vector<std::string> out;
+  auto add = [&out](std::string spelled) {
+    if (std::find(out.begin(), out.end(), spelled) == out.end()) {
+      out.push_back(std::move(spelled));
+    }
+  };
+  for (const StoreDescriptor& d : baton::store_descriptors()) {
+    for (const std::string& s : d.schemes) {
+      add(d.url_form.rfind(s + "://", 0) == 0 ? s + "://" : s + ":");
+    }
+  }
   for (const auto& k : kKnown) {
-    if (k.built) out.emplace_back(k.spelled);
+    if (k.built) add(k.spelled);
   }
   return out;
 }
 
 Result<std::unique_ptr<Store>> open_store(std::string_view url) {
+  if (url.substr(0, 7) == "memory:" || url.substr(0, 7) == "MEMORY:") {
+    return Error(Errc::invalid_argument,
+                 "memory: is opened with baton::open_store (baton/store.h)");
+  }
 #if BATON_WITH_SQLITE
   // sqlite:///abs/path.db and sqlite://./rel.db are file paths, not
   // host:port authorities: the store parses its own URL.
@@ -195,3 +215,100 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
 }
 
 }  // namespace baton::store
+
+namespace baton {
+namespace {
+
+struct Descriptors {
+  std::mutex mu;
+  std::vector<StoreDescriptor> registered;  // guarded by mu; later wins
+};
+
+Descriptors& descriptors() {
+  static Descriptors* d = new Descriptors();  // never destroyed (used at exit)
+  return *d;
+}
+
+// The stores built into this binary that are written to baton/store.h.
+std::vector<const StoreDescriptor*> builtin() {
+  return {&store::memory_descriptor()};
+}
+
+std::string lower_scheme(std::string_view url) {
+  std::string scheme(url.substr(0, url.find(':')));
+  for (auto& c : scheme) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return scheme;
+}
+
+// The descriptor for `scheme`: registered ones first, then the built-ins.
+std::optional<StoreDescriptor> find(const std::string& scheme) {
+  {
+    Descriptors& d = descriptors();
+    std::lock_guard<std::mutex> lk(d.mu);
+    for (auto it = d.registered.rbegin(); it != d.registered.rend(); ++it) {
+      for (const auto& s : it->schemes) {
+        if (s == scheme) return *it;
+      }
+    }
+  }
+  for (const StoreDescriptor* b : builtin()) {
+    for (const auto& s : b->schemes) {
+      if (s == scheme) return *b;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool register_store(StoreDescriptor descriptor) {
+  if (descriptor.name.empty() || descriptor.schemes.empty() ||
+      !descriptor.open) {
+    return false;
+  }
+  for (auto& s : descriptor.schemes) s = lower_scheme(s);
+  Descriptors& d = descriptors();
+  std::lock_guard<std::mutex> lk(d.mu);
+  d.registered.push_back(std::move(descriptor));
+  return true;
+}
+
+std::vector<StoreDescriptor> store_descriptors() {
+  std::vector<StoreDescriptor> out;
+  for (const StoreDescriptor* b : builtin()) out.push_back(*b);
+  Descriptors& d = descriptors();
+  std::lock_guard<std::mutex> lk(d.mu);
+  for (const auto& r : d.registered) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const auto& o) { return o.name == r.name; });
+    if (same != out.end()) {
+      *same = r;
+    } else {
+      out.push_back(r);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<std::unique_ptr<Store>> open_store(std::string_view url) {
+  if (url.find(':') == std::string_view::npos) {
+    return Error(Errc::invalid_argument,
+                 "store URL \"" + std::string(url.substr(0, 200)) +
+                     "\" has no scheme (e.g. memory:, baton://host:port)");
+  }
+  if (auto d = find(lower_scheme(url))) {
+    auto parsed = parse_store_url(url, *d);
+    if (!parsed.ok()) return std::move(parsed).error();
+    return d->open(*parsed);
+  }
+  // A store still written to the former internal interface.
+  auto old = store::open_store(url);
+  if (!old.ok()) return std::move(old).error();
+  return store::adapt_legacy(std::move(*old));
+}
+
+}  // namespace baton

@@ -24,7 +24,7 @@ using testing::FaultyStore;
 using testing::Op;
 
 struct Faulty {
-  std::shared_ptr<store::Store> memory{store::make_memory_store()};
+  std::shared_ptr<Store> memory{store::make_memory_store()};
   std::shared_ptr<FaultyStore> store = std::make_shared<FaultyStore>(memory);
   Client client = make();
   Client make() {

@@ -11,6 +11,7 @@
 #include "baton/counter.h"
 #include "baton/elector.h"
 #include "baton/keeper.h"
+#include "baton/store_descriptor.h"
 #include "stores/memory/memory_store.h"
 #include "stores/registry.h"
 #include "support/eventually.h"
@@ -52,8 +53,8 @@ TEST(ClientOptionsTest, BadOptionsAreRefused) {
   // wrap() cannot fail: every call then reports the bad option.
   o = {};
   o.drift_floor = -1ms;
-  Client w = Client::wrap(
-      std::shared_ptr<store::Store>(store::make_memory_store()), o);
+  Client w =
+      Client::wrap(std::shared_ptr<Store>(store::make_memory_store()), o);
   auto r = w.try_acquire("x", ttl(1s));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Errc::invalid_argument);
@@ -99,12 +100,15 @@ TEST(ClientTest, UnreachableStoreIsUnavailableAndHidesThePassword) {
 
 TEST(ClientTest, RegisteredFactoryWins) {
   std::atomic<int> opened{0};
-  ASSERT_TRUE(store::register_store(
-      "fakemem",
-      [&](const store::Url&) -> Result<std::unique_ptr<store::Store>> {
-        opened.fetch_add(1);
-        return store::make_memory_store("fakemem:");
-      }));
+  StoreDescriptor fake;
+  fake.name = "fakemem";
+  fake.schemes = {"fakemem"};
+  fake.hosts_required = false;
+  fake.open = [&](const StoreUrl&) -> Result<std::unique_ptr<Store>> {
+    opened.fetch_add(1);
+    return store::make_memory_store("fakemem:");
+  };
+  ASSERT_TRUE(register_store(std::move(fake)));
   auto c = Client::open("fakemem:");
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   EXPECT_EQ(opened.load(), 1);
@@ -149,9 +153,8 @@ struct ManualWorld {
     o.clock = clock;
     o.drift_factor = 0;
     o.drift_floor = 0ms;
-    return Client::wrap(std::shared_ptr<store::Store>(
-                            store::make_memory_store("memory:", clock)),
-                        o);
+    return Client::wrap(
+        std::shared_ptr<Store>(store::make_memory_store("memory:", clock)), o);
   }
 };
 

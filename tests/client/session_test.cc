@@ -37,7 +37,7 @@ AcquireOptions ttl(std::chrono::milliseconds t) {
 struct Fixture {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   std::shared_ptr<FaultyStore> store = std::make_shared<FaultyStore>(
-      std::shared_ptr<store::Store>(store::make_memory_store()));
+      std::shared_ptr<Store>(store::make_memory_store()));
   Client client = make_client();
 
   Client make_client() {
@@ -364,6 +364,47 @@ TEST(SessionTest, DetachOfALostLeaseSaysSo) {
   auto d = k.detach();
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().code(), Errc::lock_lost);
+}
+
+// An on_lost runs on the session's notice thread, which no longer knows the
+// term: ~Elector itself must wait for it, since on_lost belongs to it.
+TEST(SessionTest, DestroyingAnElectorWaitsForItsRunningOnLost) {
+  Fixture f;
+  std::atomic<bool> started{false};
+  std::atomic<bool> finished{false};
+  ElectorOptions o;
+  o.ttl = 30s;
+  o.on_lost = [&](const Error&) {
+    started.store(true);
+    std::this_thread::sleep_for(200ms);
+    finished.store(true);
+  };
+  auto e = std::make_unique<Elector>(f.client, "group", o);
+  ASSERT_TRUE(e->campaign(5s).ok());
+  ASSERT_TRUE(f.client.release(*e->lease()).value());
+  f.clock->advance(10s);  // the next renewal answers lock_lost
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  e.reset();
+  EXPECT_TRUE(finished.load());
+}
+
+TEST(SessionTest, AnElectorMayBeDestroyedByItsOwnOnLost) {
+  Fixture f;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  Elector* elector = nullptr;
+  ElectorOptions o;
+  o.ttl = 30s;
+  o.on_lost = [done, &elector](const Error&) {
+    // Only locals after the delete: this closure goes with the elector.
+    auto d = done;
+    delete elector;
+    d->store(true);
+  };
+  elector = new Elector(f.client, "group", o);
+  ASSERT_TRUE(elector->campaign(5s).ok());
+  ASSERT_TRUE(f.client.release(*elector->lease()).value());
+  f.clock->advance(10s);
+  EXPECT_TRUE(eventually([&] { return done->load(); }));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/install/install_test.sh BUILD_DIR SOURCE_DIR — `cmake --install` of
-# the build into a fresh prefix, then a program outside the tree found by
-# find_package(baton) is configured, built and run against it; the
-# installed batond and baton must run too.
+# the build into a fresh prefix, then a C++ program outside the tree found
+# by find_package(baton) is configured, built and run against it, and a C
+# program against libbaton.so twice: through `pkg-config baton` and through
+# find_package(baton) (target baton::c); the installed batond and baton
+# must run too.
 set -euo pipefail
 trap 'echo "install_test: failed at line $LINENO" >&2' ERR
 build=$1
@@ -10,8 +12,8 @@ src=$2
 tmp=$(mktemp -d /tmp/baton-install-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
-for f in bin/batond bin/baton include/baton/client.h share/baton/batond.yaml \
-  share/baton/batond.service; do
+for f in bin/batond bin/baton include/baton/client.h include/baton/baton.h \
+  share/baton/batond.yaml share/baton/batond.service; do
   [[ -e "$tmp/prefix/$f" ]] || { echo "not installed: $f" >&2; exit 1; }
 done
 "$tmp/prefix/bin/baton" --help >/dev/null
@@ -39,12 +41,40 @@ if [[ $status -ne 0 ]]; then
   cat "$tmp/batond.out" >&2
   exit 1
 fi
-cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" \
-  -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" ||
-  { cat "$tmp/configure.log" >&2; exit 1; }
-cmake --build "$tmp/consumer" -j2 >"$tmp/build.log" ||
-  { cat "$tmp/build.log" >&2; exit 1; }
+# build_consumer NAME: configures and builds tests/install/NAME against
+# the installed prefix with find_package(baton).
+build_consumer() {
+  cmake -S "$src/tests/install/$1" -B "$tmp/$1" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_BUILD_TYPE=Release >"$tmp/$1.configure.log" ||
+    { cat "$tmp/$1.configure.log" >&2; exit 1; }
+  cmake --build "$tmp/$1" -j2 >"$tmp/$1.build.log" ||
+    { cat "$tmp/$1.build.log" >&2; exit 1; }
+}
+build_consumer consumer
 out=$("$tmp/consumer/consumer")
 echo "$out"
+[[ "$out" == ok\ fencing=* ]]
+
+# The C ABI: libbaton.so.<N> (and its development link) and baton.pc, in
+# the library directory GNUInstallDirs chose.
+pc=$(find "$tmp/prefix" -name baton.pc -path '*/pkgconfig/*')
+[[ -n "$pc" ]] || { echo "not installed: baton.pc" >&2; exit 1; }
+libdir=$(dirname "$(dirname "$pc")")
+ls "$libdir"/libbaton.so.[0-9]* >/dev/null && [[ -L "$libdir/libbaton.so" ]] ||
+  { echo "not installed: $libdir/libbaton.so*" >&2; exit 1; }
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+[[ "$(pkg-config --variable=libdir baton)" -ef "$libdir" ]] ||
+  { echo "baton.pc points at $(pkg-config --variable=libdir baton)" >&2; exit 1; }
+# shellcheck disable=SC2046 # pkg-config's flags are separate words
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer_c/main.c" \
+  -o "$tmp/consumer_c_pc" $(pkg-config --cflags --libs baton) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir baton)" >"$tmp/pc.log" 2>&1 ||
+  { cat "$tmp/pc.log" >&2; exit 1; }
+out=$("$tmp/consumer_c_pc")
+echo "C via pkg-config: $out"
+[[ "$out" == ok\ fencing=* ]]
+build_consumer consumer_c
+out=$("$tmp/consumer_c/consumer_c")
+echo "C via find_package: $out"
 [[ "$out" == ok\ fencing=* ]]
 echo "install test: ok (prefix $tmp/prefix)"

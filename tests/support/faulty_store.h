@@ -1,10 +1,15 @@
 // tests/support/faulty_store.h — a Store wrapper that injects faults into
-// chosen operations (test-only): hang until released or until the caller's
-// call deadline (stores/call_deadline.h) passes, as a real store whose
-// server stopped answering; fail with a given error; or run the call and
-// then lose the reply; or answer an acquire `timeout` at its call deadline
-// and run it on the store later (a server that commits a request after its
-// caller gave up). Every call is counted.
+// chosen operations (test-only): hang until released or until the call's
+// deadline (CallContext) passes, as a real store whose server stopped
+// answering (on real time, whatever clock the caller reads); fail with a
+// given error; run the call and then lose the
+// reply; delay the reply; or answer an acquire `timeout` at its call
+// deadline and run it on the store later (a server that commits a request
+// after its caller gave up). Every call is counted.
+//
+// Op::acquire covers a request's ask and look (each a store round trip),
+// Op::multi the same for acquire_some / acquire_all; their withdraw
+// counts as Op::release.
 //
 // Thread safety: every member may be called from any thread.
 #ifndef BATON_TESTS_SUPPORT_FAULTY_STORE_H_
@@ -21,16 +26,15 @@
 #include <thread>
 #include <vector>
 
-#include "stores/call_deadline.h"
-#include "stores/store.h"
+#include "baton/store.h"
 
 namespace baton::testing {
 
 enum class Op { acquire, extend, release, describe, list, multi, counter };
 
-class FaultyStore final : public store::Store {
+class FaultyStore final : public Store {
  public:
-  explicit FaultyStore(std::shared_ptr<store::Store> inner)
+  explicit FaultyStore(std::shared_ptr<Store> inner)
       : inner_(std::move(inner)) {}
   ~FaultyStore() override {
     for (auto& t : late_) t.join();
@@ -67,8 +71,8 @@ class FaultyStore final : public store::Store {
     std::lock_guard<std::mutex> g(mu_);
     delay_[op] = {d, times};
   }
-  // The next acquire answers `timeout` at its call deadline (it must have
-  // one), and reaches the store `after` that as a try (wait 0): the store
+  // The next acquire ask answers `timeout` at its call deadline (it must
+  // have one), and reaches the store `after` that as a try: the store
   // commits the request after its caller gave up.
   void commit_acquire_late(std::chrono::milliseconds after) {
     std::lock_guard<std::mutex> g(mu_);
@@ -87,76 +91,164 @@ class FaultyStore final : public store::Store {
     return it == hanging_.end() ? 0 : it->second;
   }
 
-  Result<store::Grant> acquire(const store::AcquireSpec& s,
-                               milliseconds wait) override {
-    std::optional<std::chrono::milliseconds> late;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      late.swap(commit_late_);
-      if (late) ++calls_[Op::acquire];
-    }
-    if (late) {
-      std::this_thread::sleep_until(store::call_deadline());
-      std::lock_guard<std::mutex> g(mu_);
-      late_.emplace_back([this, s, after = *late] {
-        std::this_thread::sleep_for(after);
-        (void)inner_->acquire(s, milliseconds{0});
-      });
-      return Error(Errc::timeout, "faulty store: no answer (committed late)");
-    }
-    return run(Op::acquire, [&] { return inner_->acquire(s, wait); });
+  std::unique_ptr<Request> request(const AcquireSpec& spec) override {
+    return std::make_unique<FaultyRequest>(*this, inner_->request(spec), spec);
   }
-  Result<store::Grant> extend(std::string_view name, const OwnerToken& token,
-                              milliseconds ttl) override {
-    return run(Op::extend, [&] { return inner_->extend(name, token, ttl); });
+  std::unique_ptr<MultiRequest> request_multi(const MultiSpec& spec) override {
+    return std::make_unique<FaultyMulti>(*this, inner_->request_multi(spec));
   }
-  Result<store::ReleaseResult> release(std::string_view name,
-                                       const OwnerToken& token) override {
-    return run(Op::release, [&] { return inner_->release(name, token); });
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl, const CallContext& ctx) override {
+    return run(Op::extend, ctx,
+               [&] { return inner_->extend(name, token, ttl, ctx); });
   }
-  Result<LockInfo> describe(std::string_view name) override {
-    return run(Op::describe, [&] { return inner_->describe(name); });
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
+                                const CallContext& ctx) override {
+    return run(Op::release, ctx,
+               [&] { return inner_->release(name, token, ctx); });
   }
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit) override {
-    return run(Op::list, [&] { return inner_->list(prefix, limit); });
+  Result<LockInfo> describe(std::string_view name,
+                            const CallContext& ctx) override {
+    return run(Op::describe, ctx, [&] { return inner_->describe(name, ctx); });
   }
-  Result<std::vector<store::Grant>> acquire_multi(const store::MultiSpec& s,
-                                                  milliseconds wait) override {
-    return run(Op::multi, [&] { return inner_->acquire_multi(s, wait); });
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
+                                     const CallContext& ctx) override {
+    return run(Op::list, ctx, [&] { return inner_->list(prefix, limit, ctx); });
   }
-  Result<std::int64_t> counter_get(std::string_view name) override {
-    return run(Op::counter, [&] { return inner_->counter_get(name); });
+  Result<std::int64_t> counter_get(std::string_view name,
+                                   const CallContext& ctx) override {
+    return run(Op::counter, ctx,
+               [&] { return inner_->counter_get(name, ctx); });
   }
-  Result<std::int64_t> counter_add(std::string_view name,
-                                   std::int64_t delta) override {
-    return run(Op::counter, [&] { return inner_->counter_add(name, delta); });
+  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta,
+                                   const CallContext& ctx) override {
+    return run(Op::counter, ctx,
+               [&] { return inner_->counter_add(name, delta, ctx); });
   }
-  Result<std::int64_t> counter_take(std::string_view name,
-                                    std::int64_t n) override {
-    return run(Op::counter, [&] { return inner_->counter_take(name, n); });
+  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n,
+                                    const CallContext& ctx) override {
+    return run(Op::counter, ctx,
+               [&] { return inner_->counter_take(name, n, ctx); });
   }
   bool supports_shared() const override { return inner_->supports_shared(); }
+  milliseconds recheck_interval() const override {
+    return inner_->recheck_interval();
+  }
   std::string safe_url() const override {
     return "faulty+" + inner_->safe_url();
   }
 
  private:
+  class FaultyRequest final : public Request {
+   public:
+    FaultyRequest(FaultyStore& s, std::unique_ptr<Request> inner,
+                  AcquireSpec spec)
+        : s_(s), inner_(std::move(inner)), spec_(std::move(spec)) {}
+    Result<Answer> ask(AskMode mode, milliseconds wait_left,
+                       const CallContext& ctx) override {
+      if (auto late = s_.take_commit_late()) {
+        std::this_thread::sleep_for(ctx.deadline() - ctx.now());
+        s_.run_late(*late, spec_);
+        return Error(Errc::timeout, "faulty store: no answer (committed late)");
+      }
+      return s_.run(Op::acquire, ctx,
+                    [&] { return inner_->ask(mode, wait_left, ctx); });
+    }
+    Result<Answer> look(milliseconds wait_left,
+                        const CallContext& ctx) override {
+      return s_.run(Op::acquire, ctx,
+                    [&] { return inner_->look(wait_left, ctx); });
+    }
+    Result<Answer> withdraw(const CallContext& ctx) override {
+      return s_.run(Op::release, ctx, [&] { return inner_->withdraw(ctx); });
+    }
+    std::optional<Grant> wait_change(Clock::time_point until,
+                                     const CallContext& ctx) override {
+      return inner_->wait_change(until, ctx);
+    }
+    void interrupt() override {
+      Request::interrupt();
+      inner_->interrupt();
+      s_.cv_.notify_all();
+    }
+
+   private:
+    FaultyStore& s_;
+    std::unique_ptr<Request> inner_;
+    const AcquireSpec spec_;
+  };
+
+  class FaultyMulti final : public MultiRequest {
+   public:
+    FaultyMulti(FaultyStore& s, std::unique_ptr<MultiRequest> inner)
+        : s_(s), inner_(std::move(inner)) {}
+    Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
+                            const CallContext& ctx) override {
+      return s_.run(Op::multi, ctx,
+                    [&] { return inner_->ask(mode, wait_left, ctx); });
+    }
+    Result<MultiAnswer> look(milliseconds wait_left,
+                             const CallContext& ctx) override {
+      return s_.run(Op::multi, ctx,
+                    [&] { return inner_->look(wait_left, ctx); });
+    }
+    Result<MultiAnswer> withdraw(const CallContext& ctx) override {
+      return s_.run(Op::release, ctx, [&] { return inner_->withdraw(ctx); });
+    }
+    std::optional<Grant> wait_change(Clock::time_point until,
+                                     const CallContext& ctx) override {
+      return inner_->wait_change(until, ctx);
+    }
+    void interrupt() override {
+      MultiRequest::interrupt();
+      inner_->interrupt();
+      s_.cv_.notify_all();
+    }
+
+   private:
+    FaultyStore& s_;
+    std::unique_ptr<MultiRequest> inner_;
+  };
+
+  std::optional<std::chrono::milliseconds> take_commit_late() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::optional<std::chrono::milliseconds> late;
+    late.swap(commit_late_);
+    if (late) ++calls_[Op::acquire];
+    return late;
+  }
+
+  // The request reaches the store `after` from now, as a try.
+  void run_late(std::chrono::milliseconds after, const AcquireSpec& spec) {
+    std::lock_guard<std::mutex> g(mu_);
+    late_.emplace_back([this, spec, after] {
+      std::this_thread::sleep_for(after);
+      auto req = inner_->request(spec);
+      (void)req->ask(AskMode::try_only, milliseconds{0}, CallContext{});
+    });
+  }
+
   template <typename F>
-  auto run(Op op, F call) -> decltype(call()) {
+  auto run(Op op, const CallContext& ctx, F call) -> decltype(call()) {
     std::unique_lock<std::mutex> g(mu_);
     ++calls_[op];
     if (hung_[op]) {
       ++hanging_[op];
-      const auto deadline = store::call_deadline();
+      // As a real store's socket timeouts: real time, however the caller's
+      // clock moves (tests drive a ManualClock).
+      const auto now = std::chrono::steady_clock::now();
+      const auto deadline = ctx.deadline() == CallContext::time_point::max()
+                                ? std::chrono::steady_clock::time_point::max()
+                                : now + (ctx.deadline() - ctx.now());
       while (hung_[op]) {
-        if (deadline == store::SteadyTime::max()) {
-          cv_.wait(g);
-        } else if (cv_.wait_until(g, deadline) == std::cv_status::timeout &&
-                   hung_[op]) {
+        if (ctx.stop_requested() ||
+            std::chrono::steady_clock::now() >= deadline) {
           --hanging_[op];
           return Error(Errc::timeout, "faulty store: no answer (hung)");
         }
+        cv_.wait_until(g,
+                       std::min(deadline, std::chrono::steady_clock::now() +
+                                              std::chrono::milliseconds(50)));
       }
       --hanging_[op];
     }
@@ -182,7 +274,7 @@ class FaultyStore final : public store::Store {
     return r;
   }
 
-  std::shared_ptr<store::Store> inner_;
+  std::shared_ptr<Store> inner_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Op, bool> hung_;

@@ -1,9 +1,9 @@
 // stores/memory/memory_store.h — the in-process `memory:` store.
 //
-// Runs the reference state machine (core::LockTable) under one mutex with a
-// steady clock. Blocking calls park on a condition variable and wake when the
-// table reports their outcome (grant or wait timeout) or at the table's next
-// deadline, so expiries and wait timeouts fire without a timer thread.
+// Runs the reference state machine (core::LockTable) under one mutex. A
+// waiting request parks in the table; the table's events (a grant, a wait
+// that timed out) wake it, carrying the grant, and expiries fire at the
+// table's next deadline without a timer thread.
 //
 // URLs: `memory:` opens a private store; `memory:<name>` opens the store of
 // that name shared by everyone in the process who opens the same URL while
@@ -17,20 +17,18 @@
 #include <string>
 
 #include "baton/clock.h"
-#include "baton/error.h"
-#include "core/url.h"
-#include "stores/store.h"
+#include "baton/store.h"
+#include "baton/store_descriptor.h"
 
 namespace baton::store {
 
 // A new private memory store. Its time is `clock` (null = the steady
 // clock); tests pass the ManualClock their client reads.
-std::unique_ptr<Store> make_memory_store(
+std::unique_ptr<baton::Store> make_memory_store(
     std::string url = "memory:",
     std::shared_ptr<const baton::Clock> clock = nullptr);
 
-// The factory behind the `memory:` scheme (see header comment).
-Result<std::unique_ptr<Store>> open_memory_store(const core::Url& url);
+const StoreDescriptor& memory_descriptor();
 
 }  // namespace baton::store
 

@@ -1,4 +1,4 @@
-// client/settle.h — withdraws the requests of abandoned acquires.
+// engine/settle.h — withdraws the requests of abandoned acquires.
 //
 // An acquire that gave up at its call deadline (a store that is slow or
 // gone) may still be queued or granted by the store later: the request was
@@ -19,8 +19,8 @@
 // the Client that owns the store still exists.
 //
 // Thread safety: all members may be called from any thread.
-#ifndef BATON_CLIENT_SETTLE_H_
-#define BATON_CLIENT_SETTLE_H_
+#ifndef BATON_ENGINE_SETTLE_H_
+#define BATON_ENGINE_SETTLE_H_
 
 #include <array>
 #include <chrono>
@@ -30,11 +30,11 @@
 
 #include "baton/lease.h"
 
-namespace baton::store {
+namespace baton {
 class Store;
 }
 
-namespace baton::client_internal {
+namespace baton::engine {
 
 // The pauses between the releases of an abandoned token.
 inline constexpr std::array<std::chrono::milliseconds, 4> kSettlePauses{
@@ -50,8 +50,8 @@ class Settler {
   Settler& operator=(const Settler&) = delete;
 
   // Withdraws `token` from `names` on `store` in the background.
-  void withdraw(std::shared_ptr<store::Store> store,
-                std::vector<std::string> names, const OwnerToken& token);
+  void withdraw(std::shared_ptr<Store> store, std::vector<std::string> names,
+                const OwnerToken& token);
   // A new call uses `token`: no further withdrawal of it; returns once a
   // release of it in flight has finished.
   void claim(const OwnerToken& token);
@@ -63,6 +63,6 @@ class Settler {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace baton::client_internal
+}  // namespace baton::engine
 
-#endif  // BATON_CLIENT_SETTLE_H_
+#endif  // BATON_ENGINE_SETTLE_H_

@@ -1,5 +1,5 @@
-// client/settle.cc — Settler (see settle.h).
-#include "client/settle.h"
+// engine/settle.cc — Settler (see settle.h).
+#include "engine/settle.h"
 
 #include <condition_variable>
 #include <list>
@@ -7,10 +7,9 @@
 #include <thread>
 #include <utility>
 
-#include "stores/call_deadline.h"
-#include "stores/store.h"
+#include "baton/store.h"
 
-namespace baton::client_internal {
+namespace baton::engine {
 
 using std::chrono::milliseconds;
 
@@ -26,20 +25,18 @@ struct Settler::State {
   std::condition_variable cv;
   std::list<Entry> entries;  // mu
 
-  void release_all(store::Store& store, const std::vector<std::string>& names,
+  void release_all(Store& store, const std::vector<std::string>& names,
                    const OwnerToken& token) const {
     for (const auto& n : names) {
-      const store::CallDeadlineScope scope(std::chrono::steady_clock::now() +
-                                           request_timeout);
-      (void)store.release(n, token);
+      const CallContext ctx(std::chrono::steady_clock::now() + request_timeout);
+      (void)store.release(n, token, ctx);
     }
   }
 
   // The background thread of one withdrawal.
-  void run(std::shared_ptr<store::Store> store,
-           const std::vector<std::string>& names,
+  void run(std::shared_ptr<Store> store, const std::vector<std::string>& names,
            std::list<Entry>::iterator entry) {
-    const std::weak_ptr<store::Store> weak = store;
+    const std::weak_ptr<Store> weak = store;
     std::unique_lock<std::mutex> lk(mu);
     for (std::size_t round = 0;; ++round) {
       if (entry->claimed) break;
@@ -66,7 +63,7 @@ Settler::Settler(milliseconds request_timeout)
 
 Settler::~Settler() = default;
 
-void Settler::withdraw(std::shared_ptr<store::Store> store,
+void Settler::withdraw(std::shared_ptr<Store> store,
                        std::vector<std::string> names,
                        const OwnerToken& token) {
   std::list<State::Entry>::iterator entry;
@@ -99,4 +96,4 @@ std::size_t Settler::pending() const {
   return state_->entries.size();
 }
 
-}  // namespace baton::client_internal
+}  // namespace baton::engine

@@ -1,0 +1,199 @@
+// engine/acquire.cc — one acquire (try, blocking, shared) driven through a
+// store's Request: ask, wait for a change, look, withdraw.
+#include <algorithm>
+#include <optional>
+
+#include "core/jitter.h"
+#include "core/request.h"
+#include "engine/engine.h"
+#include "engine/messages.h"
+#include "engine/wait.h"
+
+namespace baton::engine {
+
+// One call of Engine::acquire.
+class AcquireCall {
+ public:
+  AcquireCall(const Engine& e, AcquireSpec spec, milliseconds wait,
+              std::stop_token stop)
+      : e_(e),
+        spec_(std::move(spec)),
+        wait_(wait),
+        is_try_(wait == milliseconds::zero()),
+        stop_(is_try_ ? std::stop_token{} : std::move(stop)),
+        span_(e.clock(), wait, e.policy().request_timeout),
+        ctx_(span_.deadline, stop_, e.policy().clock) {}
+
+  Result<Timed> run() {
+    if (stop_.stop_requested()) return cancelled({spec_.name});
+    // A repeat of an abandoned call (rule 17) must not be withdrawn.
+    e_.settler_->claim(spec_.token);
+    Result<Timed> r = Error(Errc::internal, "not run");
+    for (int attempt = 1;;) {
+      late_ = false;
+      r = one_request();
+      if (r.ok() || stopped()) break;
+      if (late_) {
+        // A fresh request with a fresh token, while the wait goes on.
+        if (is_try_ || span_.over(e_.clock())) break;
+        continue;
+      }
+      if (r.error().code() != Errc::unavailable ||
+          attempt > e_.policy().max_retries) {
+        break;
+      }
+      const auto pause = e_.backoff(attempt++);
+      if (e_.clock().now() + pause >= span_.retry_until()) break;
+      e_.sleep_until(e_.clock().now() + pause, stop_);
+      if (stopped()) break;
+    }
+    if (stopped()) {
+      if (r.ok()) give_back(r->grant);
+      // A request the store may still have queued (an ask cut short).
+      (void)e_.call(
+          [&](const CallContext& c) {
+            return e_.store().release(spec_.name, spec_.token, c);
+          },
+          false);
+      return cancelled({spec_.name});
+    }
+    if (r.ok()) return r;
+    const Errc code = r.error().code();
+    if (ctx_.expired() &&
+        (code == Errc::timeout || code == Errc::unavailable)) {
+      // Cut short at the call deadline: the request may still be queued or
+      // be granted later; withdraw it in the background.
+      e_.settler_->withdraw(e_.store_ptr(), {spec_.name}, spec_.token);
+      if (is_try_) return e_.no_answer(r.error());
+      return cut_at_deadline(spec_.name, wait_, e_.store().safe_url(),
+                             r.error());
+    }
+    return r;
+  }
+
+ private:
+  bool stopped() const { return stop_.stop_requested(); }
+
+  // The lease answered to an ask sent at `sent`, or — if it arrived after
+  // its own safe deadline — given back, with a fresh token for the rest of
+  // the wait (that lease has ended; stores refuse an ended token).
+  Result<Timed> accept(const Grant& g, time_point sent) {
+    if (!e_.policy().fresh || e_.policy().fresh(g, sent)) {
+      return Timed{g, sent};
+    }
+    give_back(g);
+    spec_.token = OwnerToken::random();
+    late_ = true;
+    return arrived_late(spec_.name);
+  }
+
+  void give_back(const Grant& g) {
+    (void)e_.call([&](const CallContext& c) {
+      return e_.store().release(g.name, g.token, c);
+    });
+  }
+
+  Result<Timed> one_request() {
+    std::unique_ptr<Request> req = e_.store().request(spec_);
+    Interrupter interrupter(stop_, *req);
+    const time_point sent = e_.clock().now();
+    if (is_try_) return try_once(*req, sent);
+    Result<Answer> a = req->ask(AskMode::wait, span_.left(e_.clock()), ctx_);
+    for (;;) {
+      if (!a.ok()) {
+        if (stopped()) break;
+        return std::move(a).error();
+      }
+      switch (a->kind) {
+        case Answer::Kind::granted:
+          if (stopped()) {
+            give_back(a->grant);
+            return cancelled({spec_.name});
+          }
+          return accept(a->grant, sent);
+        case Answer::Kind::refused:
+          return std::move(a->error);
+        case Answer::Kind::expired:
+          if (!span_.over(e_.clock()) && !stopped()) {
+            // The store's own wait (at most 7 days) ended; ours goes on.
+            a = req->ask(AskMode::wait, span_.left(e_.clock()), ctx_);
+            continue;
+          }
+          break;
+        case Answer::Kind::queued:
+          if (auto next = next_answer(*req, *a)) {
+            a = std::move(*next);
+            continue;
+          }
+          break;
+      }
+      break;
+    }
+    return withdraw(*req, a.ok() && a->gone, sent);
+  }
+
+  // A try: granted or refused, never left queued.
+  Result<Timed> try_once(Request& req, time_point sent) {
+    auto a = req.ask(AskMode::try_only, milliseconds::zero(), ctx_);
+    if (!a.ok()) return std::move(a).error();
+    if (a->kind == Answer::Kind::granted) return accept(a->grant, sent);
+    if (a->kind == Answer::Kind::refused) return std::move(a->error);
+    if (!a->gone) (void)req.withdraw(ctx_);
+    return not_free(spec_.name);
+  }
+
+  // While queued: waits for a change or the next look, then looks.
+  // nullopt: the wait is over (or stopped); withdraw.
+  std::optional<Result<Answer>> next_answer(Request& req, const Answer& a) {
+    if (stopped() || span_.over(e_.clock())) return std::nullopt;
+    if (a.look_at == time_point::min()) {
+      return req.look(span_.left(e_.clock()), ctx_);
+    }
+    const time_point until =
+        std::min({span_.end, a.look_at,
+                  e_.clock().now() +
+                      core::jittered(e_.store().recheck_interval(), 1.0, 3.0)});
+    std::optional<Grant> pushed = req.wait_change(until, ctx_);
+    if (pushed) return Answer::granted_with(std::move(*pushed));
+    if (stopped() || span_.over(e_.clock())) return std::nullopt;
+    return req.look(span_.left(e_.clock()), ctx_);
+  }
+
+  // The wait is over: leave the queue, or take the grant that came in.
+  Result<Timed> withdraw(Request& req, bool gone, time_point sent) {
+    if (!gone) {
+      Result<Answer> w = withdraw_with_retries(req, ctx_);
+      if (w.ok() && w->kind == Answer::Kind::granted) {
+        if (stopped()) {
+          give_back(w->grant);
+          return cancelled({spec_.name});
+        }
+        return accept(w->grant, sent);
+      }
+      if (!w.ok()) {
+        e_.settler_->withdraw(e_.store_ptr(), {spec_.name}, spec_.token);
+        if (!stopped() && w.error().code() != Errc::timeout) {
+          return std::move(w).error();
+        }
+      }
+    }
+    if (stopped()) return cancelled({spec_.name});
+    return not_granted(spec_.name, wait_);
+  }
+
+  const Engine& e_;
+  AcquireSpec spec_;
+  const milliseconds wait_;
+  const bool is_try_;
+  const std::stop_token stop_;
+  const Span span_;
+  const CallContext ctx_;
+  bool late_ = false;  // the last request's grant arrived too late
+};
+
+Result<Timed> Engine::acquire(AcquireSpec spec, milliseconds wait,
+                              std::stop_token stop) const {
+  return AcquireCall(*this, std::move(spec), wait, std::move(stop)).run();
+}
+
+}  // namespace baton::engine
