@@ -17,7 +17,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 
 #include "cli/guard.h"
 
@@ -203,21 +202,18 @@ StopEvent::Cause cause_of(std::int64_t cause) {
 class Supervisor {
  public:
   Supervisor(const SuperviseOptions& options, int report_fd, int control_fd,
-             SteadyTime sent)
+             SteadyTime initial)
       : options_(options),
         report_fd_(report_fd),
         control_fd_(control_fd),
-        sent_(sent) {}
+        initial_(initial) {}
 
   // Returns the command's wait status (or the guard's, if it died without
   // a report) once the guard is gone.
   int run(pid_t guard) {
     for (;;) {
-      // First the latest deadline (a renewal may have come since the plan
-      // was made, or while this thread was not scheduled), so that the
-      // backstop never acts on an old one.
-      hand_over();
-      if (!backstopped_ && steady_clock::now() >= sent_ && !gone_by_now()) {
+      if (!backstopped_ && steady_clock::now() >= guards_deadline() &&
+          !gone_by_now()) {
         backstop(guard);
       }
       if (!stop_sent_ && lost()) {
@@ -227,20 +223,17 @@ class Supervisor {
         (void)write_message(control_fd_, m);
         stop_sent_ = true;
       }
-      pollfd fds[3];
+      pollfd fds[2];
       nfds_t n = 0;
       fds[n++] = pollfd{report_fd_, POLLIN, 0};
-      const nfds_t renewed_at = n;
-      if (options_.renewed != nullptr && options_.renewed->fd() >= 0) {
-        fds[n++] = pollfd{options_.renewed->fd(), POLLIN, 0};
-      }
       if (!stop_sent_ && options_.notice != nullptr &&
           options_.notice->fd() >= 0) {
         fds[n++] = pollfd{options_.notice->fd(), POLLIN, 0};
       }
-      // Wake at the deadline the guard has (the backstop), and every
-      // kFlagPoll when only a flag can say "lost".
-      SteadyTime wake = backstopped_ ? SteadyTime::max() : sent_;
+      // Wake at the deadline the guard has (the backstop; a renewal moves
+      // it meanwhile, read again then), and every kFlagPoll when only a
+      // flag can say "lost".
+      SteadyTime wake = backstopped_ ? SteadyTime::max() : guards_deadline();
       if (!stop_sent_ && options_.stop != nullptr &&
           options_.notice == nullptr) {
         wake = std::min(wake, steady_clock::now() + kFlagPoll);
@@ -255,9 +248,6 @@ class Supervisor {
                 nullptr) <= 0) {
         continue;  // timeout or EINTR: re-evaluate
       }
-      if (renewed_at < n && fds[renewed_at].revents != 0) {
-        options_.renewed->drain();  // handed over at the top of the loop
-      }
       if (fds[0].revents != 0 && !read_report()) break;
     }
     int status = 0;
@@ -268,21 +258,13 @@ class Supervisor {
 
   std::int64_t causes() const { return causes_; }
 
-  // The keeper's current deadline to the guard, if it moved.
-  void hand_over() {
-    if (!options_.deadline) return;
-    const SteadyTime d = options_.deadline();
-    if (d == sent_ || d == SteadyTime{} || d == SteadyTime::max()) return;
-    Message m;
-    m.kind = kDeadline;
-    m.a = to_ns(d);
-    m.b = std::chrono::duration_cast<nanoseconds>(options_.grace).count();
-    // Non-blocking: a guard that does not read (stopped) cannot hold baton
-    // up; it acts on the deadline it has.
-    if (write_message(control_fd_, m)) sent_ = d;
+ private:
+  // The deadline the guard has: the last one handed over.
+  SteadyTime guards_deadline() const {
+    return options_.channel != nullptr ? options_.channel->last_sent()
+                                       : initial_;
   }
 
- private:
   // Reads what the guard has reported so far, without waiting; true once it
   // reported the exit (or is gone).
   bool gone_by_now() {
@@ -342,7 +324,7 @@ class Supervisor {
   const SuperviseOptions& options_;
   const int report_fd_;
   const int control_fd_;
-  SteadyTime sent_;
+  const SteadyTime initial_;  // the deadline in the guard's plan
   bool stop_sent_ = false;
   bool backstopped_ = false;
   bool have_status_ = false;
@@ -354,26 +336,13 @@ class Supervisor {
 // On failure the guard is reaped and *spawn_exit_code set as a shell would.
 // *group is the command's group whenever it was forked (the terminal may
 // have to be taken back from it).
-// Meanwhile each renewal's deadline is handed over (`hand_over`): the exec
-// may take longer than a short TTL's renew interval.
 Result<pid_t> await_start(const SuperviseOptions& options, int report_fd,
-                          pid_t guard, pid_t* group, int* spawn_exit_code,
-                          const std::function<void()>& hand_over) {
+                          pid_t guard, pid_t* group, int* spawn_exit_code) {
   auto reap_guard = [&] {
     int status = 0;
     while (waitpid(guard, &status, 0) < 0 && errno == EINTR) {
     }
   };
-  for (;;) {
-    pollfd fds[2] = {{report_fd, POLLIN, 0}, {-1, POLLIN, 0}};
-    if (options.renewed != nullptr) fds[1].fd = options.renewed->fd();
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
-    if (fds[1].revents != 0) {
-      options.renewed->drain();
-      hand_over();
-    }
-    if (fds[0].revents != 0) break;
-  }
   Message started;
   const int got = read_message(report_fd, &started);
   const int err = got == 1 ? static_cast<int>(started.b) : 0;
@@ -413,13 +382,14 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
     path = *resolved;
   }
   const milliseconds grace = std::max(options.grace, milliseconds::zero());
-  const SteadyTime deadline =
-      options.deadline ? options.deadline() : SteadyTime::max();
+  auto deadline_now = [&] {
+    return options.deadline ? options.deadline() : SteadyTime::max();
+  };
   SuperviseResult result;
   // The lease is gone already: do not start the command at all.
   if ((options.notice != nullptr && options.notice->notified()) ||
       (options.stop != nullptr && options.stop->load()) ||
-      steady_clock::now() >= deadline) {
+      steady_clock::now() >= deadline_now()) {
     result.started = false;
     result.stopped = true;
     return result;
@@ -443,6 +413,18 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
         Errc::internal,
         std::string("cannot start the command: pipe: ") + std::strerror(errno));
   }
+  // Renewals from now on reach the control pipe, to be read by the guard
+  // before it acts; the plan carries the deadline read after this.
+  struct OpenChannel {
+    DeadlineChannel* channel;
+    ~OpenChannel() {
+      if (channel != nullptr) channel->close();  // before the pipe closes
+    }
+  } open_channel{options.channel};
+  if (options.channel != nullptr) {
+    options.channel->open(pipes.control[1], grace, deadline_now());
+  }
+  const SteadyTime deadline = deadline_now();
 
   SignalForwarding forwarding;
   TerminalHandover terminal;
@@ -482,10 +464,9 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
                                      std::strerror(fork_errno));
   }
   setpgid(guard, guard);  // as the guard does: whichever runs first
-  Supervisor supervisor(options, pipes.report[0], pipes.control[1], deadline);
   pid_t forked = 0;
-  auto group = await_start(options, pipes.report[0], guard, &forked,
-                           spawn_exit_code, [&] { supervisor.hand_over(); });
+  auto group =
+      await_start(options, pipes.report[0], guard, &forked, spawn_exit_code);
   if (forked > 0) terminal.set_group(forked);
   if (!group) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
@@ -494,6 +475,7 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   forwarding.start(pipes.control[1]);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 
+  Supervisor supervisor(options, pipes.report[0], pipes.control[1], deadline);
   const int status = supervisor.run(guard);
   // A guard killed from outside takes the command with it (the command's
   // PR_SET_PDEATHSIG); baton never signals the group itself.

@@ -11,10 +11,10 @@
 // that was stopped cannot reach a process that reused the pid of a
 // command the guard has reaped. baton talks to the guard over two pipes:
 //
-//   control (baton -> guard): the lease's local safe deadline D, sent
-//     before the start and again after each successful renewal (the
-//     keeper's on_renewed wakes the supervisor); "stop now" on a loss
-//     notice; the signals baton is sent, to be forwarded to the group.
+//   control (baton -> guard): the lease's local safe deadline D, in the
+//     plan before the start and again after each successful renewal
+//     (written by the keeper's on_renewed itself, DeadlineChannel); "stop
+//     now" on a loss notice; the signals baton is sent, to be forwarded.
 //   report (guard -> baton): the command's pid, each SIGTERM the guard sent
 //     and why, and the command's wait status.
 //
@@ -37,11 +37,11 @@
 // that succeeds moves D forward, one that never arrives cannot keep the
 // command alive.
 //
-// baton's supervisor sleeps in ppoll(2) on the report pipe, the loss
-// notice and the renewal wake-up — no polling. A baton that was stopped
-// past D reads, when it runs again, what the guard did (SIGTERM and why,
-// the exit status) and reports it; it never signals or restarts the
-// command.
+// baton's supervisor sleeps in ppoll(2) on the report pipe and the loss
+// notice, until the deadline the guard has (the backstop) — no polling. A baton
+// that was stopped past D reads, when it runs again, what the guard did
+// (SIGTERM and why, the exit status) and reports it; it never signals or
+// restarts the command.
 //
 // Signal forwarding: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to baton are
 // written to the control pipe by the signal handler (write(2) is
@@ -52,7 +52,7 @@
 // Thread safety: one supervise() at a time per process (it owns the signal
 // handlers), called from a thread that lives until it returns (the guard's
 // parent-death signal fires when the forking thread exits). StopNotice and
-// Wakeup may be notified from any thread.
+// DeadlineChannel may be notified from any thread.
 #ifndef BATON_CLI_CHILD_H_
 #define BATON_CLI_CHILD_H_
 
@@ -107,22 +107,34 @@ class StopNotice {
   std::string reason_;
 };
 
-// A wake-up from any thread for the supervisor (an eventfd): the keeper's
-// on_renewed calls notify(), the supervisor then hands the new deadline to
-// the guard.
-class Wakeup {
+// The hand-over of the lease's local safe deadline to the guard. The
+// keeper's on_renewed calls renewed() after each successful renewal, and
+// the deadline is written to the guard's control pipe at once, from the
+// renewing thread (no hop through the supervising thread, whose wake-up
+// could come late on a busy machine). It is the only writer of deadlines,
+// so they reach the guard in the order of the renewals. Open only while
+// supervise() runs; renewed() does nothing otherwise.
+//
+// Thread safety: every method may be called from any thread.
+class DeadlineChannel {
  public:
-  Wakeup();
-  ~Wakeup();
-  Wakeup(const Wakeup&) = delete;
-  Wakeup& operator=(const Wakeup&) = delete;
+  DeadlineChannel() = default;
+  DeadlineChannel(const DeadlineChannel&) = delete;
+  DeadlineChannel& operator=(const DeadlineChannel&) = delete;
 
-  void notify() noexcept;
-  void drain() noexcept;
-  int fd() const noexcept { return fd_; }  // readable once notified
+  void renewed(SteadyTime deadline) noexcept;
+  // supervise(): from now on write to `fd` (non-blocking), with `grace`;
+  // `initial` is the deadline the guard starts with.
+  void open(int fd, std::chrono::milliseconds grace, SteadyTime initial);
+  void close();  // before the descriptor is closed
+  // The deadline the guard was last handed (the initial one if none since).
+  SteadyTime last_sent() const;
 
  private:
-  int fd_ = -1;
+  mutable std::mutex mu_;
+  int fd_ = -1;                // guarded by mu_
+  std::int64_t grace_ns_ = 0;  // guarded by mu_
+  SteadyTime sent_{};          // guarded by mu_
 };
 
 // Why the guard signalled the command (passed to on_stop).
@@ -168,9 +180,9 @@ struct SuperviseOptions {
   // wake-up (e.g. the keeper's cancelled()). Either may be null.
   StopNotice* notice = nullptr;
   const std::atomic<bool>* stop = nullptr;
-  // Notified after each successful renewal: deadline() is read and handed
-  // to the guard. Null: only the deadline at the start is handed over.
-  Wakeup* renewed = nullptr;
+  // Fed by the keeper's on_renewed: each new deadline goes to the guard.
+  // Null: only the deadline at the start is handed over.
+  DeadlineChannel* channel = nullptr;
   std::chrono::milliseconds grace{10'000};
   // SIGTERM this long after the start, SIGKILL grace later (0: no limit).
   std::chrono::milliseconds max_runtime{0};

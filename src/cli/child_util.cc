@@ -124,24 +124,37 @@ std::string describe_stop(const std::string& what, const StopEvent& event,
          "); SIGTERM to the command now, SIGKILL at the deadline";
 }
 
-Wakeup::Wakeup() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-Wakeup::~Wakeup() {
-  if (fd_ >= 0) close(fd_);
+void DeadlineChannel::renewed(SteadyTime deadline) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return;
+  Message m;
+  m.kind = kDeadline;
+  m.a = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            deadline.time_since_epoch())
+            .count();
+  m.b = grace_ns_;
+  // Non-blocking: a guard that does not read (stopped) cannot hold the
+  // renewal thread up; it acts on the deadline it has, and last_sent()
+  // keeps saying so.
+  if (write_message(fd_, m)) sent_ = deadline;
 }
 
-void Wakeup::notify() noexcept {
-  if (fd_ < 0) return;
-  std::uint64_t one = 1;
-  while (write(fd_, &one, sizeof one) < 0 && errno == EINTR) {
-  }
+void DeadlineChannel::open(int fd, milliseconds grace, SteadyTime initial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_ = fd;
+  grace_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count();
+  sent_ = initial;
 }
 
-void Wakeup::drain() noexcept {
-  if (fd_ < 0) return;
-  std::uint64_t count;
-  while (read(fd_, &count, sizeof count) > 0) {
-  }
+void DeadlineChannel::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_ = -1;
+}
+
+SteadyTime DeadlineChannel::last_sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sent_;
 }
 
 StopNotice::StopNotice() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}

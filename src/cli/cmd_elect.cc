@@ -74,7 +74,7 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
 
   // Declared before the elector: its callbacks use them.
   StopNotice lost;
-  Wakeup renewed;
+  DeadlineChannel deadlines;
   ElectorOptions options;
   options.ttl = *ttl;
   options.retry_interval = *retry;
@@ -85,7 +85,9 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
               << (leader.empty() ? "(none)" : leader) << '\n';
   };
   options.on_lost = [&lost](const Error& e) { lost.notify(e.to_string()); };
-  options.on_renewed = [&renewed](const Lease&) { renewed.notify(); };
+  options.on_renewed = [&deadlines](const Lease& renewed) {
+    deadlines.renewed(renewed.local_deadline);
+  };
   // In an optional so that it can be destroyed under a StoreDeadline.
   std::optional<Elector> elector;
   elector.emplace(*client, flags.group, options);
@@ -143,7 +145,7 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   };
   supervise_options.notice = &lost;
   supervise_options.stop = &elector->cancelled();
-  supervise_options.renewed = &renewed;
+  supervise_options.channel = &deadlines;
   supervise_options.grace = *grace;
   supervise_options.on_stop = [&](const StopEvent& event) {
     report(Errc::lock_lost,

@@ -247,12 +247,14 @@ int run_locked(const Globals& globals, const RunFlags& flags,
 
   // Declared before the keeper: its callbacks use them.
   StopNotice lost;
-  Wakeup renewed;
+  DeadlineChannel deadlines;
   KeeperOptions keeper_options;
   keeper_options.on_lost = [&lost](const Error& e) {
     lost.notify(e.to_string());
   };
-  keeper_options.on_renewed = [&renewed](const Lease&) { renewed.notify(); };
+  keeper_options.on_renewed = [&deadlines](const Lease& renewed) {
+    deadlines.renewed(renewed.local_deadline);
+  };
 
   int signal_exit = 0;
   auto keeper =
@@ -298,7 +300,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   supervise_options.deadline = [&held] { return held.safe_deadline(); };
   supervise_options.notice = &lost;
   supervise_options.stop = &keeper->cancelled();
-  supervise_options.renewed = &renewed;
+  supervise_options.channel = &deadlines;
   supervise_options.grace = *grace;
   supervise_options.max_runtime = *max_runtime;
   supervise_options.on_stop = stop_reporter(flags.lock, *grace, *max_runtime);
