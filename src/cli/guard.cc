@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -356,6 +357,15 @@ bool write_message(int fd, const Message& m) noexcept {
     _exit(126);
   }
   setpgid(command, command);  // as the command does: whichever runs first
+  // The lowest real-time priority where the process may (root,
+  // CAP_SYS_NICE, RLIMIT_RTPRIO >= 1), as the session's notice thread: its
+  // margin is 10 ms before the deadline, and on a busy machine an ordinary
+  // process can wake later than that. It sleeps almost always and does no
+  // I/O, so it starves nothing. Set after the command was forked, and reset
+  // on fork, so the command never runs at it.
+  sched_param priority{};
+  priority.sched_priority = sched_get_priority_min(SCHED_FIFO);
+  (void)sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &priority);
   Guard guard(plan, command, clock, timer_fd, signal_fd);
   close(exec_pipe[1]);
   int exec_errno = 0;

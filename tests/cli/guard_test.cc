@@ -169,8 +169,10 @@ void GuardTest::freeze_only_baton(const std::string& verb) {
   EXPECT_LT(a.back(), first_next)
       << "the frozen holder's command ticked " << ms_after(a.back(), first_next)
       << " ms after the next holder's command started";
-  // SIGTERM came first (the trap wrote once), --grace before the deadline.
-  EXPECT_EQ(timestamps(file("a.term")).size(), 1u);
+  // SIGTERM came first, --grace before the deadline: the guard reported it
+  // (above); the trap wrote at most once (not at all when the machine was
+  // so slow that SIGKILL came before the shell ran it).
+  EXPECT_LE(timestamps(file("a.term")).size(), 1u);
   // The resumed baton touched nothing: the old command stays gone, the
   // next one runs on and still holds the lock.
   std::this_thread::sleep_for(300ms);
@@ -263,12 +265,16 @@ void GuardTest::hold_at_least() {
   EXPECT_THAT(c.err, HasSubstr("left)"));
   EXPECT_EQ(timestamps(file("ran")).size(), 1u);
 
-  sleep_until_realtime(first + 3400 * kMs);
-  auto d = run(baton({"--label", "host-d", "run", lock, "--", "sh", "-c",
-                      "date +%s%N >> '" + file("ran") + "'"}));
+  // After the window: it runs, at once where the store ends the lease on
+  // time, a little later where it rounds (etcd: whole-second leases,
+  // revoked by a periodic sweep), never inside the window.
+  sleep_until_realtime(first + 3000 * kMs);
+  auto d = run(baton({"--label", "host-d", "run", lock, "--wait", "5s", "--",
+                      "sh", "-c", "date +%s%N >> '" + file("ran") + "'"}));
   EXPECT_EQ(d.exit_code, 0) << d.err;
   const auto ran = timestamps(file("ran"));
   ASSERT_EQ(ran.size(), 2u);
+  EXPECT_GE(ran[1], first + 3000 * kMs) << "ran again inside the window";
   auto ra = a->wait(5s);
   auto rb = b->wait(5s);
   const bool a_ran = ra.exit_code == 0;
@@ -281,7 +287,7 @@ void GuardTest::hold_at_least() {
               HasSubstr(a_ran ? "held by host-a" : "held by host-b"));
   std::printf(
       "[ evidence ] %s hold-at-least 3s: one of two runs started together; "
-      "refused at +1000 ms; next run at +%lld ms\n",
+      "refused at +1000 ms; a run waiting from +3000 ms ran at +%lld ms\n",
       store_->name.c_str(), ms_after(ran[1], first));
 }
 
@@ -396,10 +402,11 @@ TEST_F(GuardLocalTest, StoppingBatonsProcessGroupDoesNotStopTheGuard) {
   std::this_thread::sleep_for(2000ms);
   const auto t = timestamps(ticks);
   EXPECT_LE(t.back(), freeze + 1500 * kMs + kSlackNs);
-  EXPECT_EQ(timestamps(dir_ + "/term").size(), 1u);
+  EXPECT_LE(timestamps(dir_ + "/term").size(), 1u);
   kill(-holder.pid(), SIGCONT);
   auto r = holder.wait(10s);
   EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the guard sent SIGTERM to the command"));
 }
 
 TEST_F(GuardLocalTest, MaxRuntimeStopsTheCommandWithItsOwnExitStatus) {
