@@ -110,6 +110,12 @@ class Client {
   const std::string& label() const;
   // The store URL with secrets masked.
   std::string url() const;
+  // Whether a lease stays held after this client (and its process) is gone,
+  // until its expiry: true for stores that keep a lease as a row or a key
+  // with a TTL; false for zookeeper:// (a lease is an ephemeral node of the
+  // client's session) and memory: (in the process). Where it is false, a
+  // lease meant to outlast the program must be kept by a live client.
+  bool leases_outlive_client() const;
 
   struct Impl;
   struct ImplAccess;  // internal

@@ -79,6 +79,14 @@ class LeaseKeeper {
   // Stops renewal and releases now. Returns Client::release()'s answer, or
   // false without asking the store if the lease was already lost.
   Result<bool> release();
+  // Stops renewal without releasing: returns the lease as last renewed,
+  // still held until its expiry (the caller may extend or release it with
+  // the Client), or lock_lost if it was lost or released before. Afterwards
+  // the keeper neither renews nor releases (release() answers false). On
+  // return, on_lost and on_renewed are not running and never will, and a
+  // renewal that was in flight has been answered: none of the keeper's
+  // extends reaches the store after the caller's own.
+  Result<Lease> detach();
 
   struct State;
 

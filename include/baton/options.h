@@ -88,6 +88,11 @@ struct KeeperOptions {
   // renewal succeeded (then at that instant, even if a renewal is still
   // waiting for the store). Must not block for long.
   std::function<void(const Error&)> on_lost;
+  // Called after each successful renewal with the renewed lease (its
+  // local_deadline moved forward), from the session's renewal thread. Must
+  // not block for long; a keeper's release() or destructor waits for a
+  // call in progress. E.g. hand the new safe deadline to a watchdog.
+  std::function<void(const Lease&)> on_renewed;
 };
 
 struct ElectorOptions {
@@ -102,6 +107,9 @@ struct ElectorOptions {
   std::function<void(const Lease&)> on_elected;
   std::function<void(const Error&)> on_lost;
   std::function<void(const std::string& label)> on_new_leader;
+  // Called after each successful renewal of the term's lease (as
+  // KeeperOptions::on_renewed), from the session's renewal thread.
+  std::function<void(const Lease&)> on_renewed;
 };
 
 }  // namespace baton

@@ -326,6 +326,12 @@ class Store {
   // `unsupported` naming the store, and nothing is sent.
   virtual bool supports_shared() const { return false; }
 
+  // Whether a lease lives on after its client is gone, until its expiry
+  // (a row, a key with a TTL). False where the store ends it with the
+  // client's session or process (zookeeper://: ephemeral nodes; memory:).
+  // Client::leases_outlive_client() answers it.
+  virtual bool leases_outlive_client() const { return true; }
+
   // How long a waiting call may go without a look when nothing wakes it:
   // the engine looks again after a jittered 1x..3x of this (a store with
   // push may answer a long interval; one without, a short one).

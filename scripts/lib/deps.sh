@@ -21,12 +21,14 @@ BATON_BUILD_PACKAGES=(
   redis-tools python3-redis           # interop tests: redis-cli, redis-py
   faketime                            # client clocks hours off (postgres, torture)
   fiu-utils                           # torture test: fsync/write faults
+  dpkg-dev                            # cpack -G DEB: dpkg-shlibdeps, the package's dependencies
 )
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib
   zookeeper                           # zookeeper:// tests (Java 17 comes with it)
   mariadb-server                      # mysql:// tests (a private mariadbd per test binary)
   etcd-server                         # etcd:// tests
+  systemd                             # systemd-analyze verify of the packaged unit
   chromium-headless-shell python3-websocket  # batond status page test (label browser)
 )
 # bench/compare only (not scripts/test): the peers' servers and libraries,

@@ -1,5 +1,6 @@
-// cli/child.cc — the deadline rule, signal forwarding and the terminal
-// for `baton run` / `baton elect` (see child.h for the design).
+// cli/child.cc — supervise(): the command under its guard, the deadline
+// and the signals handed to the guard, the terminal (see child.h for the
+// design; the guard itself is guard.cc, the small parts child_util.cc).
 #include "cli/child.h"
 
 #include <errno.h>
@@ -7,8 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -19,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "baton/duration.h"
 #include "cli/guard.h"
 
 extern char** environ;
@@ -33,60 +31,54 @@ using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
 constexpr const std::array<int, 4>& kForwarded = kForwardedSignals;
-// SIGKILL goes this long before the safe deadline, so that the command is
-// gone (not only signalled) by it.
-constexpr milliseconds kKillLead{10};
 // When only a stop flag (no StopNotice) can say "lost", it is read this
 // often.
 constexpr milliseconds kFlagPoll{20};
 
 // ---------------------------------------------------------------------------
-// Signal forwarding to the command's process group.
+// Signal forwarding: to the guard, which signals the command's group.
 
-std::atomic<pid_t> g_group{0};
+std::atomic<int> g_control{-1};  // the control pipe's write end
 std::atomic<int> g_pending{0};
 
-// A signal that comes before the group exists is kept in g_pending and
-// sent once it does (exactly once: whoever takes it from g_pending).
+void send_signal(int fd, int sig) {
+  Message m;
+  m.kind = kSignal;
+  m.a = sig;
+  (void)write_message(fd, m);
+}
+
+// A signal that comes before the guard runs is kept in g_pending and sent
+// once it does (exactly once: whoever takes it from g_pending).
 void forward_signal(int sig) {
   int saved = errno;
   g_pending.store(sig);
-  pid_t group = g_group.load();
-  if (group > 0 && g_pending.exchange(0) == sig) kill(-group, sig);
+  const int fd = g_control.load();
+  if (fd >= 0 && g_pending.exchange(0) == sig) send_signal(fd, sig);
   errno = saved;
 }
 
 class SignalForwarding {
  public:
   SignalForwarding() {
-    static_assert(std::atomic<pid_t>::is_always_lock_free);
     static_assert(std::atomic<int>::is_always_lock_free);
-    g_group.store(0);
+    g_control.store(-1);
     g_pending.store(0);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-      sigaction(kForwarded[i], &sa, &old_[i]);
-    }
+    handle_forwarded_signals(forward_signal, &old_);
   }
-  void start(pid_t group) {
-    g_group.store(group);
-    if (int sig = g_pending.exchange(0); sig != 0) kill(-group, sig);
+  void start(int control_fd) {
+    g_control.store(control_fd);
+    if (int sig = g_pending.exchange(0); sig != 0) send_signal(control_fd, sig);
   }
   ~SignalForwarding() {
-    for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-      sigaction(kForwarded[i], &old_[i], nullptr);
-    }
-    g_group.store(0);
+    restore_forwarded_signals(old_);
+    g_control.store(-1);
   }
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
  private:
-  std::array<struct sigaction, kForwarded.size()> old_{};
+  SavedHandlers old_{};
 };
 
 // Hands the terminal to the command's group when baton is the foreground
@@ -162,135 +154,219 @@ timespec to_timespec(nanoseconds d) {
   return ts;
 }
 
-milliseconds ceil_ms(steady_clock::duration d) {
-  if (d <= steady_clock::duration::zero()) return milliseconds::zero();
-  return std::chrono::ceil<milliseconds>(d);
-}
-
-volatile sig_atomic_t g_latched_signal = 0;
-
-void latch_signal(int sig) { g_latched_signal = sig; }
-
 }  // namespace
 
-// ---------------------------------------------------------------------------
+namespace {
 
-int exit_code_from_wait_status(int status) noexcept {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+// Both pipes of one supervision; closes what is still open.
+struct Pipes {
+  int report[2] = {-1, -1};   // guard -> baton
+  int control[2] = {-1, -1};  // baton -> guard
+  Pipes() = default;
+  Pipes(const Pipes&) = delete;
+  Pipes& operator=(const Pipes&) = delete;
+  ~Pipes() {
+    for (int fd : {report[0], report[1], control[0], control[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  static void close_end(int& fd) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+};
+
+std::int64_t to_ns(SteadyTime t) {
+  if (t == SteadyTime::max()) return kNever;
+  return std::chrono::duration_cast<nanoseconds>(t.time_since_epoch()).count();
 }
 
-Result<std::string> resolve_command(const std::string& name, int* exit_code) {
-  auto fail = [&](int code, const std::string& why) -> Error {
-    if (exit_code != nullptr) *exit_code = code;
-    return Error(Errc::invalid_argument, "cannot run \"" + name + "\": " + why);
-  };
-  if (name.empty()) return fail(127, "empty command name");
-  auto runnable = [](const std::string& path, int* err) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-      *err = errno;
+milliseconds ns_to_ms(std::int64_t ns) {
+  return ns <= 0 ? milliseconds::zero()
+                 : std::chrono::ceil<milliseconds>(nanoseconds(ns));
+}
+
+StopEvent::Cause cause_of(std::int64_t cause) {
+  switch (cause) {
+    case kCauseLost:
+      return StopEvent::Cause::lost;
+    case kCauseMaxRuntime:
+      return StopEvent::Cause::max_runtime;
+    default:
+      return StopEvent::Cause::deadline_near;
+  }
+}
+
+// After the start: hands the guard each new deadline and the loss notice,
+// reports each SIGTERM the guard sent, until the guard reports the exit.
+class Supervisor {
+ public:
+  Supervisor(const SuperviseOptions& options, int report_fd, int control_fd,
+             SteadyTime initial)
+      : options_(options),
+        report_fd_(report_fd),
+        control_fd_(control_fd),
+        initial_(initial) {}
+
+  // Returns the command's wait status (or the guard's, if it died without
+  // a report) once the guard is gone.
+  int run(pid_t guard) {
+    for (;;) {
+      if (!backstopped_ && steady_clock::now() >= guards_deadline() &&
+          !gone_by_now()) {
+        backstop(guard);
+      }
+      if (!stop_sent_ && lost()) {
+        Message m;
+        m.kind = kStop;
+        m.a = monotonic_ns();
+        (void)write_message(control_fd_, m);
+        stop_sent_ = true;
+      }
+      pollfd fds[2];
+      nfds_t n = 0;
+      fds[n++] = pollfd{report_fd_, POLLIN, 0};
+      if (!stop_sent_ && options_.notice != nullptr &&
+          options_.notice->fd() >= 0) {
+        fds[n++] = pollfd{options_.notice->fd(), POLLIN, 0};
+      }
+      // Wake at the deadline the guard has (the backstop; a renewal moves
+      // it meanwhile, read again then), and every kFlagPoll when only a
+      // flag can say "lost".
+      SteadyTime wake = backstopped_ ? SteadyTime::max() : guards_deadline();
+      if (!stop_sent_ && options_.stop != nullptr &&
+          options_.notice == nullptr) {
+        wake = std::min(wake, steady_clock::now() + kFlagPoll);
+      }
+      timespec poll_ts;
+      if (wake != SteadyTime::max()) {
+        // ppoll sleeps on CLOCK_MONOTONIC, as steady_clock; round up so
+        // that it never wakes just before the instant.
+        poll_ts = to_timespec(wake - steady_clock::now() + nanoseconds(1));
+      }
+      if (ppoll(fds, n, wake != SteadyTime::max() ? &poll_ts : nullptr,
+                nullptr) <= 0) {
+        continue;  // timeout or EINTR: re-evaluate
+      }
+      if (fds[0].revents != 0 && !read_report()) break;
+    }
+    int status = 0;
+    while (waitpid(guard, &status, 0) < 0 && errno == EINTR) {
+    }
+    return have_status_ ? status_ : status;
+  }
+
+  std::int64_t causes() const { return causes_; }
+
+ private:
+  // The deadline the guard has: the last one handed over.
+  SteadyTime guards_deadline() const {
+    return options_.channel != nullptr ? options_.channel->last_sent()
+                                       : initial_;
+  }
+
+  // Reads what the guard has reported so far, without waiting; true once it
+  // reported the exit (or is gone).
+  bool gone_by_now() {
+    for (;;) {
+      pollfd p{report_fd_, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) return false;
+      if (!read_report()) return true;
+    }
+  }
+
+  // The deadline the guard has passed and the command is not reported
+  // gone: the guard does not act (stopped, or not scheduled). SIGKILL to
+  // the guard — baton's own child, whose pid cannot have been reused —
+  // and the command dies with it (its PR_SET_PDEATHSIG); processes the
+  // command started in its group are not reached.
+  void backstop(pid_t guard) {
+    backstopped_ = true;
+    kill(guard, SIGKILL);
+    causes_ |= kCauseDeadline;
+    if (options_.on_stop) {
+      StopEvent event;
+      event.cause = StopEvent::Cause::guard_unresponsive;
+      options_.on_stop(event);
+    }
+  }
+
+  bool lost() const {
+    return (options_.notice != nullptr && options_.notice->notified()) ||
+           (options_.stop != nullptr && options_.stop->load());
+  }
+
+  // One report; false once the guard has reported the exit or is gone.
+  bool read_report() {
+    Message m;
+    if (read_message(report_fd_, &m) != 1) return false;
+    if (m.kind == kExited) {
+      status_ = static_cast<int>(m.a);
+      causes_ |= m.b;
+      have_status_ = true;
       return false;
     }
-    if (S_ISDIR(st.st_mode)) {
-      *err = EISDIR;
-      return false;
-    }
-    if (access(path.c_str(), X_OK) != 0) {
-      *err = errno;
-      return false;
+    if (m.kind == kStopping) {
+      causes_ |= m.a;
+      if (options_.on_stop) {
+        StopEvent event;
+        event.cause = cause_of(m.a);
+        event.kill_in = ns_to_ms(m.b - m.c);
+        event.late = ns_to_ms(monotonic_ns() - m.c);
+        if (options_.notice != nullptr)
+          event.reason = options_.notice->reason();
+        options_.on_stop(event);
+      }
     }
     return true;
+  }
+
+  const SuperviseOptions& options_;
+  const int report_fd_;
+  const int control_fd_;
+  const SteadyTime initial_;  // the deadline in the guard's plan
+  bool stop_sent_ = false;
+  bool backstopped_ = false;
+  bool have_status_ = false;
+  int status_ = 0;
+  std::int64_t causes_ = 0;
+};
+
+// The guard's first report: the command's pid, or why it did not start.
+// On failure the guard is reaped and *spawn_exit_code set as a shell would.
+// *group is the command's group whenever it was forked (the terminal may
+// have to be taken back from it).
+Result<pid_t> await_start(const SuperviseOptions& options, int report_fd,
+                          pid_t guard, pid_t* group, int* spawn_exit_code) {
+  auto reap_guard = [&] {
+    int status = 0;
+    while (waitpid(guard, &status, 0) < 0 && errno == EINTR) {
+    }
   };
-  int err = 0;
-  if (name.find('/') != std::string::npos) {
-    if (runnable(name, &err)) return name;
-    return fail(err == ENOENT || err == ENOTDIR ? 127 : 126,
-                std::strerror(err));
+  Message started;
+  const int got = read_message(report_fd, &started);
+  const int err = got == 1 ? static_cast<int>(started.b) : 0;
+  if (got == 1 && started.kind == kStarted && started.a > 0) {
+    *group = static_cast<pid_t>(started.a);
   }
-  const char* env_path = std::getenv("PATH");
-  const std::string path = env_path != nullptr ? env_path : "/bin:/usr/bin";
-  bool denied = false;
-  int denied_errno = EACCES;
-  for (std::size_t start = 0;;) {
-    std::size_t colon = path.find(':', start);
-    std::string dir = path.substr(
-        start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + name;
-    if (runnable(candidate, &err)) return candidate;
-    if (err != ENOENT && err != ENOTDIR) {
-      denied = true;
-      denied_errno = err;
+  if (got == 1 && started.kind == kStarted && started.a > 0 && err == 0) {
+    return static_cast<pid_t>(started.a);
+  }
+  // The command's exit (126/127) after a failed exec is reported next.
+  reap_guard();
+  if (err != 0 && got == 1 && started.a > 0) {
+    if (spawn_exit_code != nullptr) {
+      *spawn_exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
     }
-    if (colon == std::string::npos) break;
-    start = colon + 1;
+    return Error(Errc::invalid_argument, "cannot run \"" + options.argv[0] +
+                                             "\": " + std::strerror(err));
   }
-  if (denied) return fail(126, std::strerror(denied_errno));
-  return fail(127, "command not found in PATH");
+  return Error(Errc::internal,
+               std::string("cannot start the command") +
+                   (err != 0 ? std::string(": ") + std::strerror(err) : ""));
 }
 
-std::string describe_stop(const std::string& what, const StopEvent& event,
-                          milliseconds grace) {
-  if (event.cause == StopEvent::Cause::lost) {
-    return what + " lost (" + event.reason + "); SIGTERM to the command " +
-           (event.kill_in > milliseconds::zero()
-                ? "now, SIGKILL in " + format_duration(event.kill_in)
-                : "and SIGKILL now");
-  }
-  return what + " not renewed in time: its local safe deadline is " +
-         format_duration(event.kill_in) + " away (--grace " +
-         format_duration(grace) +
-         "); SIGTERM to the command now, SIGKILL at the deadline";
-}
-
-StopNotice::StopNotice() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-StopNotice::~StopNotice() {
-  if (fd_ >= 0) close(fd_);
-}
-
-void StopNotice::notify(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> guard(mu_);
-    if (reason_.empty()) reason_ = reason;
-  }
-  notified_.store(true);
-  if (fd_ >= 0) {
-    std::uint64_t one = 1;
-    while (write(fd_, &one, sizeof one) < 0 && errno == EINTR) {
-    }
-  }
-}
-
-std::string StopNotice::reason() const {
-  std::lock_guard<std::mutex> guard(mu_);
-  return reason_;
-}
-
-SignalLatch::SignalLatch() {
-  static_assert(kForwarded.size() == 4);
-  g_latched_signal = 0;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = latch_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &sa, &old_[i]);
-  }
-}
-
-SignalLatch::~SignalLatch() {
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &old_[i], nullptr);
-  }
-}
-
-int SignalLatch::signal() const noexcept {
-  return static_cast<int>(g_latched_signal);
-}
+}  // namespace
 
 Result<SuperviseResult> supervise(const SuperviseOptions& options,
                                   int* spawn_exit_code) {
@@ -306,20 +382,14 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
     path = *resolved;
   }
   const milliseconds grace = std::max(options.grace, milliseconds::zero());
-  auto lost_flag = [&] {
-    return (options.notice != nullptr && options.notice->notified()) ||
-           (options.stop != nullptr && options.stop->load());
-  };
-  auto notice_reason = [&] {
-    return options.notice != nullptr ? options.notice->reason() : std::string();
-  };
-  auto deadline = [&] {
+  auto deadline_now = [&] {
     return options.deadline ? options.deadline() : SteadyTime::max();
   };
-
   SuperviseResult result;
   // The lease is gone already: do not start the command at all.
-  if (lost_flag() || steady_clock::now() >= deadline()) {
+  if ((options.notice != nullptr && options.notice->notified()) ||
+      (options.stop != nullptr && options.stop->load()) ||
+      steady_clock::now() >= deadline_now()) {
     result.started = false;
     result.stopped = true;
     return result;
@@ -335,12 +405,26 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   std::vector<char*> envp = pointers(env_storage);
   std::vector<char*> sh_argv = pointers(sh_storage);
 
-  int report[2];
-  if (pipe2(report, O_CLOEXEC) != 0) {
+  Pipes pipes;
+  if (pipe2(pipes.report, O_CLOEXEC) != 0 ||
+      pipe2(pipes.control, O_CLOEXEC) != 0 ||
+      fcntl(pipes.control[1], F_SETFL, O_NONBLOCK) != 0) {
     return Error(
         Errc::internal,
         std::string("cannot start the command: pipe: ") + std::strerror(errno));
   }
+  // Renewals from now on reach the control pipe, to be read by the guard
+  // before it acts; the plan carries the deadline read after this.
+  struct OpenChannel {
+    DeadlineChannel* channel;
+    ~OpenChannel() {
+      if (channel != nullptr) channel->close();  // before the pipe closes
+    }
+  } open_channel{options.channel};
+  if (options.channel != nullptr) {
+    options.channel->open(pipes.control[1], grace, deadline_now());
+  }
+  const SteadyTime deadline = deadline_now();
 
   SignalForwarding forwarding;
   TerminalHandover terminal;
@@ -351,12 +435,20 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   plan.sh_argv = sh_argv.data();
   plan.envp = envp.data();
   plan.baton_pid = getpid();
-  plan.report_fd = report[1];
+  plan.report_fd = pipes.report[1];
+  plan.report_read_fd = pipes.report[0];
+  plan.control_fd = pipes.control[0];
+  plan.control_write_fd = pipes.control[1];
   plan.tty_fd = terminal.fd();
+  plan.deadline_ns = to_ns(deadline);
+  plan.grace_ns = std::chrono::duration_cast<nanoseconds>(grace).count();
+  plan.max_runtime_ns = std::chrono::duration_cast<nanoseconds>(
+                            std::max(options.max_runtime, milliseconds::zero()))
+                            .count();
   sigemptyset(&plan.empty);
 
   // The guard starts with the forwarded signals blocked (it ignores them
-  // before unblocking); here they stay pending until forwarding starts.
+  // before anything else); here they stay pending until forwarding starts.
   sigset_t block, old_mask;
   sigemptyset(&block);
   for (int sig : kForwarded) sigaddset(&block, sig);
@@ -364,143 +456,32 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   const pid_t guard = raw_fork();
   if (guard == 0) guard_main(plan);
   const int fork_errno = errno;
-  close(report[1]);
-  struct ReadEnd {
-    int fd;
-    ~ReadEnd() { close(fd); }
-  } read_end{report[0]};
-
-  auto reap_guard = [&] {
-    int status = 0;
-    while (waitpid(guard, &status, 0) < 0 && errno == EINTR) {
-    }
-    return status;
-  };
-
+  Pipes::close_end(pipes.report[1]);
+  Pipes::close_end(pipes.control[0]);
   if (guard < 0) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     return Error(Errc::internal, std::string("cannot start the command: ") +
                                      std::strerror(fork_errno));
   }
-  Message started;
-  int got = read_message(report[0], &started);
-  if (got != 1 || started.kind != kStarted || started.a <= 0) {
+  setpgid(guard, guard);  // as the guard does: whichever runs first
+  pid_t forked = 0;
+  auto group =
+      await_start(options, pipes.report[0], guard, &forked, spawn_exit_code);
+  if (forked > 0) terminal.set_group(forked);
+  if (!group) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    const int err = got == 1 ? started.b : 0;
-    if (got == 1 && started.a > 0) terminal.set_group(started.a);
-    reap_guard();
-    if (err != 0 && started.a > 0) {
-      if (spawn_exit_code != nullptr) {
-        *spawn_exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
-      }
-      return Error(Errc::invalid_argument, "cannot run \"" + options.argv[0] +
-                                               "\": " + std::strerror(err));
-    }
-    return Error(Errc::internal,
-                 std::string("cannot start the command") +
-                     (err != 0 ? std::string(": ") + std::strerror(err) : ""));
+    return group.error();
   }
-  const pid_t group = started.a;
-  terminal.set_group(group);
-  if (started.b != 0) {
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    reap_guard();
-    if (spawn_exit_code != nullptr) {
-      *spawn_exit_code =
-          started.b == ENOENT || started.b == ENOTDIR ? 127 : 126;
-    }
-    return Error(Errc::invalid_argument, "cannot run \"" + options.argv[0] +
-                                             "\": " + std::strerror(started.b));
-  }
-  forwarding.start(group);
+  forwarding.start(pipes.control[1]);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 
-  // The deadline rule (child.h).
-  bool term_sent = false;
-  bool kill_sent = false;
-  bool notice_seen = false;
-  SteadyTime kill_after_notice = SteadyTime::max();
-  bool have_status = false;
-  int status = 0;
-  auto stop_event = [&](StopEvent::Cause cause, SteadyTime now,
-                        SteadyTime kill_at) {
-    if (!options.on_stop) return;
-    StopEvent event;
-    event.cause = cause;
-    event.kill_in = ceil_ms(kill_at - now);
-    event.reason = notice_reason();
-    options.on_stop(event);
-  };
-  for (;;) {
-    const SteadyTime now = steady_clock::now();
-    const SteadyTime d = deadline();
-    if (!notice_seen && lost_flag()) {
-      notice_seen = true;
-      kill_after_notice =
-          d - kKillLead - now > grace ? now + grace : d - kKillLead;
-      if (!term_sent) {
-        stop_event(StopEvent::Cause::lost, now, kill_after_notice);
-        kill(-group, SIGTERM);
-        term_sent = true;
-      }
-    }
-    const SteadyTime kill_at =
-        std::min(d == SteadyTime::max() ? d : d - kKillLead, kill_after_notice);
-    const SteadyTime term_at =
-        std::min(d == SteadyTime::max() ? d : d - grace, kill_at);
-    if (!term_sent && now >= term_at) {
-      stop_event(StopEvent::Cause::deadline_near, now, kill_at);
-      kill(-group, SIGTERM);
-      term_sent = true;
-    }
-    if (!kill_sent && now >= kill_at) {
-      kill(-group, SIGKILL);
-      kill_sent = true;
-    }
-
-    SteadyTime next = SteadyTime::max();
-    if (!term_sent) next = std::min(next, term_at);
-    if (!kill_sent) next = std::min(next, kill_at);
-    if (!notice_seen && options.stop != nullptr && options.notice == nullptr) {
-      next = std::min(next, now + kFlagPoll);
-    }
-    pollfd fds[2];
-    nfds_t nfds = 0;
-    fds[nfds++] = pollfd{report[0], POLLIN, 0};
-    if (!notice_seen && options.notice != nullptr &&
-        options.notice->fd() >= 0) {
-      fds[nfds++] = pollfd{options.notice->fd(), POLLIN, 0};
-    }
-    timespec ts;
-    timespec* timeout = nullptr;
-    if (next != SteadyTime::max()) {
-      // ppoll sleeps on CLOCK_MONOTONIC, as steady_clock; round up so that
-      // we never wake just before the instant.
-      ts = to_timespec(next - steady_clock::now() + nanoseconds(1));
-      timeout = &ts;
-    }
-    int n = ppoll(fds, nfds, timeout, nullptr);
-    if (n <= 0) continue;  // timeout or EINTR: re-evaluate
-    if (fds[0].revents != 0) {
-      Message m;
-      int r = read_message(report[0], &m);
-      if (r == 1 && m.kind == kExited) {
-        status = m.a;
-        have_status = true;
-      } else if (r != 1) {
-        break;  // the guard is gone
-      }
-    }
-  }
-  const int guard_status = reap_guard();
-  if (!have_status) {
-    // The guard died without relaying (killed from outside): its command
-    // got SIGKILL from PR_SET_PDEATHSIG; make sure nothing of it is left.
-    kill(-group, SIGKILL);
-    status = guard_status;
-  }
+  Supervisor supervisor(options, pipes.report[0], pipes.control[1], deadline);
+  const int status = supervisor.run(guard);
+  // A guard killed from outside takes the command with it (the command's
+  // PR_SET_PDEATHSIG); baton never signals the group itself.
   result.exit_code = exit_code_from_wait_status(status);
-  result.stopped = term_sent;
+  result.stopped = (supervisor.causes() & (kCauseDeadline | kCauseLost)) != 0;
+  result.max_runtime = (supervisor.causes() & kCauseMaxRuntime) != 0;
   return result;
 }
 

@@ -42,7 +42,10 @@ int exit_code_for(Errc code) noexcept {
 }
 
 int report(Errc code, std::string_view message) {
-  std::cerr << "baton: " << errc_name(code) << ": " << message << '\n';
+  // One write: the command run by run/elect shares stderr, and a line of
+  // its own ("Terminated") must not land inside ours.
+  std::cerr << ("baton: " + std::string(errc_name(code)) + ": " +
+                std::string(message) + "\n");
   return exit_code_for(code);
 }
 
@@ -223,6 +226,15 @@ StoreDeadline::~StoreDeadline() {
     state_->done = true;
   }
   state_->cv.notify_all();
+}
+
+void exit_lost_before_start(const std::string& what,
+                            const std::string& reason) {
+  report(Errc::lock_lost,
+         what + " lost before the command started (" +
+             (reason.empty() ? "its local safe deadline passed" : reason) +
+             ")");
+  exit_now(kExitLeaseLost);
 }
 
 void exit_now(int code) {

@@ -43,6 +43,8 @@ inline constexpr int kExitNotAcquired = 75;  // EX_TEMPFAIL: busy / timeout
 inline constexpr int kExitLeaseLost = 76;    // lease or leadership lost
 inline constexpr int kExitPermission = 77;   // EX_NOPERM
 inline constexpr int kExitCancelled = 130;   // a wait ended by SIGINT
+// run --max-runtime stopped the command (as timeout(1) exits).
+inline constexpr int kExitMaxRuntime = 124;
 inline constexpr int kExitCannotExec = 126;  // command found, not runnable
 inline constexpr int kExitNotFound = 127;    // command not found
 
@@ -74,6 +76,7 @@ Command add_extend_command(CLI::App& app, const Globals& globals);
 Command add_release_command(CLI::App& app, const Globals& globals);
 Command add_status_command(CLI::App& app, const Globals& globals);
 Command add_counter_command(CLI::App& app, const Globals& globals);
+Command add_leader_command(CLI::App& app, const Globals& globals);
 Command add_bench_command(CLI::App& app, const Globals& globals);
 
 // The exit code documented for an error code.
@@ -147,6 +150,12 @@ class StoreDeadline {
 // destructors: after a lease is lost nothing may wait for a store that
 // does not answer (the keeper's release, the elector's thread).
 [[noreturn]] void exit_now(int code);
+
+// run / elect: the lease (`what`: "lease on m", "leadership of g") was gone
+// before the command could start: prints why (`reason`, the loss notice's;
+// empty: the local safe deadline passed) and exits 76 at once.
+[[noreturn]] void exit_lost_before_start(const std::string& what,
+                                         const std::string& reason);
 
 // --grace of run / elect: "auto" = min(10s, TTL/3, (TTL - renew)/2), or a
 // duration that leaves room for renewals: grace < TTL - renew interval

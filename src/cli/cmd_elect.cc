@@ -72,7 +72,9 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   const std::string label =
       globals.label.empty() ? client->label() : globals.label;
 
+  // Declared before the elector: its callbacks use them.
   StopNotice lost;
+  DeadlineChannel deadlines;
   ElectorOptions options;
   options.ttl = *ttl;
   options.retry_interval = *retry;
@@ -83,6 +85,9 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
               << (leader.empty() ? "(none)" : leader) << '\n';
   };
   options.on_lost = [&lost](const Error& e) { lost.notify(e.to_string()); };
+  options.on_renewed = [&deadlines](const Lease& renewed) {
+    deadlines.renewed(renewed.local_deadline);
+  };
   // In an optional so that it can be destroyed under a StoreDeadline.
   std::optional<Elector> elector;
   elector.emplace(*client, flags.group, options);
@@ -140,6 +145,7 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   };
   supervise_options.notice = &lost;
   supervise_options.stop = &elector->cancelled();
+  supervise_options.channel = &deadlines;
   supervise_options.grace = *grace;
   supervise_options.on_stop = [&](const StopEvent& event) {
     report(Errc::lock_lost,
@@ -171,14 +177,7 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
     return spawn_exit;
   }
   if (!outcome->started) {
-    report(Errc::lock_lost,
-           "leadership of " + flags.group +
-               " lost before the command started (" +
-               (lost.reason().empty() ? std::string("its local safe deadline "
-                                                    "passed")
-                                      : lost.reason()) +
-               ")");
-    exit_now(kExitLeaseLost);
+    exit_lost_before_start("leadership of " + flags.group, lost.reason());
   }
   if (outcome->stopped) exit_now(kExitLeaseLost);
   resign_bounded(outcome->exit_code);

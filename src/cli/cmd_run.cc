@@ -5,12 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/duration.h"
@@ -33,7 +35,100 @@ struct RunFlags {
   std::uint32_t capacity = 1;
   std::string grace = "auto";
   bool shared = false;  // --shared: a shared (read) lease, rule 18
+  // At most once per window: keep the lease until grant + this even when
+  // the command ends sooner ("0" = off).
+  std::string hold_at_least = "0";
+  // SIGTERM this long after the start, SIGKILL --grace later ("0" = off).
+  std::string max_runtime = "0";
 };
+
+// A duration flag that is 0 (off) or within the TTL range.
+Result<milliseconds> parse_optional_limit(std::string_view flag,
+                                          std::string_view text) {
+  auto d = parse_duration_flag(flag, text, false);
+  if (!d) return d.error();
+  if (*d != milliseconds::zero() && (*d < kMinTtl || *d > kMaxTtl)) {
+    return Error(Errc::invalid_argument,
+                 std::string(flag) + " " + format_duration(*d) +
+                     " is out of range (0 = off, or 1ms .. 7d)");
+  }
+  return *d;
+}
+
+// What run prints when the guard stops the command: the lease's
+// lock_lost line, or the --max-runtime line.
+std::function<void(const StopEvent&)> stop_reporter(std::string lock,
+                                                    milliseconds grace,
+                                                    milliseconds max_runtime) {
+  return [lock = std::move(lock), grace, max_runtime](const StopEvent& event) {
+    if (event.cause == StopEvent::Cause::max_runtime) {
+      // One write (the command shares stderr).
+      std::cerr << ("baton: " +
+                    describe_stop("the command reached --max-runtime " +
+                                      format_duration(max_runtime),
+                                  event, grace) +
+                    "\n");
+      return;
+    }
+    report(Errc::lock_lost, describe_stop("lease on " + lock, event, grace));
+  };
+}
+
+// Releases the lease (bounded by --timeout) and returns `code`.
+int release_bounded(const Globals& globals, const std::string& lock,
+                    LeaseKeeper& keeper, int code) {
+  StoreDeadline release_bound(
+      globals, milliseconds::zero(),
+      "the lease on " + lock + " was not released; it expires by its TTL",
+      code);
+  (void)keeper.release();
+  return code;
+}
+
+// --hold-at-least: the command ended at `now`, before grant + window
+// (`end`). Where a lease outlives its client, the renewal stops and the
+// lease is extended to `end` (extend-to, in store time) and left to expire
+// there: no process needs to stay. Where it does not (zookeeper://,
+// memory:), baton stays, renewing as before, and releases it at `end`.
+int hold_until(const Globals& globals, const Client& client,
+               const std::string& lock, LeaseKeeper& keeper,
+               std::chrono::steady_clock::time_point end, int code) {
+  const std::string what =
+      "the lease on " + lock + " was not kept to the end of --hold-at-least";
+  if (!client.leases_outlive_client()) {
+    SignalLatch latch;
+    while (std::chrono::steady_clock::now() < end && !keeper.lost()) {
+      if (int sig = latch.signal(); sig != 0) {
+        std::cerr << "baton: stopped while holding " << lock
+                  << " for --hold-at-least; released early\n";
+        return release_bounded(globals, lock, keeper, 128 + sig);
+      }
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          milliseconds(50), end - std::chrono::steady_clock::now()));
+    }
+    if (keeper.lost()) {
+      report(Errc::lock_lost, what + ": it was lost");
+      return code;
+    }
+    return release_bounded(globals, lock, keeper, code);
+  }
+  StoreDeadline bound(globals, milliseconds::zero(),
+                      what + "; it expires by its TTL", code);
+  auto lease = keeper.detach();
+  if (!lease) {
+    report(lease.error().code(), what + ": " + lease.error().message());
+    return code;
+  }
+  const milliseconds left = std::max(
+      kMinTtl,
+      std::chrono::ceil<milliseconds>(end - std::chrono::steady_clock::now()));
+  auto extended = client.extend(*lease, left);
+  if (!extended) {
+    report(extended.error().code(),
+           what + " (it expires by its TTL): " + extended.error().message());
+  }
+  return code;
+}
 
 // "3rd in line for X (waited 12s), held by Y (18s left)".
 std::string progress_line(const LockInfo& info, const std::string& lock,
@@ -128,6 +223,10 @@ int run_locked(const Globals& globals, const RunFlags& flags,
       std::max(milliseconds(1), parsed->ttl / 3);
   auto grace = parse_grace(flags.grace, parsed->ttl, renew_interval);
   if (!grace) return report(grace.error());
+  auto hold = parse_optional_limit("--hold-at-least", flags.hold_at_least);
+  if (!hold) return report(hold.error());
+  auto max_runtime = parse_optional_limit("--max-runtime", flags.max_runtime);
+  if (!max_runtime) return report(max_runtime.error());
   // Found before the lock is taken: a typo costs no lease.
   int not_runnable = 0;
   auto path = resolve_command(command[0], &not_runnable);
@@ -146,11 +245,15 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   acquire_options.label = globals.label;
   acquire_options.token = OwnerToken::random();
 
-  // Declared before the keeper: its on_lost callback uses it.
+  // Declared before the keeper: its callbacks use them.
   StopNotice lost;
+  DeadlineChannel deadlines;
   KeeperOptions keeper_options;
   keeper_options.on_lost = [&lost](const Error& e) {
     lost.notify(e.to_string());
+  };
+  keeper_options.on_renewed = [&deadlines](const Lease& renewed) {
+    deadlines.renewed(renewed.local_deadline);
   };
 
   int signal_exit = 0;
@@ -170,18 +273,16 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   if (!keeper) {
     return report(with_holders_of(*client, flags.lock, keeper.error()));
   }
+  // --hold-at-least counts from here, after the grant: the window is at
+  // least as long in store time.
+  const auto granted_at = std::chrono::steady_clock::now();
   bound.reset();
   // The grace against what the store granted (it may be less than --ttl).
   grace = fit_grace(flags.grace, *grace, parsed->ttl, milliseconds::zero(),
                     keeper->safe_deadline(), globals.store);
   if (!grace) {
     report(grace.error());
-    StoreDeadline release_bound(globals, milliseconds::zero(),
-                                "the lease on " + flags.lock +
-                                    " was not released; it expires by its TTL",
-                                kExitUsage);
-    (void)keeper->release();
-    return kExitUsage;
+    return release_bounded(globals, flags.lock, *keeper, kExitUsage);
   }
 
   Lease lease = keeper->lease();
@@ -199,45 +300,32 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   supervise_options.deadline = [&held] { return held.safe_deadline(); };
   supervise_options.notice = &lost;
   supervise_options.stop = &keeper->cancelled();
+  supervise_options.channel = &deadlines;
   supervise_options.grace = *grace;
-  supervise_options.on_stop = [&](const StopEvent& event) {
-    report(Errc::lock_lost,
-           describe_stop("lease on " + flags.lock, event, *grace));
-  };
+  supervise_options.max_runtime = *max_runtime;
+  supervise_options.on_stop = stop_reporter(flags.lock, *grace, *max_runtime);
 
   int spawn_exit = 0;
   auto outcome = supervise(supervise_options, &spawn_exit);
   if (!outcome) {
     report_cannot_run(outcome.error(), spawn_exit);
-    StoreDeadline release_bound(globals, milliseconds::zero(),
-                                "the lease on " + flags.lock +
-                                    " was not released; it expires by its TTL",
-                                spawn_exit);
-    (void)keeper->release();
-    return spawn_exit;
+    return release_bounded(globals, flags.lock, *keeper, spawn_exit);
   }
   if (!outcome->started) {
-    report(Errc::lock_lost,
-           "lease on " + flags.lock + " lost before the command started (" +
-               (lost.reason().empty() ? std::string("its local safe deadline "
-                                                    "passed")
-                                      : lost.reason()) +
-               ")");
-    exit_now(kExitLeaseLost);
+    exit_lost_before_start("lease on " + flags.lock, lost.reason());
   }
   if (outcome->stopped) {
     // Lost, or about to be: never wait for the store now (its renewal
     // call may hang); the lease expires by its TTL if it is still there.
     exit_now(kExitLeaseLost);
   }
-  {
-    StoreDeadline release_bound(globals, milliseconds::zero(),
-                                "the lease on " + flags.lock +
-                                    " was not released; it expires by its TTL",
-                                outcome->exit_code);
-    (void)keeper->release();
+  const int code = outcome->max_runtime ? kExitMaxRuntime : outcome->exit_code;
+  if (*hold > milliseconds::zero() &&
+      std::chrono::steady_clock::now() < granted_at + *hold) {
+    return hold_until(globals, *client, flags.lock, *keeper, granted_at + *hold,
+                      code);
   }
-  return outcome->exit_code;
+  return release_bounded(globals, flags.lock, *keeper, code);
 }
 
 }  // namespace
@@ -269,6 +357,15 @@ Command add_run_command(CLI::App& app, const Globals& globals,
                   "SIGTERM this long before the lease's safe deadline if no "
                   "renewal succeeded; SIGKILL at the deadline. auto = "
                   "min(10s, TTL/3); must be < 2/3 TTL")
+      ->capture_default_str();
+  sub->add_option("--hold-at-least", flags->hold_at_least,
+                  "At most once per window: if the command ends sooner, keep "
+                  "<lock> until this long after the grant (extended to it, "
+                  "not released); 0 = off")
+      ->capture_default_str();
+  sub->add_option("--max-runtime", flags->max_runtime,
+                  "SIGTERM the command this long after it started, SIGKILL "
+                  "--grace later; baton then exits 124. 0 = no limit")
       ->capture_default_str();
   return {sub, [flags, &globals, &trailing] {
             return run_locked(globals, *flags, trailing);

@@ -11,12 +11,27 @@
 #include <vector>
 
 #include "baton/duration.h"
+#include "baton/version.h"
 #include "cli/cli.h"
 #include "cli/config.h"
+
+// The commit this program was built from (cmake/BatonBuildCommit.cmake).
+extern const char baton_build_commit[];
 
 namespace {
 
 using baton::cli::Command;
+
+// `baton --version`: the version, the commit of the build and the store
+// schemes compiled in.
+std::string version_text() {
+  std::string text = "baton " + std::string(baton::version()) + "\ncommit " +
+                     baton_build_commit + "\nstores:";
+  for (const std::string& scheme : baton::store_schemes()) {
+    text += " " + scheme;
+  }
+  return text;
+}
 
 // `baton run|elect ... -- cmd args...`: everything after the first "--"
 // that follows `run` or `elect` is the command, untouched by flag parsing.
@@ -93,6 +108,8 @@ constexpr const char* kHelpFooter = R"(Examples:
   baton acquire deploy --ttl 10m          # prints token=... fencing=...
   baton status --json
   baton elect billing --ttl 15s -- ./billing-scheduler
+  baton leader billing --watch            # each change of leader
+  baton run nightly --hold-at-least 20h -- ./etl   # once per 20 h, any host
   baton --store memory: run demo -- env
 
 Durations: 500ms, 30s, 2m, 1h, 7d, 1m30s (a number needs a unit; 0 is
@@ -107,6 +124,7 @@ Exit codes:
   75   not acquired, or --wait timed out
   76   lease or leadership lost (run/elect stopped the command)
   77   permission denied
+  124  run: the command was stopped by --max-runtime
   126  run/elect: the command cannot be executed
   127  run/elect: the command was not found
   run/elect otherwise exit with the command's status (128+N: signal N).
@@ -127,6 +145,9 @@ int main(int argc, char** argv) {
   app.footer(kHelpFooter);
   app.require_subcommand(1);
   app.fallthrough();
+  app.set_version_flag("--version", version_text(),
+                       "Print the version, the commit it was built from and "
+                       "the store schemes compiled in, and exit");
 
   baton::cli::Globals globals;
   // Defaults from the YAML config file (cli/config.h); flags and
@@ -174,6 +195,7 @@ int main(int argc, char** argv) {
   commands.push_back(baton::cli::add_release_command(app, globals));
   commands.push_back(baton::cli::add_status_command(app, globals));
   commands.push_back(baton::cli::add_elect_command(app, globals, trailing));
+  commands.push_back(baton::cli::add_leader_command(app, globals));
   commands.push_back(baton::cli::add_counter_command(app, globals));
   commands.push_back(baton::cli::add_bench_command(app, globals));
 
@@ -184,6 +206,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "baton: invalid_argument: " << e.what() << "\n";

@@ -333,6 +333,9 @@ std::shared_ptr<SessionCore> default_session(const Client& client) {
 
 const ClientOptions& Client::options() const { return impl_->options; }
 const std::string& Client::label() const { return impl_->label; }
+bool Client::leases_outlive_client() const {
+  return !impl_->store || impl_->store->leases_outlive_client();
+}
 std::string Client::url() const {
   return impl_->store ? impl_->store->safe_url() : std::string();
 }

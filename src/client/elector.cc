@@ -230,7 +230,8 @@ Status Elector::campaign(milliseconds wait, std::stop_token stop) {
   // window (which a store may make shorter than the TTL).
   s.kept = s.session->keep(
       *lease, std::max(s.options.retry_interval, milliseconds::zero()),
-      [&s, t](const Error& why) { s.on_term_lost(t, why); });
+      [&s, t](const Error& why) { s.on_term_lost(t, why); },
+      s.options.on_renewed);
   s.last_leader = s.client.label();
   if (!s.options.label.empty()) s.last_leader = s.options.label;
   s.elected_notified = false;

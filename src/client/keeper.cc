@@ -71,7 +71,7 @@ LeaseKeeper::LeaseKeeper(std::shared_ptr<SessionCore> core, Lease lease,
   // A negative interval is treated as the default (acquire() refuses it).
   state_->entry = core->keep(
       std::move(lease), std::max(options.renew_interval, milliseconds::zero()),
-      std::move(options.on_lost));
+      std::move(options.on_lost), std::move(options.on_renewed));
   state_->core = std::move(core);
 }
 
@@ -131,6 +131,21 @@ Result<bool> LeaseKeeper::release() {
   // that may be the reason it was lost.
   if (!s.core->forget(s.entry)) return false;
   return s.core->client().release(current);
+}
+
+Result<Lease> LeaseKeeper::detach() {
+  if (!state_) return Error(Errc::lock_lost, "the keeper was moved from");
+  State& s = *state_;
+  if (s.released) {
+    return Error(Errc::lock_lost, "the lease was already released");
+  }
+  s.released = true;
+  const Lease current = s.core->lease(*s.entry);
+  if (!s.core->forget(s.entry, /*await_renewal=*/true)) {
+    return Error(Errc::lock_lost, "lease on " + current.name +
+                                      " was lost before it was detached");
+  }
+  return current;
 }
 
 Session::Session(Client client)

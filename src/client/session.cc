@@ -63,8 +63,10 @@ SessionCore::~SessionCore() {
 
 std::shared_ptr<KeptEntry> SessionCore::keep(
     Lease lease, milliseconds renew_interval,
-    std::function<void(const Error&)> on_lost) {
+    std::function<void(const Error&)> on_lost,
+    std::function<void(const Lease&)> on_renewed) {
   auto e = std::make_shared<KeptEntry>();
+  e->on_renewed = std::move(on_renewed);
   e->auto_interval = renew_interval <= milliseconds::zero();
   e->interval =
       e->auto_interval ? auto_interval(lease, clock_->now()) : renew_interval;
@@ -101,19 +103,26 @@ void SessionCore::start_renewal_locked() {
   }
 }
 
-bool SessionCore::forget(const std::shared_ptr<KeptEntry>& e) {
+bool SessionCore::forget(const std::shared_ptr<KeptEntry>& e,
+                         bool await_renewal) {
   std::unique_lock<std::mutex> lk(mu_);
   e->cancelled.store(true);
-  if (!e->active.exchange(false)) {
-    if (std::this_thread::get_id() != notice_thread_.get_id()) {
-      notified_cv_.wait(lk, [&] { return !e->notifying; });
-    }
-    return false;
+  const bool held = e->active.exchange(false);
+  if (held) {
+    entries_.erase(e->id);
+    notice_cv_.notify_all();
+    renew_cv_.notify_all();
   }
-  entries_.erase(e->id);
-  notice_cv_.notify_all();
-  renew_cv_.notify_all();
-  return true;
+  // A callback in progress finishes before forget returns (not awaited from
+  // its own thread, where it is the caller).
+  const auto self = std::this_thread::get_id();
+  if (self != notice_thread_.get_id() && self != renew_thread_.get_id()) {
+    notified_cv_.wait(lk, [&] {
+      return !e->notifying && !e->renewed_running &&
+             !(await_renewal && e->in_flight);
+    });
+  }
+  return held;
 }
 
 std::vector<Lease> SessionCore::forget_all() {
@@ -211,9 +220,16 @@ void SessionCore::renewal_loop() {
       renew_running_ = false;
       return;
     }
+    // A lease whose loss is reported (not yet noticed) is not renewed
+    // again: the store said it is gone, and on_renewed must not follow.
     std::shared_ptr<KeptEntry> due;
     for (auto& [id, e] : entries_) {
+      if (e->loss) continue;
       if (!due || e->next_renew < due->next_renew) due = e;
+    }
+    if (!due) {
+      renew_cv_.wait(lk);  // the notice thread takes the lost ones out
+      continue;
     }
     if (due->next_renew > clock_->now()) {
       clock_->wait_until(renew_cv_, lk, due->next_renew);
@@ -243,8 +259,9 @@ void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
       std::min(deadline, clock_->now() +
                              std::min(impl.options.request_timeout, interval));
   auto renewed = extend_until(impl, current, e->ttl, attempt_end);
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   e->in_flight = false;
+  notified_cv_.notify_all();      // forget(e, true) may wait for this
   if (!e->active.load()) return;  // lost or forgotten meanwhile
   const auto now = clock_->now();
   if (renewed.ok()) {
@@ -259,6 +276,17 @@ void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
       if (e->auto_interval) e->interval = auto_interval(e->lease, now);
       e->next_renew = now + e->interval;
       e->last_renewal_error.clear();
+      if (e->on_renewed) {
+        // Outside the lock (the callback may read the keeper); forget()
+        // waits for it.
+        const Lease copy = e->lease;
+        e->renewed_running = true;
+        lk.unlock();
+        e->on_renewed(copy);
+        lk.lock();
+        e->renewed_running = false;
+        notified_cv_.notify_all();
+      }
     }
   } else if (renewed.error().code() == Errc::lock_lost ||
              !renewed.error().retryable()) {

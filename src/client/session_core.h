@@ -46,6 +46,7 @@ struct KeptEntry {
   bool auto_interval = false;        // interval follows the lease
   std::chrono::milliseconds ttl{0};  // extend-to this TTL
   std::function<void(const Error&)> on_lost;
+  std::function<void(const Lease&)> on_renewed;
 
   // Guarded by SessionCore::mu_.
   Lease lease;
@@ -56,6 +57,7 @@ struct KeptEntry {
   Clock::time_point next_renew{};
   bool in_flight = false;          // a renewal is running
   bool notifying = false;          // on_lost is running
+  bool renewed_running = false;    // on_renewed is running
   std::optional<Error> loss;       // reported by the renewal thread
   std::string last_renewal_error;  // for the lost notice's message
 
@@ -78,13 +80,18 @@ class SessionCore : public std::enable_shared_from_this<SessionCore> {
 
   // Starts keeping `lease`; renew_interval 0 = a third of the lease's
   // window (its TTL, or its shorter validity), after every renewal.
-  std::shared_ptr<KeptEntry> keep(Lease lease,
-                                  std::chrono::milliseconds renew_interval,
-                                  std::function<void(const Error&)> on_lost);
+  // on_renewed (may be empty) runs on the renewal thread after each
+  // successful renewal.
+  std::shared_ptr<KeptEntry> keep(
+      Lease lease, std::chrono::milliseconds renew_interval,
+      std::function<void(const Error&)> on_lost,
+      std::function<void(const Lease&)> on_renewed = {});
   // Stops keeping `e`. True if it was still held (not lost). When it
-  // returns, e's on_lost is not running and never will (unless forget is
-  // called from on_lost itself).
-  bool forget(const std::shared_ptr<KeptEntry>& e);
+  // returns, neither e's on_lost nor its on_renewed is running and neither
+  // ever will (unless forget is called from one of them). With
+  // `await_renewal`, also a renewal in flight has been answered (or given
+  // up), so none reaches the store after this one's calls.
+  bool forget(const std::shared_ptr<KeptEntry>& e, bool await_renewal = false);
   // The lease as last renewed.
   Lease lease(const KeptEntry& e) const;
   // Forgets every kept lease and returns those still held.
@@ -107,7 +114,8 @@ class SessionCore : public std::enable_shared_from_this<SessionCore> {
   mutable std::mutex mu_;
   std::condition_variable notice_cv_;
   std::condition_variable renew_cv_;
-  std::condition_variable notified_cv_;  // an on_lost call returned
+  // An on_lost or on_renewed call returned.
+  std::condition_variable notified_cv_;
   std::map<std::uint64_t, std::shared_ptr<KeptEntry>> entries_;  // mu_
   std::deque<Lease> releases_;   // mu_: lost leases to give back
   std::uint64_t next_id_ = 1;    // mu_

@@ -185,8 +185,8 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
   return {};
 }
 
-bool parse_command_line(int argc, char** argv, ServerConfig* c,
-                        int* exit_code) {
+bool parse_command_line(int argc, char** argv, ServerConfig* c, int* exit_code,
+                        const std::string& version_text) {
   // --config is applied first, then every other flag overrides it.
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string_view(argv[i]) == "--config") {
@@ -199,6 +199,11 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c,
     }
   }
   CLI::App app{"batond — the baton lock server (RESP2)"};
+  if (!version_text.empty()) {
+    app.set_version_flag("--version", version_text,
+                         "Print the version, the commit it was built from "
+                         "and what it serves, and exit");
+  }
   bool hash_pw = false;
   app.add_flag("--hash-password", hash_pw,
                "read a password on stdin, print its password_hash, exit");

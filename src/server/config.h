@@ -60,9 +60,11 @@ struct ServerConfig {
 // Applies a YAML file's keys to *config (unknown keys are an error).
 Status load_config_file(const std::string& path, ServerConfig* config);
 // Parses argv (including --config, applied first). Returns false with *exit
-// set when the program should exit (help, or an error already printed).
+// set when the program should exit (help, --version, or an error already
+// printed). `version_text` is what --version prints (no --version flag if
+// empty).
 bool parse_command_line(int argc, char** argv, ServerConfig* config,
-                        int* exit_code);
+                        int* exit_code, const std::string& version_text = "");
 // Checks the combination (bind address vs password, ranges).
 Status check_config(const ServerConfig& config);
 Result<FsyncPolicy> parse_fsync(std::string_view text);

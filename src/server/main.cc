@@ -3,14 +3,24 @@
 
 #include <csignal>
 #include <iostream>
+#include <string>
 
+#include "baton/version.h"
 #include "server/config.h"
 #include "server/server.h"
+
+// The commit this program was built from (cmake/BatonBuildCommit.cmake).
+extern const char baton_build_commit[];
 
 int main(int argc, char** argv) {
   baton::server::ServerConfig config;
   int exit_code = 0;
-  if (!baton::server::parse_command_line(argc, argv, &config, &exit_code)) {
+  const std::string version_text =
+      "batond " + std::string(baton::version()) + "\ncommit " +
+      baton_build_commit +
+      "\nserves: baton:// (RESP2), batons:// (RESP2 over TLS, --tls-listen)";
+  if (!baton::server::parse_command_line(argc, argv, &config, &exit_code,
+                                         version_text)) {
     return exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(config.log_level));

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "baton/version.h"
 #include "server/connection.h"
 #include "server/server.h"
 
@@ -94,8 +95,8 @@ std::string Server::info_text() const {
   auto metrics = collect(*this, self.table().stats(), stats_, journal_.get(),
                          connections_.size());
   std::ostringstream o;
-  o << "# Server\r\nserver:batond\r\nversion:0.1.0\r\ntcp_port:" << port_
-    << "\r\nfsync:"
+  o << "# Server\r\nserver:batond\r\nversion:" << baton::version()
+    << "\r\ntcp_port:" << port_ << "\r\nfsync:"
     << (config_.fsync == FsyncPolicy::always  ? "always"
         : config_.fsync == FsyncPolicy::batch ? "batch"
                                               : "never")

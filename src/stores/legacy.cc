@@ -237,6 +237,9 @@ class Adapter final : public baton::Store {
     return old_->counter_take(name, n);
   }
   bool supports_shared() const override { return old_->supports_shared(); }
+  bool leases_outlive_client() const override {
+    return old_->leases_outlive_client();
+  }
   std::string safe_url() const override { return old_->safe_url(); }
 
  private:

@@ -35,6 +35,29 @@
 #include "stores/sqlite/sqlite_store.h"
 #endif
 
+// Options that are off are not defined at all.
+#ifndef BATON_WITH_SERVER
+#define BATON_WITH_SERVER 0
+#endif
+#ifndef BATON_WITH_POSTGRES
+#define BATON_WITH_POSTGRES 0
+#endif
+#ifndef BATON_WITH_REDIS
+#define BATON_WITH_REDIS 0
+#endif
+#ifndef BATON_WITH_ZOOKEEPER
+#define BATON_WITH_ZOOKEEPER 0
+#endif
+#ifndef BATON_WITH_MYSQL
+#define BATON_WITH_MYSQL 0
+#endif
+#ifndef BATON_WITH_ETCD
+#define BATON_WITH_ETCD 0
+#endif
+#ifndef BATON_WITH_SQLITE
+#define BATON_WITH_SQLITE 0
+#endif
+
 namespace baton::store {
 namespace {
 
@@ -48,28 +71,32 @@ Registry& registry() {
   return *r;
 }
 
-// A store known to the project: its scheme, how it is written and the build
-// option that compiles it in.
+// A store known to the project: its scheme, how it is written, the build
+// option that compiles it in and whether this build has it.
 struct KnownStore {
   const char* scheme;
   const char* spelled;
   const char* option;
+  bool built;
 };
 
 constexpr KnownStore kKnown[] = {
-    {"baton", "baton://", "BATON_WITH_SERVER"},
-    {"batons", "batons://", "BATON_WITH_SERVER"},
-    {"postgres", "postgres://", "BATON_WITH_POSTGRES"},
-    {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
-    {"redis", "redis://", "BATON_WITH_REDIS"},
-    {"rediss", "rediss://", "BATON_WITH_REDIS"},
-    {"redlock", "redlock://", "BATON_WITH_REDIS"},
-    {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER"},
-    {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
-    {"mysql", "mysql://", "BATON_WITH_MYSQL"},
-    {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
-    {"etcd", "etcd://", "BATON_WITH_ETCD"},
-    {"sqlite", "sqlite://", "BATON_WITH_SQLITE"},
+    {"baton", "baton://", "BATON_WITH_SERVER", BATON_WITH_SERVER != 0},
+    {"batons", "batons://", "BATON_WITH_SERVER", BATON_WITH_SERVER != 0},
+    {"postgres", "postgres://", "BATON_WITH_POSTGRES",
+     BATON_WITH_POSTGRES != 0},
+    {"postgresql", "postgresql://", "BATON_WITH_POSTGRES",
+     BATON_WITH_POSTGRES != 0},
+    {"redis", "redis://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
+    {"rediss", "rediss://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
+    {"redlock", "redlock://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
+    {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER",
+     BATON_WITH_ZOOKEEPER != 0},
+    {"zk", "zk://", "BATON_WITH_ZOOKEEPER", BATON_WITH_ZOOKEEPER != 0},
+    {"mysql", "mysql://", "BATON_WITH_MYSQL", BATON_WITH_MYSQL != 0},
+    {"mariadb", "mariadb://", "BATON_WITH_MYSQL", BATON_WITH_MYSQL != 0},
+    {"etcd", "etcd://", "BATON_WITH_ETCD", BATON_WITH_ETCD != 0},
+    {"sqlite", "sqlite://", "BATON_WITH_SQLITE", BATON_WITH_SQLITE != 0},
 };
 
 // The stores compiled into this binary.
@@ -119,6 +146,26 @@ bool register_store(std::string scheme, Factory factory) {
   std::lock_guard<std::mutex> lk(r.mu);
   r.extra[std::move(scheme)] = std::move(factory);
   return true;
+}
+
+std::vector<std::string> builtin_schemes() {
+  // The stores with descriptors (each scheme as its URL form writes it),
+  // then the built-in ones not yet moved onto them.
+  std::vector<std::string> out;
+  auto add = [&out](std::string spelled) {
+    if (std::find(out.begin(), out.end(), spelled) == out.end()) {
+      out.push_back(std::move(spelled));
+    }
+  };
+  for (const StoreDescriptor& d : baton::store_descriptors()) {
+    for (const std::string& s : d.schemes) {
+      add(d.url_form.rfind(s + "://", 0) == 0 ? s + "://" : s + ":");
+    }
+  }
+  for (const auto& k : kKnown) {
+    if (k.built) add(k.spelled);
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Store>> open_store(std::string_view url) {

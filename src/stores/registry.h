@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "baton/error.h"
 #include "core/url.h"
@@ -35,6 +36,10 @@ using Factory = std::function<Result<std::unique_ptr<Store>>(const Url&)>;
 bool register_store(std::string scheme, Factory factory);
 
 Result<std::unique_ptr<Store>> open_store(std::string_view url);
+
+// The schemes of the stores built in, as a URL begins ("memory:",
+// "baton://", ...), in the order of the project's documentation.
+std::vector<std::string> builtin_schemes();
 
 }  // namespace baton::store
 

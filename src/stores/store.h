@@ -87,6 +87,11 @@ class Store {
   // with `unsupported` naming the store, and nothing is sent.
   virtual bool supports_shared() const { return false; }
 
+  // Whether a lease lives on after its client is gone, until its expiry
+  // (a row, a key with a TTL). False where the store ends it with the
+  // client's session or process: zookeeper:// (ephemeral nodes), memory:.
+  virtual bool leases_outlive_client() const { return true; }
+
   // The store's URL with any password masked (for logs and errors).
   virtual std::string safe_url() const = 0;
 };

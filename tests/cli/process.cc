@@ -180,6 +180,16 @@ std::int64_t realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+void sleep_until_realtime(std::int64_t ns) {
+  const std::int64_t left = ns - realtime_ns();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+}
+
+std::string ticker_script(const std::string& file, const std::string& term) {
+  return "trap 'date +%s%N >> \"" + term + "\"; exit 143' TERM; " +
+         "while :; do date +%s%N >> '" + file + "'; sleep 0.05; done";
+}
+
 std::vector<std::int64_t> timestamps(const std::string& file) {
   std::vector<std::int64_t> out;
   std::ifstream in(file);

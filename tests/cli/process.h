@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,28 @@ std::vector<std::int64_t> timestamps(const std::string& file);
 bool wait_for_port(int port, std::chrono::milliseconds timeout);
 // A fresh temporary directory (mkdtemp).
 std::string make_temp_dir();
+
+// Sleeps until CLOCK_REALTIME reaches `ns` (at once if it has).
+void sleep_until_realtime(std::int64_t ns);
+
+// A shell script for `sh -c`: appends a CLOCK_REALTIME timestamp to `file`
+// every 50 ms; on SIGTERM appends one to `term` and exits 143 (its `sleep`
+// is killed by the same SIGTERM, which goes to the whole process group).
+std::string ticker_script(const std::string& file, const std::string& term);
+
+// Runs `f` when the scope ends (also when an ASSERT returns early).
+class Defer {
+ public:
+  explicit Defer(std::function<void()> f) : f_(std::move(f)) {}
+  ~Defer() {
+    if (f_) f_();
+  }
+  Defer(const Defer&) = delete;
+  Defer& operator=(const Defer&) = delete;
+
+ private:
+  std::function<void()> f_;
+};
 
 }  // namespace baton::testing
 

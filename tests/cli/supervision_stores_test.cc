@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "pg_server.h"
 #include "process.h"
 #include "tcp_proxy.h"
@@ -68,43 +69,6 @@ std::string cli() {
   const char* env = std::getenv("BATON_TEST_CLI");
   return env != nullptr && *env != '\0' ? env : BATON_CLI_PATH;
 }
-
-// Appends a timestamp to `file` every 50 ms; on SIGTERM writes one to
-// `term` and exits (its `sleep` is killed by the same SIGTERM, which goes
-// to the whole process group).
-std::string writer(const std::string& file, const std::string& term) {
-  return "trap 'date +%s%N > \"" + term + "\"; exit 143' TERM; " +
-         "while :; do date +%s%N >> '" + file + "'; sleep 0.05; done";
-}
-
-bool eventually(const std::function<bool()>& done,
-                std::chrono::milliseconds bound) {
-  const auto end = Clock::now() + bound;
-  while (!done()) {
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-void sleep_until_realtime(std::int64_t ns) {
-  const std::int64_t left = ns - realtime_ns();
-  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
-}
-
-// Runs `f` when the scope ends (also when an ASSERT returns early).
-class Defer {
- public:
-  explicit Defer(std::function<void()> f) : f_(std::move(f)) {}
-  ~Defer() {
-    if (f_) f_();
-  }
-  Defer(const Defer&) = delete;
-  Defer& operator=(const Defer&) = delete;
-
- private:
-  std::function<void()> f_;
-};
 
 // ---------------------------------------------------------------------------
 // The stores, each one process tree the tests can freeze, kill and restart.
@@ -318,7 +282,7 @@ TEST_P(StoreFault, CommandIsGoneBeforeTheLockCanBeGrantedAgain) {
 
   Process holder({cli(), "--store", holder_url, "run", lock, "--ttl", kTtlFlag,
                   "--grace", kGraceFlag, "--", "sh", "-c",
-                  writer(file("holder"), file("term"))});
+                  ticker_script(file("holder"), file("term"))});
   // Past the first renewal (every TTL/3), so that the fault finds a
   // deadline that a renewal moved.
   ASSERT_TRUE(eventually(

@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "baton/elector.h"
 #include "baton/keeper.h"
@@ -262,6 +263,107 @@ TEST(SessionTest, ElectorLosesLeadershipAtTheSafeDeadlineWhileRenewalHangs) {
   EXPECT_TRUE(e.cancelled().load());
   EXPECT_FALSE(e.lease().has_value());
   EXPECT_TRUE(e.resign().ok());
+}
+
+// on_renewed: once per successful renewal, with the renewed lease, and
+// never after the keeper let go (release waits for a call in progress).
+TEST(SessionTest, OnRenewedComesAfterEachRenewalWithTheNewDeadline) {
+  Fixture f;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  std::mutex mu;
+  std::vector<Clock::time_point> seen;
+  KeeperOptions o;
+  o.on_renewed = [&](const Lease& renewed) {
+    std::lock_guard<std::mutex> g(mu);
+    seen.push_back(renewed.local_deadline);
+  };
+  LeaseKeeper k(f.client, *l, o);
+  auto count = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    return seen.size();
+  };
+  for (std::size_t i = 1; i <= 2; ++i) {
+    f.clock->advance(10s);
+    ASSERT_TRUE(eventually([&] { return count() == i; }));
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_EQ(seen.back(), l->local_deadline + static_cast<int>(i) * 10s);
+  }
+  EXPECT_EQ(k.safe_deadline(), l->local_deadline + 20s);
+  // A failed renewal calls nothing.
+  f.store->fail(Op::extend, Error(Errc::lock_lost, "injected"));
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return k.lost(); }));
+  EXPECT_EQ(count(), 2u);
+  // The lease the store called lost is not renewed again meanwhile.
+  EXPECT_EQ(f.store->calls(Op::extend), 3);
+}
+
+TEST(SessionTest, ElectorOnRenewedComesWithEachRenewalOfTheTerm) {
+  Fixture f;
+  std::atomic<int> renewals{0};
+  ElectorOptions o;
+  o.ttl = 30s;
+  o.on_renewed = [&](const Lease&) { renewals.fetch_add(1); };
+  Elector e(f.client, "group", o);
+  ASSERT_TRUE(e.campaign(5s).ok());
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return renewals.load() == 1; }));
+  EXPECT_TRUE(e.resign().ok());
+  f.clock->advance(10s);
+  f.clock->advance(10s);
+  EXPECT_EQ(renewals.load(), 1);
+}
+
+// detach(): renewal stops, the lease stays held in the store for the
+// caller to extend; a renewal in flight is answered before detach returns,
+// so the caller's extend is the last one the store sees.
+TEST(SessionTest, DetachStopsRenewalAndLeavesTheLeaseHeld) {
+  Fixture f;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  LeaseKeeper k(f.client, *l);
+  f.store->hang(Op::extend);
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::extend) == 1; }));
+  std::atomic<bool> returned{false};
+  Result<Lease> detached = Error(Errc::internal, "unset");
+  std::thread t([&] {
+    detached = k.detach();
+    returned.store(true);
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(returned.load()) << "detach did not wait for the renewal";
+  f.store->resume(Op::extend);
+  t.join();
+  ASSERT_TRUE(detached.ok()) << detached.error().to_string();
+  EXPECT_EQ(detached->fencing_token, l->fencing_token);
+  const int extends = f.store->calls(Op::extend);
+  f.clock->advance(10s);
+  f.clock->advance(10s);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(f.store->calls(Op::extend), extends) << "renewed after detach";
+  auto info = f.client.describe("job");
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->holders.size(), 1u) << "detach released the lease";
+  auto extended = f.client.extend(*detached, 1h);
+  ASSERT_TRUE(extended.ok()) << extended.error().to_string();
+  EXPECT_FALSE(*k.release());  // the keeper no longer owns it
+  EXPECT_EQ(f.client.describe("job")->holders.size(), 1u);
+  EXPECT_EQ(k.detach().error().code(), Errc::lock_lost);
+}
+
+TEST(SessionTest, DetachOfALostLeaseSaysSo) {
+  Fixture f;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  LeaseKeeper k(f.client, *l);
+  ASSERT_TRUE(*f.client.release(*l));
+  f.clock->advance(10s);
+  ASSERT_TRUE(eventually([&] { return k.lost(); }));
+  auto d = k.detach();
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code(), Errc::lock_lost);
 }
 
 // An on_lost runs on the session's notice thread, which no longer knows the

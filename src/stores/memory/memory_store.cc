@@ -177,6 +177,7 @@ class MemoryStore final : public baton::Store {
   }
 
   bool supports_shared() const override { return true; }
+  bool leases_outlive_client() const override { return false; }
   // Every change wakes its waiters, so a look is never needed for them;
   // a long interval only bounds a wait the table forgot to answer.
   milliseconds recheck_interval() const override { return milliseconds{1000}; }
@@ -555,6 +556,9 @@ class SharedMemoryStore final : public baton::Store {
     return s_->counter_take(name, n, ctx);
   }
   bool supports_shared() const override { return s_->supports_shared(); }
+  bool leases_outlive_client() const override {
+    return s_->leases_outlive_client();
+  }
   milliseconds recheck_interval() const override {
     return s_->recheck_interval();
   }

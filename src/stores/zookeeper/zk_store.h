@@ -125,6 +125,8 @@ class ZkStore final : public Store {
                                     std::int64_t n) override;
   // Rule 18: shared requests are nodes of kind `r` (zk_node.h).
   bool supports_shared() const override { return true; }
+  // A lease is an ephemeral node: it ends with the session.
+  bool leases_outlive_client() const override { return false; }
   std::string safe_url() const override { return options_.url; }
 
   // ---- shared by the source files ----
