@@ -23,7 +23,7 @@ from typing import (
 
 from . import _errors
 from ._errors import InvalidArgument, from_handle
-from ._handle import Handle
+from ._handle import Closing, Handle
 from ._held import Cancel, Counter, HeldLease, LockRequest
 from ._lib import lib
 from ._values import (
@@ -90,7 +90,7 @@ class _Options:
             raise
 
 
-class Client:
+class Client(Closing):
     """A connection to one store. Made by baton.connect(url); thread-safe.
 
     Closing it (close(), or the end of a `with` block) drops the handle:
@@ -414,12 +414,6 @@ class Client:
 
     def close(self) -> None:
         self._h.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return "<baton.Client closed>" if self._h.closed else f"<baton.Client {self.url}>"

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from . import _errors
 from ._errors import NotAcquired, from_handle
-from ._handle import Handle, new_eventfd, notifier
+from ._handle import Closing, Handle, new_eventfd, notifier
 from ._held import Cancel
 from ._lib import ELECTED_FN, LEADER_FN, lib
 from ._values import (
@@ -25,7 +25,7 @@ from ._values import (
 )
 
 
-class Elector:
+class Elector(Closing):
     """A candidate for leadership of the lock named `group` (capacity 1).
 
     campaign() blocks until this candidate leads (returning the term's
@@ -208,12 +208,6 @@ class Elector:
             notifier().remove(self._fd)
             self._on_lost = None
         self._h.close()
-
-    def __enter__(self) -> "Elector":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<baton.Elector {self.group!r} leader={self.is_leader}>"

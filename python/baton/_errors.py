@@ -14,6 +14,7 @@ from . import _lib
 from ._lib import lib
 
 
+
 class Holder(NamedTuple):
     """One holder of a lock, as describe() and NotAcquired report it."""
 

@@ -21,11 +21,12 @@ import os
 import selectors
 import threading
 import weakref
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ._errors import InvalidArgument
 
 _log = logging.getLogger("baton")
+_C = TypeVar("_C", bound="Closing")
 
 # os.eventfd and friends (Python 3.10+, Linux), looked up by name: the
 # type stubs of Debian 12's mypy predate them.
@@ -97,6 +98,19 @@ class Handle:
             self._destroy_once()
         except Exception:  # interpreter shutdown: the library may be gone
             pass
+
+
+class Closing:
+    """`with x:` closes x at the end of the block."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Notifier:

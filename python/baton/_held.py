@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Callable, Optional
 
 from ._errors import InvalidArgument, from_handle
-from ._handle import Handle, new_eventfd, notifier
+from ._handle import Closing, Handle, new_eventfd, notifier
 from ._lib import lib
 from ._values import Lease, lost_error, text
 
@@ -207,7 +207,7 @@ class LockRequest:
         self._held.__exit__(*exc)
 
 
-class Counter:
+class Counter(Closing):
     """An atomic int64 stored beside the locks. Each call is one store
     operation, never retried (a lost reply leaves its effect unknown)."""
 
@@ -241,12 +241,6 @@ class Counter:
 
     def close(self) -> None:
         self._h.close()
-
-    def __enter__(self) -> "Counter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<baton.Counter {self.name!r}>"

@@ -10,8 +10,9 @@ The C ABI is blocking, so every call that talks to the store runs on a
 worker thread of the client's pool (the GIL is released while the library
 works) and the event loop never waits for the store. A waiting acquire
 holds one worker thread for as long as it waits; `max_threads` (default
-1024) bounds how many run at once, later calls queue in the pool (nothing
-sent yet). Cancelling the awaiting task (task.cancel(), asyncio.timeout,
+1024) bounds how many wait at once, later ones queue in the process
+(nothing sent yet). The other calls have a pool of their own
+(`call_threads`, default 32), so waiters never hold up a release. Cancelling the awaiting task (task.cancel(), asyncio.timeout,
 asyncio.wait_for) requests the call's baton.Cancel from the event loop:
 the library withdraws the request (nothing stays queued in the store) and
 the task raises CancelledError once the withdrawal is done; a lease
@@ -22,37 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Generator, List, Optional, Sequence, TypeVar
 
 from . import _client, _handle
 from ._client import random_token
 from ._elector import Elector as _SyncElector
-from ._errors import (
-    BatonError,
-    Cancelled,
-    Holder,
-    InternalError,
-    InvalidArgument,
-    LockLost,
-    NotAcquired,
-    PermissionDenied,
-    Timeout,
-    Unavailable,
-    Unsupported,
-)
+from ._errors import (BatonError, Cancelled, Holder, InternalError, InvalidArgument,
+                      LockLost, NotAcquired, PermissionDenied, Timeout, Unavailable,
+                      Unsupported)
 from ._handle import eventfd_read, new_eventfd
 from ._held import Cancel, HeldLease as _SyncHeld
 from ._held import Counter as _SyncCounter
+from ._workers import Job, Workers
 from ._values import Duration, Grant, Leader, Lease, LockInfo, Waiter, lost_error
 
 T = TypeVar("T")
 
+# The same names as baton's (the exceptions are the same classes).
 __all__ = [
-    "BatonError", "Cancel", "Cancelled", "Client", "Counter", "Elector", "Grant",
-    "HeldLease", "Holder", "InternalError", "InvalidArgument", "Leader", "Lease",
-    "LockInfo", "LockLost", "NotAcquired", "PermissionDenied", "Timeout",
-    "Unavailable", "Unsupported", "Waiter", "connect", "random_token",
+    "BatonError", "Cancel", "Cancelled", "Client", "Counter", "Duration", "Elector",
+    "Grant", "HeldLease", "Holder", "InternalError", "InvalidArgument", "Leader", "Lease",
+    "LockInfo", "LockLost", "NotAcquired", "PermissionDenied", "Timeout", "Unavailable",
+    "Unsupported", "Waiter", "connect", "random_token",
 ]
 
 
@@ -65,42 +57,59 @@ async def _uncancellable(fut: "asyncio.Future[T]") -> None:
             pass
 
 
-class _Pool:
-    """The worker threads of one client, refused after fork()."""
+def _threads(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{what} must be an int >= 1, not {value!r}")
+    return value
 
-    def __init__(self, max_threads: int) -> None:
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise InvalidArgument(f"max_threads must be an int >= 1, not {max_threads!r}")
-        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="baton-aio")
+
+class _Pool:
+    """The worker threads of one client, refused after fork(). Waiting calls
+    (acquire with a wait, lock, campaign) and the others (try_acquire,
+    release, describe, ...: each bounded by the request timeout) have pools
+    of their own, so that waiters never keep a release or a describe from
+    running (a release stuck behind the waiters it would grant: deadlock)."""
+
+    def __init__(self, max_threads: int, call_threads: int) -> None:
+        self._waits = Workers(_threads(max_threads, "max_threads"))
+        self._calls = Workers(_threads(call_threads, "call_threads"))
         self._pid = os.getpid()
         self._generation = _handle.fork_generation
 
     def run(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+        """fn(*args) on a call thread."""
+        return self._submit(self._calls, fn, *args).fut
+
+    def _submit(self, pool: Workers, fn: Callable[..., T], *args: Any) -> Job[T]:
         if self._generation != _handle.fork_generation:
             raise InvalidArgument(
                 f"this baton.aio client was made in process {self._pid} and is "
                 f"used in process {os.getpid()} after fork(): its worker threads "
                 "and connections stay with the parent; open a new client in the child"
             )
-        return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return pool.submit(fn, *args)
 
     async def blocking(self, call: Callable[[Cancel], T], undo: Callable[[T], Any]) -> T:
         """Runs call(cancel) on a worker; if the awaiting task is cancelled,
         requests the cancel, waits for the withdrawal, undoes a result that
         arrived anyway, and re-raises the cancellation."""
         cancel = Cancel()
-        fut = self.run(call, cancel)
+        job = self._submit(self._waits, call, cancel)
+        fut = job.fut
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
             cancel.request()
+            if job.claim():
+                raise  # still queued in this process: nothing was sent
             await _uncancellable(fut)
             if not fut.cancelled() and fut.exception() is None:
                 await _uncancellable(self.run(undo, fut.result()))
             raise
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False)
+        self._waits.shutdown()
+        self._calls.shutdown()
 
 
 class HeldLease:
@@ -289,9 +298,9 @@ class Client:
     is opened on a worker thread at the first call (or by `await client`,
     `await client.open()`, `async with client`)."""
 
-    def __init__(self, url: str, max_threads: int, options: Any) -> None:
+    def __init__(self, url: str, max_threads: int, call_threads: int, options: Any) -> None:
         self._url, self._options = url, options
-        self._pool = _Pool(max_threads)
+        self._pool = _Pool(max_threads, call_threads)
         self._sync: Optional[_client.Client] = None
         self._opening: Optional["asyncio.Future[int]"] = None
 
@@ -443,7 +452,12 @@ class Client:
 def connect(
     url: str, *, label: Optional[str] = None, request_timeout: Optional[Duration] = None,
     retry_interval: Optional[Duration] = None, max_retries: Optional[int] = None,
-    drift: Optional[Any] = None, max_threads: int = 1024,
+    drift: Optional[Any] = None, max_threads: int = 1024, call_threads: int = 32,
 ) -> Client:
-    """An asyncio client for `url`; nothing is sent until the first call."""
-    return Client(url, max_threads, (label, request_timeout, retry_interval, max_retries, drift))
+    """An asyncio client for `url`; nothing is sent until the first call.
+    `max_threads`: waiting calls that may wait at once (one thread each;
+    later ones queue in the process, unsent); `call_threads`: the other
+    calls at once."""
+    return Client(
+        url, max_threads, call_threads, (label, request_timeout, retry_interval, max_retries, drift)
+    )

@@ -107,28 +107,32 @@ def test_lock_context_and_lost_notice(store: Store) -> None:
 
 
 def test_many_waiters_cancelled_at_once(store: Store) -> None:
-    """30 waiting acquires in one process (30 worker threads), all
-    cancelled: none stays queued."""
+    """30 waiting acquires in one process with max_threads=10: 10 wait in
+    the store (a worker thread each), 20 in the process, unsent. All
+    cancelled: none stays queued, and the threads serve new calls."""
     if store.kind not in ("memory", "batond", "redis"):
         pytest.skip("the worker-thread machinery is the package's, not the store's: "
                     "memory:, baton:// and redis:// cover it")
     name = store.name("aio-many")
 
     async def main() -> None:
-        async with baton.aio.connect(store.url) as c:
+        async with baton.aio.connect(store.url, max_threads=10) as c:
             holder = await c.acquire(name)
             tasks = [asyncio.ensure_future(c.acquire(name)) for _ in range(30)]
             for _ in range(2500):
-                if len((await c.describe(name)).waiters) == 30:
+                if len((await c.describe(name)).waiters) == 10:
                     break
                 await asyncio.sleep(0.002)
-            assert len((await c.describe(name)).waiters) == 30
+            await asyncio.sleep(0.05)
+            assert len((await c.describe(name)).waiters) == 10  # the rest wait unsent
             for t in tasks:
                 t.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
             assert all(isinstance(r, asyncio.CancelledError) for r in results)
             assert (await c.describe(name)).waiters == []
             await c.release(holder)
+            leases = await asyncio.gather(*[c.acquire(store.name("after")) for _ in range(10)])
+            assert len({lease.name for lease in leases}) == 10
 
     run(main())
 

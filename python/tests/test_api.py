@@ -144,38 +144,47 @@ def test_blocking_call_releases_the_gil(batond: Store) -> None:
         c.release(holder)
 
 
+def in_child(body: Callable[[], str]) -> str:
+    """What body() returns (or raises) in a child of os.fork()."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, then _exit
+        os.close(r)
+        try:
+            out = body()
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out = f"{type(e).__name__}: {e}"
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        report = f.read()
+    os.waitpid(pid, 0)
+    return report
+
+
 @pytest.mark.needs_batond
 def test_fork_child_is_refused_and_may_open_its_own(batond: Store) -> None:
     name = batond.name("fork")
     with batond.connect() as c:
         lease = c.acquire(name)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report through the pipe, then _exit
-            os.close(r)
-            out = "ok"
+
+        def child() -> str:
             try:
-                try:
-                    c.try_acquire(name + "-child")
-                    out = "the parent's client worked in the child"
-                except baton.InvalidArgument as e:
-                    if "fork()" not in str(e) or str(os.getpid()) not in str(e):
-                        out = f"unclear message: {e}"
-                own = baton.connect(batond.url)
-                with pytest.raises(baton.NotAcquired):
-                    own.try_acquire(name)  # the parent holds it
-                own.release(own.try_acquire(name + "-child"))
-                own.close()
-                asyncio.run(_aio_round(batond.url, name + "-child-aio"))
-            except BaseException as e:  # noqa: BLE001 - reported to the parent
-                out = f"{type(e).__name__}: {e}"
-            os.write(w, out.encode())
-            os._exit(0)
-        os.close(w)
-        with os.fdopen(r) as f:
-            report = f.read()
-        os.waitpid(pid, 0)
-        assert report == "ok"
+                c.try_acquire(name + "-child")
+                return "the parent's client worked in the child"
+            except baton.InvalidArgument as e:
+                if "fork()" not in str(e) or str(os.getpid()) not in str(e):
+                    return f"unclear message: {e}"
+            own = baton.connect(batond.url)
+            with pytest.raises(baton.NotAcquired):
+                own.try_acquire(name)  # the parent holds it
+            own.release(own.try_acquire(name + "-child"))
+            own.close()
+            asyncio.run(_aio_round(batond.url, name + "-child-aio"))
+            return "ok"
+
+        assert in_child(child) == "ok"
         assert c.release(lease)  # the parent's client is untouched
 
 
@@ -186,21 +195,12 @@ async def _aio_round(url: str, name: str) -> None:
 
 def test_aio_client_refused_after_fork() -> None:
     client = baton.aio.connect("memory:")
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
+
+    def child() -> str:
         try:
             asyncio.run(client.try_acquire("x"))
-            out = "worked"
+            return "worked"
         except baton.InvalidArgument as e:
-            out = "ok" if "fork()" in str(e) else str(e)
-        except BaseException as e:  # noqa: BLE001
-            out = f"{type(e).__name__}: {e}"
-        os.write(w, out.encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        report = f.read()
-    os.waitpid(pid, 0)
-    assert report == "ok"
+            return "ok" if "fork()" in str(e) else str(e)
+
+    assert in_child(child) == "ok"
