@@ -90,11 +90,15 @@ class Elector(Closing):
         finally:
             lib.baton_elector_options_destroy(o)
         fd = self._fd
+        callbacks = [self._elected_cb, self._leader_cb]
 
         def destroy(ptr: int) -> None:
-            lib.baton_elector_destroy(ptr)  # resigns; no callback runs after it
+            # The C callbacks stay alive (referenced here) until the elector
+            # is gone: no callback runs after baton_elector_destroy returns.
+            lib.baton_elector_destroy(ptr)  # resigns
             if fd >= 0:
                 os.close(fd)
+            callbacks.clear()  # the references end here
 
         self._h = Handle(out.value or 0, destroy, "elector")
         self.group = group

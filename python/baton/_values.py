@@ -7,6 +7,7 @@ other values are copied into Python at once. None of them does I/O.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import time
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -167,9 +168,12 @@ class Lease:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._owner is None or not hasattr(self._owner, "release"):
-            return
-        if not self._owner.release(self):
+        release = getattr(self._owner, "release", None)
+        if release is None:
+            return  # a lease made by hand or a snapshot: nobody to release it
+        if inspect.iscoroutinefunction(release):
+            raise TypeError("a lease of a baton.aio client is released by `async with`")
+        if not release(self):
             raise lost_error(self.name, self.fencing_token, "the lease")
 
     async def __aenter__(self) -> "Lease":
@@ -179,7 +183,10 @@ class Lease:
         release = getattr(self._owner, "release", None)
         if release is None:
             return
-        if not await release(self):
+        released = release(self)
+        if inspect.isawaitable(released):
+            released = await released
+        if not released:
             raise lost_error(self.name, self.fencing_token, "the lease")
 
 
