@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import pytest
 
@@ -138,12 +138,12 @@ _root: Optional[str] = None
 _servers: Dict[str, Servers] = {}
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Starts, in the background, the servers of every kind the collected
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Starts, in the background, the servers of every kind the selected
     tests use, so that they start together."""
     global _root
     kinds = set()
-    for item in items:
+    for item in session.items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("store") in SERVER_KINDS:
             kinds.add(callspec.params["store"])

@@ -193,3 +193,18 @@ def test_elector(store: Store) -> None:
                 assert info.waiters == [] and [h.label for h in info.holders] == ["b"]
 
     run(main())
+
+
+def test_plain_lease_contexts() -> None:
+    async def main() -> None:
+        async with baton.aio.connect("memory:") as c:
+            async with await c.try_acquire("ctx") as lease:
+                assert not (await c.describe("ctx")).is_free
+            assert (await c.describe("ctx")).is_free
+            lease = await c.try_acquire("ctx")
+            with pytest.raises(TypeError, match="async with"):
+                with lease:
+                    pass
+            assert await c.release(lease)
+
+    run(main())

@@ -174,3 +174,25 @@ def test_lost_notice_holder_cut_off(store: Store) -> None:
         finally:
             with pytest.raises(baton.LockLost):
                 held.__exit__(None, None, None)
+
+
+def test_elector_term_lost(store: Store) -> None:
+    """A term that is not renewed in time (retry interval beyond the TTL):
+    on_lost runs on the notifier thread, elector.lost is set, and leaving
+    leadership() raises LockLost."""
+    if store.kind not in ("memory", "batond"):
+        pytest.skip("the wrapping is the package's, not the store's: memory: and baton:// cover it")
+    called: List[float] = []
+    with store.connect() as c:
+        with c.elector(store.name("term"), ttl="300ms", retry_interval="1m",
+                       on_lost=lambda e: called.append(time.monotonic())) as e:
+            with pytest.raises(baton.LockLost):
+                with e.leadership(wait="5s"):
+                    deadline = e.safe_deadline
+                    assert e.is_leader and deadline > time.monotonic()
+                    end = time.monotonic() + 10
+                    while not e.lost and time.monotonic() < end:
+                        time.sleep(POLL)
+                    assert e.lost and not e.is_leader
+            wait_called(called)
+            assert called[0] >= deadline - 0.005

@@ -1,7 +1,6 @@
 """Type-checked by the ctest python_mypy (never run): what a user writes
 must check under mypy --strict against the package's exports."""
 
-import asyncio
 import baton
 import baton.aio
 
