@@ -34,6 +34,7 @@ from ._values import (
     encode_name,
     leases_of_list,
     lock_info_of,
+    set_ms,
     text,
     to_ms,
     wait_ms,
@@ -114,13 +115,7 @@ class Client(Closing):
     # -- plumbing --------------------------------------------------------
 
     def _call(self, fn: Callable[..., Optional[int]], *args: Any) -> None:
-        ptr = self._h.enter()
-        try:
-            err = fn(ptr, *args)
-        finally:
-            self._h.leave()
-        if err:
-            raise from_handle(err)
+        self._h.call(fn, *args)
 
     def _options(self, ttl: Any, capacity: Any, label: Any, key: Any, token: Any) -> Tuple[int, bool]:
         """(options, owned): owned ones are freed by the caller after the call;
@@ -174,20 +169,12 @@ class Client(Closing):
     @property
     def url(self) -> str:
         """The store URL with secrets masked."""
-        ptr = self._h.enter()
-        try:
-            return text(lib.baton_client_url(ptr))
-        finally:
-            self._h.leave()
+        return self._h.read(lambda p: text(lib.baton_client_url(p)), "")
 
     @property
     def label(self) -> str:
         """The default owner label ("host:pid:program" unless set)."""
-        ptr = self._h.enter()
-        try:
-            return text(lib.baton_client_label(ptr))
-        finally:
-            self._h.leave()
+        return self._h.read(lambda p: text(lib.baton_client_label(p)), "")
 
     # -- locks --------------------------------------------------------------
 
@@ -429,12 +416,7 @@ def _keeper_options(renew_interval: Any, fd: int) -> int:
     if not ko:
         raise MemoryError("baton_keeper_options_new")
     try:
-        if renew_interval is not None:
-            _errors.check(
-                lib.baton_keeper_options_set_renew_interval(
-                    ko, to_ms(renew_interval, "renew_interval")
-                )
-            )
+        set_ms(lib.baton_keeper_options_set_renew_interval, ko, renew_interval, "renew_interval")
         _errors.check(lib.baton_keeper_options_set_lost_fd(ko, fd))
     except BaseException:
         lib.baton_keeper_options_destroy(ko)
@@ -473,18 +455,8 @@ def open_client(
     try:
         if label is not None:
             _errors.check(lib.baton_client_options_set_label(o, encode_name(label, "label")))
-        if request_timeout is not None:
-            _errors.check(
-                lib.baton_client_options_set_request_timeout(
-                    o, to_ms(request_timeout, "request_timeout")
-                )
-            )
-        if retry_interval is not None:
-            _errors.check(
-                lib.baton_client_options_set_retry_interval(
-                    o, to_ms(retry_interval, "retry_interval")
-                )
-            )
+        set_ms(lib.baton_client_options_set_request_timeout, o, request_timeout, "request_timeout")
+        set_ms(lib.baton_client_options_set_retry_interval, o, retry_interval, "retry_interval")
         if max_retries is not None:
             _errors.check(
                 lib.baton_client_options_set_max_retries(

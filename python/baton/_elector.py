@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any, Callable, Iterator, Optional
 
 from . import _errors
-from ._errors import NotAcquired, from_handle
+from ._errors import NotAcquired
 from ._handle import Closing, Handle, new_eventfd, notifier
 from ._held import Cancel
 from ._lib import ELECTED_FN, LEADER_FN, lib
@@ -19,8 +19,8 @@ from ._values import (
     Leader,
     encode_name,
     lost_error,
+    set_ms,
     text,
-    to_ms,
     wait_ms,
 )
 
@@ -60,13 +60,8 @@ class Elector(Closing):
         self._leader_cb = None
         self._fd = -1
         try:
-            _errors.check(lib.baton_elector_options_set_ttl(o, to_ms(ttl, "ttl")))
-            if retry_interval is not None:
-                _errors.check(
-                    lib.baton_elector_options_set_retry_interval(
-                        o, to_ms(retry_interval, "retry_interval")
-                    )
-                )
+            set_ms(lib.baton_elector_options_set_ttl, o, ttl, "ttl")
+            set_ms(lib.baton_elector_options_set_retry_interval, o, retry_interval, "retry_interval")
             if label is not None:
                 _errors.check(lib.baton_elector_options_set_label(o, encode_name(label, "label")))
             if on_elected is not None:
@@ -119,22 +114,10 @@ class Elector(Closing):
             self._on_lost(self)
 
     def _call(self, fn: Callable[..., Optional[int]], *args: Any) -> None:
-        ptr = self._h.enter()
-        try:
-            err = fn(ptr, *args)
-        finally:
-            self._h.leave()
-        if err:
-            raise from_handle(err)
+        self._h.call(fn, *args)
 
     def _flag(self, fn: Callable[[int], Any], closed: Any) -> Any:
-        if self._h.closed:
-            return closed
-        ptr = self._h.enter()
-        try:
-            return fn(ptr)
-        finally:
-            self._h.leave()
+        return self._h.read(fn, closed)
 
     def campaign(self, wait: Optional[Duration] = None, cancel: Optional[Cancel] = None) -> Lease:
         """Blocks until leader (returns the term's lease) or `wait` passes

@@ -21,12 +21,13 @@ import os
 import selectors
 import threading
 import weakref
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, from_handle
 
 _log = logging.getLogger("baton")
 _C = TypeVar("_C", bound="Closing")
+_T = TypeVar("_T")
 
 # os.eventfd and friends (Python 3.10+, Linux), looked up by name: the
 # type stubs of Debian 12's mypy predate them.
@@ -86,6 +87,27 @@ class Handle:
     @property
     def closed(self) -> bool:
         return self._closing
+
+    def call(self, fn: Callable[..., Optional[int]], *args: Any) -> None:
+        """fn(handle, *args) for a function returning a baton_error_t*:
+        raises the error it returns."""
+        ptr = self.enter()
+        try:
+            err = fn(ptr, *args)
+        finally:
+            self.leave()
+        if err:
+            raise from_handle(err)
+
+    def read(self, fn: Callable[[int], _T], closed: _T) -> _T:
+        """fn(handle) for an accessor; `closed` once the handle is closed."""
+        if self._closing:
+            return closed
+        ptr = self.enter()
+        try:
+            return fn(ptr)
+        finally:
+            self.leave()
 
     def close(self) -> None:
         """Destroys the handle now, or when the last call in flight returns."""

@@ -9,7 +9,7 @@ from ctypes import byref, c_int, c_int64, c_void_p
 from datetime import timedelta
 from typing import Any, Callable, Optional
 
-from ._errors import InvalidArgument, from_handle
+from ._errors import InvalidArgument
 from ._handle import Closing, Handle, new_eventfd, notifier
 from ._lib import lib
 from ._values import Lease, lost_error, text
@@ -80,25 +80,13 @@ class HeldLease:
     def lost(self) -> bool:
         """True once lost (or released); the library sets it at the local
         safe deadline at the latest. Lock-free: read it as often as needed."""
-        if self._h.closed:
-            return True
-        ptr = self._h.enter()
-        try:
-            return bool(lib.baton_keeper_lost(ptr))
-        finally:
-            self._h.leave()
+        return self._h.read(lambda p: bool(lib.baton_keeper_lost(p)), True)
 
     @property
     def safe_deadline(self) -> float:
         """The current local safe deadline on time.monotonic()'s clock; it
         moves with every renewal (0.0 once closed)."""
-        if self._h.closed:
-            return 0.0
-        ptr = self._h.enter()
-        try:
-            return int(lib.baton_keeper_safe_deadline_ns(ptr)) / 1e9
-        finally:
-            self._h.leave()
+        return self._h.read(lambda p: int(lib.baton_keeper_safe_deadline_ns(p)) / 1e9, 0.0)
 
     @property
     def time_left(self) -> timedelta:
@@ -113,13 +101,7 @@ class HeldLease:
     def snapshot(self) -> Lease:
         """The lease as last renewed."""
         out = c_void_p()
-        ptr = self._h.enter()
-        try:
-            err = lib.baton_keeper_lease(ptr, byref(out))
-        finally:
-            self._h.leave()
-        if err:
-            raise from_handle(err)
+        self._h.call(lib.baton_keeper_lease, byref(out))
         return Lease(out.value or 0)
 
     def wait_lost(self, timeout: Optional[float] = None) -> bool:
@@ -144,13 +126,7 @@ class HeldLease:
         if self._released is not None:
             return self._released
         released = c_int()
-        ptr = self._h.enter()
-        try:
-            err = lib.baton_keeper_release(ptr, byref(released))
-        finally:
-            self._h.leave()
-        if err:
-            raise from_handle(err)
+        self._h.call(lib.baton_keeper_release, byref(released))
         self._released = bool(released.value)
         return self._released
 
@@ -217,13 +193,7 @@ class Counter(Closing):
 
     def _op(self, fn: Callable[..., Optional[int]], *args: Any) -> int:
         value = c_int64()
-        ptr = self._h.enter()
-        try:
-            err = fn(ptr, *args, byref(value))
-        finally:
-            self._h.leave()
-        if err:
-            raise from_handle(err)
+        self._h.call(fn, *args, byref(value))
         return int(value.value)
 
     def get(self) -> int:

@@ -11,7 +11,7 @@ import inspect
 import time
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import Any, List, NamedTuple, Optional, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Union
 
 from . import _errors
 from ._errors import Holder, InvalidArgument, LockLost, holders_of
@@ -51,6 +51,12 @@ def to_ms(value: Any, what: str) -> int:
         f"{what} must be a duration such as \"30s\" or a datetime.timedelta, "
         f"not {value!r} ({type(value).__name__})"
     )
+
+
+def set_ms(setter: Callable[[Any, int], Any], obj: Any, value: Any, what: str) -> None:
+    """setter(obj, ms) with a duration argument, unless it is None."""
+    if value is not None:
+        _errors.check(setter(obj, to_ms(value, what)))
 
 
 def wait_ms(value: Any) -> int:
