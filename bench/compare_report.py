@@ -202,8 +202,6 @@ def main():
     res_path, meta_path, md_path, png_path = sys.argv[1:5]
     d = Data(load(res_path))
     meta = json.load(open(meta_path))
-    loads = [ln.split() for ln in meta["loads"].splitlines() if ln.strip()]
-    one_min = [float(x[1]) for x in loads if len(x) >= 2]
     chart(d, png_path)
     md_dir = os.path.dirname(os.path.abspath(md_path))
     png_rel = os.path.relpath(png_path, md_dir)
@@ -249,7 +247,10 @@ def main():
                  + (f", [MariaDB]({doc('bench/mysql.md')}) (`bench/compare --only mysql`)"
                     if zk_page and os.path.exists(os.path.join(DOCS, "bench", "mysql.md")) else "")
                  + f"{zk_page}. "
-                 "The goals not met and what limits them, measured on a quiet machine: "
+                 + (f"The Python package beside the C++ client and the Python peers: "
+                    f"[bench/python.md]({doc('bench/python.md')}) (`bench/compare --only python`). "
+                    if os.path.exists(os.path.join(DOCS, "bench", "python.md")) else "")
+                 + "The goals not met and what limits them, measured on a quiet machine: "
                  f"[bench/goals.md]({doc('bench/goals.md')}). "
                  f"Raw JSON lines of this run: [{res_rel}]({res_rel}).")
     o.append("")
@@ -261,14 +262,7 @@ def main():
     o.append("")
     o.append("## Run")
     o.append("")
-    o.append(f"- machine: {meta['machine']}")
-    o.append(f"- date: {meta['start_utc']} → {meta['end_utc']}")
-    if one_min:
-        o.append(f"- load average (1 min) sampled after each workload: {min(one_min):.1f}–{max(one_min):.1f} "
-                 f"(median {statistics.median(one_min):.1f}); the machine was shared with other builds")
-    o.append(f"- baton: {meta['baton']}")
-    o.append(f"- versions: {meta['versions']}")
-    o.append(f"- command: `{meta['invocation']}` ({meta['duration']} per run)")
+    o.extend(run_lines(meta))
     o.append("- servers: private, on free loopback ports, in a temp dir, stopped by pid: " + (
              "ZooKeeper standalone only (default forceSync: every write fsynced), warmed up "
              "by 6 s of raw-zk:// load first" if scope == "zookeeper" else "batond "
@@ -349,6 +343,8 @@ def main():
         o.append("")
         workload_table(d, case, o)
         o.append("")
+    if not scope:
+        python_section(d, o, md_dir)
     # Issue 5's goals for the redis:// store.
     if any(k[1] == "baton redis://" for k in d.by):
         o.append("## The redis:// store against its goals (issue 5)")
@@ -533,6 +529,55 @@ def findings(d, o):
         o.append("")
         o.extend(f"- {x}" for x in f)
         o.append("")
+
+
+def run_lines(meta):
+    """The "## Run" list of a page: machine, date, load, commit, versions, command."""
+    loads = [ln.split() for ln in meta["loads"].splitlines() if ln.strip()]
+    one_min = [float(x[1]) for x in loads if len(x) >= 2]
+    out = [f"- machine: {meta['machine']}", f"- date: {meta['start_utc']} → {meta['end_utc']}"]
+    if one_min:
+        out.append(f"- load average (1 min) sampled after each workload: {min(one_min):.1f}–"
+                   f"{max(one_min):.1f} (median {statistics.median(one_min):.1f}); the machine "
+                   "was shared with other builds")
+    out += [f"- baton: {meta['baton']}", f"- versions: {meta['versions']}",
+            f"- command: `{meta['invocation']}` ({meta['duration']} per run)"]
+    return out
+
+
+def python_section(d, o, md_dir):
+    """The Python package's rows: in the tables above when this run measured
+    them (group python), else those of the last `bench/compare --only
+    python` run (docs/bench/python-results.jsonl), said to be of that run."""
+    page = os.path.relpath(os.path.join(DOCS, "bench", "python.md"), md_dir)
+    o.append("## The Python package")
+    o.append("")
+    if any(i.startswith("baton (Python)") for (_, i) in d.by):
+        o.append("The rows *baton (Python) …* above are the Python package (python/, over "
+                 "libbaton.so) on the peers' harness, one thread and one client per client; "
+                 f"[bench/python.md]({page}) checks its goals (`bench/compare --only python`).")
+        o.append("")
+        return
+    res = os.path.join(DOCS, "bench", "python-results.jsonl")
+    meta_path = os.path.join(DOCS, "bench", "python-meta.json")
+    if not (os.path.exists(res) and os.path.exists(meta_path)):
+        o.append(f"Not measured in this run: `bench/compare --only python` ([bench/python.md]({page})).")
+        o.append("")
+        return
+    import compare_report_python as cp
+    meta = json.load(open(meta_path))
+    pd = Data(load(res))
+    o.append(f"Not measured in this run: these rows are from the run of [bench/python.md]({page}) "
+             f"(`{meta['invocation']}`, {meta['start_utc']} → {meta['end_utc']}, {meta['baton']}), "
+             "with the C++ client measured in that same run beside them; that page checks the "
+             "package's goals.")
+    for case, title in CASES.items():
+        if any(c == case for (c, _) in pd.by):
+            o.append("")
+            o.append(f"### {title}")
+            o.append("")
+            cp.table(pd, case, o)
+    o.append("")
 
 
 def seeds(d, o):

@@ -22,6 +22,9 @@ BATON_BUILD_PACKAGES=(
   faketime                            # client clocks hours off (postgres, torture)
   fiu-utils                           # torture test: fsync/write faults
   dpkg-dev                            # cpack -G DEB: dpkg-shlibdeps, the package's dependencies
+  # The Python package (python/): its tests, mypy, the wheel and the
+  # fresh-virtualenv install test (Debian's /usr/bin/python3).
+  python3 python3-pytest python3-venv python3-build python3-wheel python3-setuptools mypy
 )
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib
