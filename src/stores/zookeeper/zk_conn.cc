@@ -335,6 +335,20 @@ int send_and_wait(zhandle_t* zh, Send&& send, SteadyTime until,
   return await(p, until);
 }
 
+// One request on `h`, waited for until `until`; on ZOK `read` takes its
+// results.
+template <typename Send, typename Read>
+int run(const std::shared_ptr<Conn::Handle>& h, SteadyTime until, Send&& send,
+        Read&& read) {
+  if (h == nullptr) return ZINVALIDSTATE;
+  PendingRef p;
+  const int out = send_and_wait(h->zh, send, until, &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  read(*p);
+  return out;
+}
+
 void* watch_context(std::uint64_t id) {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(id));
 }
@@ -343,105 +357,77 @@ void* watch_context(std::uint64_t id) {
 
 int Conn::create(const std::string& path, std::string_view data, int flags,
                  Stat* stat, const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_acreate2(zh, path.c_str(), data.data(),
                             static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
                             flags, on_string_stat, ref);
       },
-      call_until(ctx), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (stat != nullptr) *stat = p->stat;
-  note_server_time(p->stat.mtime);
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+        note_server_time(p.stat.mtime);
+      });
 }
 
 int Conn::get(const std::string& path, std::string* data, Stat* stat,
               const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_aget(zh, path.c_str(), 0, on_data, ref);
       },
-      call_until(ctx), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (data != nullptr) *data = p->value;
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (data != nullptr) *data = p.value;
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
 int Conn::set(const std::string& path, std::string_view data, int version,
               Stat* stat, const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_aset(zh, path.c_str(), data.data(),
                         static_cast<int>(data.size()), version, on_stat, ref);
       },
-      call_until(ctx), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (stat != nullptr) *stat = p->stat;
-  note_server_time(p->stat.mtime);
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+        note_server_time(p.stat.mtime);
+      });
 }
 
 int Conn::remove(const std::string& path, int version, const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  return send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_adelete(zh, path.c_str(), version, on_void, ref);
       },
-      call_until(ctx), &p);
+      [](Pending&) {});
 }
 
 int Conn::children(const std::string& path, std::vector<std::string>* names,
                    Stat* stat, const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_aget_children2(zh, path.c_str(), 0, on_strings_stat, ref);
       },
-      call_until(ctx), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (names != nullptr) *names = std::move(p->names);
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (names != nullptr) *names = std::move(p.names);
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
 int Conn::exists(const std::string& path, Stat* stat, const CallContext& ctx) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_aexists(zh, path.c_str(), 0, on_stat, ref);
       },
-      call_until(ctx), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
 int Conn::watch(const std::vector<std::string>& paths,

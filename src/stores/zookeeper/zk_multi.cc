@@ -52,18 +52,22 @@ MultiAnswer left_nothing() {
 // and the wake-up source.
 class ZkMultiBase : public MultiRequest {
  public:
-  ZkMultiBase(ZkStore& s, const MultiSpec& spec) : s_(s), spec_(spec) {
-    wake_ = std::make_unique<Wakeup>(s.conn());
+  // `state`: what the requests' data says while they wait.
+  ZkMultiBase(ZkStore& s, const MultiSpec& spec, State state)
+      : s_(s), spec_(spec), wake_(s.conn()) {
+    data_.state = state;
+    data_.ttl_ms = spec.ttl.count();
+    data_.label = spec.label;
   }
   std::optional<Grant> wait_change(Clock::time_point until,
                                    const CallContext& ctx) override {
-    wake_->arm();
-    if (!interrupted()) wake_->sleep(until, next_expiry_, ctx);
+    wake_.arm();
+    if (!interrupted()) wake_.sleep(until, next_expiry_, ctx);
     return std::nullopt;
   }
   void interrupt() override {
     Waitable::interrupt();
-    wake_->interrupt();
+    wake_.interrupt();
   }
 
  protected:
@@ -71,18 +75,16 @@ class ZkMultiBase : public MultiRequest {
 
   ZkStore& s_;
   const MultiSpec spec_;
-  std::unique_ptr<Wakeup> wake_;
+  Wakeup wake_;
+  NodeData data_;  // a waiting request's
   std::vector<Item> items_;
   std::int64_t next_expiry_ = kNever;
 };
 
 class ZkSome final : public ZkMultiBase {
  public:
-  ZkSome(ZkStore& s, const MultiSpec& spec) : ZkMultiBase(s, spec) {
-    queued_.state = State::kQueued;
-    queued_.ttl_ms = spec.ttl.count();
-    queued_.label = spec.label;
-  }
+  ZkSome(ZkStore& s, const MultiSpec& spec)
+      : ZkMultiBase(s, spec, State::kQueued) {}
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override;
   Result<MultiAnswer> look(milliseconds wait_left,
@@ -97,7 +99,6 @@ class ZkSome final : public ZkMultiBase {
   // One item's turn in a pass; true: pass again at once.
   Result<bool> visit(Item& it, const CallContext& ctx);
 
-  NodeData queued_;
   Clock::time_point refresh_at_;
 };
 
@@ -116,7 +117,7 @@ Result<MultiAnswer> ZkSome::ask(AskMode, milliseconds, const CallContext& ctx) {
   for (const auto& name : spec_.names) {
     if (Status st = enqueue(name, ctx); !st.ok()) return st.error();
   }
-  wake_->arm();
+  wake_.arm();
   // Keep the queued requests alive while this call waits.
   refresh_at_ = ctx.now() + spec_.ttl / 3;
   return pass(ctx);
@@ -147,7 +148,7 @@ Status ZkSome::enqueue(const std::string& name, const CallContext& ctx) {
     } else if (!n.gone) {
       Stat st;
       const int rc =
-          conn().set(n.path, encode(queued_), n.stat.version, &st, ctx);
+          conn().set(n.path, encode(data_), n.stat.version, &st, ctx);
       if (rc == ZOK) {
         it.path = n.path;
         it.version = st.version;
@@ -161,8 +162,7 @@ Status ZkSome::enqueue(const std::string& name, const CallContext& ctx) {
   }
   auto made = s_.create_counted(
       s_.lock_path(name),
-      node_prefix(spec_.reservation, spec_.capacity, Kind::kSome), queued_,
-      ctx);
+      node_prefix(spec_.reservation, spec_.capacity, Kind::kSome), data_, ctx);
   if (!made.ok()) return made.error();
   it.path = made->path;
   it.version = made->stat.version;
@@ -186,7 +186,7 @@ Result<bool> ZkSome::visit(Item& it, const CallContext& ctx) {
   auto back = s_.held_back(*q, pos, ctx);
   if (!back.ok()) return std::move(back).error();
   if (pos < static_cast<int>(q->front()) && !*back) {
-    NodeData d = queued_;
+    NodeData d = data_;
     d.state = State::kHolding;
     Stat st;
     const int rc = conn().set(it.path, encode(d), it.version, &st, ctx);
@@ -207,7 +207,7 @@ Result<bool> ZkSome::visit(Item& it, const CallContext& ctx) {
     return false;
   }
   auto watching = s_.watch_ahead(*q, static_cast<std::size_t>(pos),
-                                 wake_->waker(), nullptr, ctx);
+                                 wake_.waker(), nullptr, ctx);
   if (!watching.ok()) return std::move(watching).error();
   return !*watching;
 }
@@ -215,7 +215,6 @@ Result<bool> ZkSome::visit(Item& it, const CallContext& ctx) {
 Result<MultiAnswer> ZkSome::pass(const CallContext& ctx) {
   bool again = false;
   next_expiry_ = kNever;
-  wake_->waker()->forget_events();
   for (Item& it : items_) {
     if (it.granted || it.path.empty()) continue;
     auto r = visit(it, ctx);
@@ -230,9 +229,8 @@ Result<MultiAnswer> ZkSome::pass(const CallContext& ctx) {
       ++a.pending;
     }
   }
-  a.look_at = again
-                  ? Clock::time_point::min()
-                  : std::min(refresh_at_, wake_->at_expiry(next_expiry_, ctx));
+  a.look_at = again ? Clock::time_point::min()
+                    : std::min(refresh_at_, wake_.at_expiry(next_expiry_, ctx));
   return a;
 }
 
@@ -243,7 +241,7 @@ Result<MultiAnswer> ZkSome::look(milliseconds wait_left,
     for (Item& it : items_) {
       if (it.granted || it.path.empty()) continue;
       Stat st;
-      if (conn().set(it.path, encode(queued_), it.version, &st, ctx) == ZOK) {
+      if (conn().set(it.path, encode(data_), it.version, &st, ctx) == ZOK) {
         it.version = st.version;
       }
     }
@@ -264,11 +262,8 @@ Result<MultiAnswer> ZkSome::withdraw(const CallContext& ctx) {
 
 class ZkAll final : public ZkMultiBase {
  public:
-  ZkAll(ZkStore& s, const MultiSpec& spec) : ZkMultiBase(s, spec) {
-    waiting_.state = State::kWaiting;
-    waiting_.ttl_ms = spec.ttl.count();
-    waiting_.label = spec.label;
-  }
+  ZkAll(ZkStore& s, const MultiSpec& spec)
+      : ZkMultiBase(s, spec, State::kWaiting) {}
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override;
   Result<MultiAnswer> look(milliseconds, const CallContext& ctx) override {
@@ -290,7 +285,6 @@ class ZkAll final : public ZkMultiBase {
                                                const CallContext& ctx);
   Result<std::optional<MultiAnswer>> vanished(const CallContext& ctx);
 
-  NodeData waiting_;
   std::int64_t session_ = 0;
 };
 
@@ -302,7 +296,7 @@ Result<MultiAnswer> ZkAll::ask(AskMode mode, milliseconds,
     if (!r.ok()) return std::move(r).error();
     if (*r) return std::move(**r);
     session_ = conn().session_id();
-    wake_->arm();
+    wake_.arm();
   }
   return pass(mode == AskMode::try_only, ctx);
 }
@@ -343,7 +337,7 @@ Result<std::optional<MultiAnswer>> ZkAll::enqueue(const CallContext& ctx) {
         Op{Op::kCreate,
            s_.lock_path(it.name) + "/" +
                node_prefix(spec_.reservation, spec_.capacity, Kind::kAll),
-           encode(waiting_), -1, kEphemeralSequential});
+           encode(data_), -1, kEphemeralSequential});
   }
   std::vector<OpResult> res;
   int rc = conn().multi(ops, &res, ctx);
@@ -418,24 +412,23 @@ Result<std::optional<MultiAnswer>> ZkAll::once(bool try_only,
         Error(Errc::not_acquired,
               "not all of the " + std::to_string(n) + " locks are free")));
   }
-  wake_->waker()->forget_events();
   for (std::size_t k = 0; k < n; ++k) {
     auto watching =
         s_.watch_ahead(queues[k], static_cast<std::size_t>(positions[k]),
-                       wake_->waker(), nullptr, ctx);
+                       wake_.waker(), nullptr, ctx);
     if (!watching.ok()) return std::move(watching).error();
     if (!*watching) return std::optional<MultiAnswer>();
   }
   MultiAnswer a;
   a.pending = n;
-  a.look_at = wake_->at_expiry(next_expiry_, ctx);
+  a.look_at = wake_.at_expiry(next_expiry_, ctx);
   return std::optional<MultiAnswer>(std::move(a));
 }
 
 Result<std::optional<MultiAnswer>> ZkAll::grant_all(std::vector<Queue>& queues,
                                                     const std::vector<int>& pos,
                                                     const CallContext& ctx) {
-  NodeData d = waiting_;
+  NodeData d = data_;
   d.state = State::kHolding;
   std::vector<Op> ops;
   for (const Item& it : items_) {

@@ -227,7 +227,6 @@ Result<Answer> ZkRequest::ask(AskMode mode, milliseconds,
                               const CallContext& ctx) {
   const bool try_only = mode == AskMode::try_only;
   if (asked_) return settle(try_only, ctx);
-  asked_ = true;
   start_ = steady_clock::now();
   rewrite_at_ = ctx.now() + std::max(spec_.ttl / 3, milliseconds(1));
   auto created = s_.create_counted(
@@ -236,6 +235,7 @@ Result<Answer> ZkRequest::ask(AskMode mode, milliseconds,
                   spec_.shared ? Kind::kShared : Kind::kSingle),
       mine_, ctx);
   if (!created.ok()) return std::move(created).error();
+  asked_ = true;
   my_path_ = created_path_ = created->path;
   my_stat_ = created->stat;
   session_ = conn().session_id();
