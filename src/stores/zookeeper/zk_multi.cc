@@ -25,14 +25,6 @@ struct Item {
   Grant grant;
 };
 
-Error capacity_mismatch(std::string_view name, std::uint32_t has,
-                        std::uint32_t asked) {
-  return Error(Errc::invalid_argument,
-               "lock " + core::quote_name(name) + " has capacity " +
-                   std::to_string(has) + "; the request asked for " +
-                   std::to_string(asked));
-}
-
 MultiAnswer refused(Error e) {
   MultiAnswer a;
   a.kind = MultiAnswer::Kind::refused;

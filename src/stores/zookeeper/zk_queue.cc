@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/validate.h"
 #include "stores/zookeeper/zk_store.h"
 
 namespace baton::store::zk {
@@ -44,6 +45,14 @@ std::shared_ptr<ReadAhead> ZkStore::read_ahead(std::string_view name,
     return nullptr;
   }
   return out;
+}
+
+Error capacity_mismatch(std::string_view name, std::uint32_t has,
+                        std::uint32_t asked) {
+  return Error(Errc::invalid_argument,
+               "lock " + core::quote_name(name) + " has capacity " +
+                   std::to_string(has) + "; the request asked for " +
+                   std::to_string(asked));
 }
 
 int Queue::index_of(std::string_view path) const {

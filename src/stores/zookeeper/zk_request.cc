@@ -279,11 +279,8 @@ Step ZkRequest::pass(bool try_only, const CallContext& ctx) {
   const std::uint32_t cap = q->capacity();
   if (cap != spec_.capacity) {
     conn().remove(my_path_, -1, ctx);
-    return done(Answer::refused_with(Error(
-        Errc::invalid_argument, "lock " + core::quote_name(spec_.name) +
-                                    " has capacity " + std::to_string(cap) +
-                                    "; the request asked for " +
-                                    std::to_string(spec_.capacity))));
+    return done(Answer::refused_with(
+        capacity_mismatch(spec_.name, cap, spec_.capacity)));
   }
   if (Step st = join(*q, pos, ctx)) return st;
   const int front = static_cast<int>(q->front());

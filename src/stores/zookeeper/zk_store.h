@@ -270,6 +270,9 @@ class ZkStore final : public baton::Store {
 std::unique_ptr<Request> make_request(ZkStore& s, const AcquireSpec& spec);
 std::unique_ptr<MultiRequest> make_multi(ZkStore& s, const MultiSpec& spec);
 
+// "lock ... has capacity <has>; the request asked for <asked>".
+Error capacity_mismatch(std::string_view name, std::uint32_t has,
+                        std::uint32_t asked);
 // Expiry (server ms) of n's lease or queue time; kNever if none (waiting).
 std::int64_t expiry_of(const QNode& n);
 // n's fencing token: its data's, else the zxid of its last write (the
