@@ -118,11 +118,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   }
   if (url.scheme == "redlock") return open_redlock_store(url);
 #endif
-#if BATON_WITH_ZOOKEEPER
-  if (url.scheme == "zookeeper" || url.scheme == "zk") {
-    return open_zookeeper_store(url);
-  }
-#endif
 #if BATON_WITH_MYSQL
   if (url.scheme == "mysql" || url.scheme == "mariadb") {
     return open_mysql_store(url);
@@ -231,7 +226,11 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  std::vector<const StoreDescriptor*> out = {&store::memory_descriptor()};
+#if BATON_WITH_ZOOKEEPER
+  out.push_back(&store::zookeeper_descriptor());
+#endif
+  return out;
 }
 
 std::string lower_scheme(std::string_view url) {

@@ -35,9 +35,8 @@
 #include <vector>
 
 #include "baton/client.h"
+#include "baton/store_descriptor.h"
 #include "child_process.h"
-#include "core/url.h"
-#include "stores/zookeeper/zookeeper_store.h"
 
 namespace baton::testing {
 
@@ -198,14 +197,11 @@ class ZkProcess {
   std::chrono::milliseconds start_time_{0};
 };
 
-// Opens zookeeper:// (or zk://) directly, without the registry.
-inline Result<std::shared_ptr<store::Store>> open_zk_store(
-    const std::string& url) {
-  auto u = core::parse_url(url);
-  if (!u.ok()) return std::move(u).error();
-  auto s = store::open_zookeeper_store(*u);
+// Opens zookeeper:// (or zk://) through the public Store interface.
+inline Result<std::shared_ptr<Store>> open_zk_store(const std::string& url) {
+  auto s = open_store(url);
   if (!s.ok()) return std::move(s).error();
-  return std::shared_ptr<store::Store>(std::move(*s));
+  return std::shared_ptr<Store>(std::move(*s));
 }
 
 inline Result<Client> open_zk_client(const std::string& url,

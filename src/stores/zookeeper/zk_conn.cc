@@ -9,7 +9,6 @@
 #include <thread>
 #include <utility>
 
-#include "stores/call_deadline.h"
 #include "stores/zookeeper/zk_handle.h"
 
 namespace baton::store::zk {
@@ -210,8 +209,9 @@ std::shared_ptr<Conn::Handle> Conn::handle() {
   return h;
 }
 
-SteadyTime Conn::call_until() const {
-  return cap_to_call_deadline(steady_clock::now() + options_.request_timeout);
+SteadyTime Conn::call_until(const CallContext& ctx) const {
+  // ctx's deadline is on its own clock: what is left of it, from now.
+  return steady_clock::now() + std::min(options_.request_timeout, ctx.left());
 }
 
 std::uint64_t Conn::register_watch(const std::shared_ptr<Waker>& w) {
@@ -323,6 +323,7 @@ namespace {
 template <typename Send>
 int send_and_wait(zhandle_t* zh, Send&& send, SteadyTime until,
                   PendingRef* done) {
+  if (until <= steady_clock::now()) return kGaveUp;  // no time to wait: unsent
   auto p = std::make_shared<Pending>();
   PendingRef* ref = hold(p);
   const int rc = send(zh, ref);
@@ -334,6 +335,20 @@ int send_and_wait(zhandle_t* zh, Send&& send, SteadyTime until,
   return await(p, until);
 }
 
+// One request on `h`, waited for until `until`; on ZOK `read` takes its
+// results.
+template <typename Send, typename Read>
+int run(const std::shared_ptr<Conn::Handle>& h, SteadyTime until, Send&& send,
+        Read&& read) {
+  if (h == nullptr) return ZINVALIDSTATE;
+  PendingRef p;
+  const int out = send_and_wait(h->zh, send, until, &p);
+  if (out != ZOK) return out;
+  std::lock_guard<std::mutex> lk(p->mu);
+  read(*p);
+  return out;
+}
+
 void* watch_context(std::uint64_t id) {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(id));
 }
@@ -341,127 +356,89 @@ void* watch_context(std::uint64_t id) {
 }  // namespace
 
 int Conn::create(const std::string& path, std::string_view data, int flags,
-                 std::string* created, Stat* stat) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+                 Stat* stat, const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_acreate2(zh, path.c_str(), data.data(),
                             static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
                             flags, on_string_stat, ref);
       },
-      call_until(), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (created != nullptr) *created = p->value;
-  if (stat != nullptr) *stat = p->stat;
-  note_server_time(p->stat.mtime);
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+        note_server_time(p.stat.mtime);
+      });
 }
 
 int Conn::get(const std::string& path, std::string* data, Stat* stat,
-              const std::shared_ptr<Waker>& watch) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  const std::uint64_t id = watch ? register_watch(watch) : 0;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+              const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
-        return watch ? zoo_awget(zh, path.c_str(), watch_fn, watch_context(id),
-                                 on_data, ref)
-                     : zoo_aget(zh, path.c_str(), 0, on_data, ref);
+        return zoo_aget(zh, path.c_str(), 0, on_data, ref);
       },
-      call_until(), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (data != nullptr) *data = p->value;
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (data != nullptr) *data = p.value;
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
 int Conn::set(const std::string& path, std::string_view data, int version,
-              Stat* stat) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+              Stat* stat, const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_aset(zh, path.c_str(), data.data(),
                         static_cast<int>(data.size()), version, on_stat, ref);
       },
-      call_until(), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (stat != nullptr) *stat = p->stat;
-  note_server_time(p->stat.mtime);
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+        note_server_time(p.stat.mtime);
+      });
 }
 
-int Conn::remove(const std::string& path, int version) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  PendingRef p;
-  return send_and_wait(
-      h->zh,
+int Conn::remove(const std::string& path, int version, const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_adelete(zh, path.c_str(), version, on_void, ref);
       },
-      call_until(), &p);
+      [](Pending&) {});
 }
 
 int Conn::children(const std::string& path, std::vector<std::string>* names,
-                   Stat* stat, const std::shared_ptr<Waker>& watch) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  const std::uint64_t id = watch ? register_watch(watch) : 0;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+                   Stat* stat, const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
-        return watch ? zoo_awget_children2(zh, path.c_str(), watch_fn,
-                                           watch_context(id), on_strings_stat,
-                                           ref)
-                     : zoo_aget_children2(zh, path.c_str(), 0, on_strings_stat,
-                                          ref);
+        return zoo_aget_children2(zh, path.c_str(), 0, on_strings_stat, ref);
       },
-      call_until(), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (names != nullptr) *names = std::move(p->names);
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (names != nullptr) *names = std::move(p.names);
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
-int Conn::exists(const std::string& path, Stat* stat,
-                 const std::shared_ptr<Waker>& watch) {
-  auto h = handle();
-  if (h == nullptr) return ZINVALIDSTATE;
-  const std::uint64_t id = watch ? register_watch(watch) : 0;
-  PendingRef p;
-  const int out = send_and_wait(
-      h->zh,
+int Conn::exists(const std::string& path, Stat* stat, const CallContext& ctx) {
+  return run(
+      handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
-        return watch ? zoo_awexists(zh, path.c_str(), watch_fn,
-                                    watch_context(id), on_stat, ref)
-                     : zoo_aexists(zh, path.c_str(), 0, on_stat, ref);
+        return zoo_aexists(zh, path.c_str(), 0, on_stat, ref);
       },
-      call_until(), &p);
-  if (out != ZOK) return out;
-  std::lock_guard<std::mutex> lk(p->mu);
-  if (stat != nullptr) *stat = p->stat;
-  return out;
+      [&](Pending& p) {
+        if (stat != nullptr) *stat = p.stat;
+      });
 }
 
 int Conn::watch(const std::vector<std::string>& paths,
                 const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
-                std::vector<Stat>* stats, std::vector<std::string>* datas) {
+                std::vector<Stat>* stats, std::vector<std::string>* datas,
+                const CallContext& ctx) {
   rcs->assign(paths.size(), kGaveUp);
   stats->assign(paths.size(), Stat{});
   datas->assign(paths.size(), std::string());
+  const SteadyTime until = call_until(ctx);
+  if (until <= steady_clock::now()) return kGaveUp;
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
   std::vector<PendingRef> sent;
@@ -477,7 +454,6 @@ int Conn::watch(const std::vector<std::string>& paths,
     }
     sent.push_back(std::move(p));
   }
-  const SteadyTime until = call_until();
   for (std::size_t i = 0; i < sent.size(); ++i) {
     (*rcs)[i] = await(sent[i], until);
     if ((*rcs)[i] == ZOK) {
@@ -489,7 +465,10 @@ int Conn::watch(const std::vector<std::string>& paths,
   return ZOK;
 }
 
-int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
+int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
+                const CallContext& ctx) {
+  const SteadyTime until = call_until(ctx);
+  if (until <= steady_clock::now()) return kGaveUp;
   auto h = handle();
   if (h == nullptr) return ZINVALIDSTATE;
   auto p = std::make_shared<Pending>();
@@ -531,7 +510,7 @@ int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results) {
     delete ref;  // not sent: never completes
     return rc;
   }
-  const int out = await(p, call_until());
+  const int out = await(p, until);
   if (out == kGaveUp) return out;
   std::lock_guard<std::mutex> lk(p->mu);
   if (results != nullptr) {

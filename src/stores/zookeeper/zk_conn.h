@@ -1,12 +1,12 @@
 // stores/zookeeper/zk_conn.h — one ZooKeeper session for a store, through
 // the C client's multi-threaded async API (libzookeeper-mt).
 //
-// Every call sends one request and waits for its completion at most until
-// min(call deadline, now + request timeout) (stores/call_deadline.h); a
-// call that gives up returns kGaveUp and its late completion is dropped (each
-// request has its own completion, so no later call can read it). Watches
-// wake a Waker: a waiting acquire registers one and sleeps on it; session
-// events (disconnect, reconnect, expiry) wake every Waker too.
+// Every call sends one request and waits for its completion at most the
+// request timeout, and never past its CallContext's deadline; a call that
+// gives up returns kGaveUp and its late completion is dropped (each request
+// has its own completion, so no later call can read it). Watches wake a
+// Waker: a waiting request registers one and sleeps on it; session events
+// (disconnect, reconnect, expiry) wake every Waker too.
 //
 // Session expiry ends every ephemeral node of the session. The next call
 // after it opens a new session (the old handle is closed once no call uses
@@ -28,7 +28,9 @@
 #include <utility>
 #include <vector>
 
+#include "baton/clock.h"
 #include "baton/error.h"
+#include "baton/store.h"
 
 namespace baton::store::zk {
 
@@ -54,7 +56,7 @@ struct Stat {
 class Waker {
  public:
   // What woke it: 'd' a watched node deleted, 'c' one changed (`path`),
-  // 'o' anything else (a session event).
+  // 'o' anything else (a session event, an interrupt).
   void notify(char what = 'o', std::string_view path = {});
   // Since the last forget_events(): a watch fired for the deletion of
   // `path`; for a change of `path`; every event was a change of `path`.
@@ -62,9 +64,10 @@ class Waker {
   bool was_changed(std::string_view path);
   bool only_changed(std::string_view path);
   void forget_events();
-  // Sleeps until notified after `*seen` (updated) or until `until`.
-  // True if notified.
-  bool wait_until(SteadyTime until, std::uint64_t* seen);
+  // Sleeps until notified after `*seen` (updated) or until `clock` reaches
+  // `until`. True if notified.
+  bool wait_until(const Clock& clock, Clock::time_point until,
+                  std::uint64_t* seen);
   std::uint64_t generation();
 
  private:
@@ -105,26 +108,28 @@ class Conn {
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
-  // ZooKeeper return codes (ZOK = 0, ZNONODE, ...), or kGaveUp.
+  // ZooKeeper return codes (ZOK = 0, ZNONODE, ...), or kGaveUp. Each waits
+  // at most the request timeout and never past ctx's deadline.
   int create(const std::string& path, std::string_view data, int flags,
-             std::string* created, Stat* stat);
+             Stat* stat, const CallContext& ctx);
   int get(const std::string& path, std::string* data, Stat* stat,
-          const std::shared_ptr<Waker>& watch = nullptr);
+          const CallContext& ctx);
   int set(const std::string& path, std::string_view data, int version,
-          Stat* stat);
-  int remove(const std::string& path, int version);
+          Stat* stat, const CallContext& ctx);
+  int remove(const std::string& path, int version, const CallContext& ctx);
   int children(const std::string& path, std::vector<std::string>* names,
-               Stat* stat, const std::shared_ptr<Waker>& watch = nullptr);
-  int exists(const std::string& path, Stat* stat,
-             const std::shared_ptr<Waker>& watch = nullptr);
+               Stat* stat, const CallContext& ctx);
+  int exists(const std::string& path, Stat* stat, const CallContext& ctx);
   // Sets a data watch on each of `paths` and reads each node (data and
   // stat), as one pipelined batch. (*rcs)[i], (*stats)[i], (*datas)[i] per
   // path; the return code is ZOK unless the batch could not be sent.
   int watch(const std::vector<std::string>& paths,
             const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
-            std::vector<Stat>* stats, std::vector<std::string>* datas);
+            std::vector<Stat>* stats, std::vector<std::string>* datas,
+            const CallContext& ctx);
   // All or none; *results has one entry per op (rc of each).
-  int multi(const std::vector<Op>& ops, std::vector<OpResult>* results);
+  int multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
+            const CallContext& ctx);
   // Without waiting: lists `parent`, lets `pick` choose a child (an empty
   // name: none), reads that child, and calls `done` with the read's return
   // code, the child's path, data and stat. `pick` and `done` run on the C
@@ -161,7 +166,8 @@ class Conn {
  private:
   explicit Conn(Options options);
   std::shared_ptr<Handle> handle();
-  SteadyTime call_until() const;
+  // When a call with `ctx` stops waiting for its answer.
+  SteadyTime call_until(const CallContext& ctx) const;
   std::uint64_t register_watch(const std::shared_ptr<Waker>& w);
 
   Options options_;

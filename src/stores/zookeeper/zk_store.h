@@ -1,9 +1,15 @@
 // stores/zookeeper/zk_store.h — the zookeeper:// store's internals, shared
 // by its source files (zookeeper_store.cc: options, extend, release,
-// describe, counters; zk_queue.cc: the queue and acquire; zk_multi.cc:
-// acquire_some / acquire_all). docs/stores/zookeeper.md explains the design.
+// describe, counters; zk_queue.cc: the queue of request nodes; zk_wait.cc:
+// watches, expiry collection and the hand-over; zk_request.cc: one
+// acquire's Request; zk_multi.cc: acquire_some / acquire_all).
+// docs/stores/zookeeper.md explains the design.
 //
-// Thread safety: ZkStore is safe for concurrent use (Store contract).
+// Every method that talks to ZooKeeper takes the caller's CallContext: no
+// request waits past its deadline.
+//
+// Thread safety: ZkStore is safe for concurrent use (Store contract); a
+// request object belongs to one calling thread, but for interrupt().
 #ifndef BATON_STORES_ZOOKEEPER_ZK_STORE_H_
 #define BATON_STORES_ZOOKEEPER_ZK_STORE_H_
 
@@ -11,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,19 +29,19 @@
 #include <utility>
 #include <vector>
 
-#include "core/url.h"
-#include "stores/store.h"
+#include "baton/store.h"
 #include "stores/zookeeper/zk_conn.h"
 #include "stores/zookeeper/zk_node.h"
 
 namespace baton::store::zk {
+
+inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
 struct ZkOptions {
   Conn::Options conn;
   std::string root = "/baton";  // chroot of every node (no trailing '/')
   std::string url;              // safe URL for errors
 };
-Result<ZkOptions> parse_options(const core::Url& url);
 
 // The request right behind a mutex lease, as its holder read it while it
 // waited: the release grants it in the same transaction as the delete
@@ -99,44 +106,71 @@ struct Queue {
   int index_of(const OwnerToken& token) const;
 };
 
-class ZkStore final : public Store {
+// A waiting request's wake-up source: the watches it set and its store's
+// session events wake it; interrupt() too.
+class Wakeup {
+ public:
+  explicit Wakeup(Conn& conn) : conn_(conn) {}
+  const std::shared_ptr<Waker>& waker() const { return waker_; }
+  // Before the first watch: session events wake it from now on.
+  void arm();
+  // Sleeps until a watch or session event (true), `until` on ctx's clock,
+  // ZooKeeper's clock reaching `expiry_ms` (kNever: none) or an interrupt.
+  bool sleep(Clock::time_point until, std::int64_t expiry_ms,
+             const CallContext& ctx);
+  // When to look again for `expiry_ms` (server ms), on ctx's clock.
+  Clock::time_point at_expiry(std::int64_t expiry_ms,
+                              const CallContext& ctx) const;
+  void interrupt() { waker_->notify('o'); }
+
+ private:
+  Conn& conn_;
+  std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
+  bool armed_ = false;
+  std::uint64_t seen_ = 0;
+};
+
+class ZkStore final : public baton::Store {
  public:
   ZkStore(ZkOptions options, std::unique_ptr<Conn> conn);
   ~ZkStore() override;
   // Makes the root's nodes if missing (<root>/locks, /counters, /clock).
-  Status prepare();
+  Status prepare(const CallContext& ctx);
 
-  // Records, after the call, how long the lease is surely alive
-  // (QNode::alive_until), so its release needs no clock write.
-  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
+  std::unique_ptr<Request> request(const AcquireSpec& spec) override;
+  std::unique_ptr<MultiRequest> request_multi(const MultiSpec& spec) override;
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
-                       milliseconds ttl) override;
-  Result<ReleaseResult> release(std::string_view name,
-                                const OwnerToken& token) override;
-  Result<LockInfo> describe(std::string_view name) override;
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit) override;
-  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
-                                           milliseconds wait) override;
-  Result<std::int64_t> counter_get(std::string_view name) override;
-  Result<std::int64_t> counter_add(std::string_view name,
-                                   std::int64_t delta) override;
-  Result<std::int64_t> counter_take(std::string_view name,
-                                    std::int64_t n) override;
+                       milliseconds ttl, const CallContext& ctx) override;
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
+                                const CallContext& ctx) override;
+  Result<LockInfo> describe(std::string_view name,
+                            const CallContext& ctx) override;
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
+                                     const CallContext& ctx) override;
+  Result<std::int64_t> counter_get(std::string_view name,
+                                   const CallContext& ctx) override;
+  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta,
+                                   const CallContext& ctx) override;
+  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n,
+                                    const CallContext& ctx) override;
   // Rule 18: shared requests are nodes of kind `r` (zk_node.h).
   bool supports_shared() const override { return true; }
   // A lease is an ephemeral node: it ends with the session.
   bool leases_outlive_client() const override { return false; }
+  // Watches wake every waiter; the re-check only covers a watch lost by a
+  // bug or a session change (docs/stores/zookeeper.md, "Waiting without a
+  // herd"): 0.5–1.5 s.
+  milliseconds recheck_interval() const override { return milliseconds{500}; }
   std::string safe_url() const override { return options_.url; }
 
   // ---- shared by the source files ----
   std::string lock_path(std::string_view name) const;
   // Lists the queue (a missing parent is an empty queue).
-  Result<Queue> read_queue(std::string_view name);
+  Result<Queue> read_queue(std::string_view name, const CallContext& ctx);
   // Loads n's data (n.gone if it vanished).
-  Status load(QNode& n, const std::shared_ptr<Waker>& watch = nullptr);
+  Status load(QNode& n, const CallContext& ctx);
   // ZooKeeper's clock now (ms): the mtime of a write to <root>/clock.
-  Result<std::int64_t> server_now();
+  Result<std::int64_t> server_now(const CallContext& ctx);
   // Creates a request node under `parent` in one transaction with a write
   // of the parent (empty data, any version), whose stat tells what the
   // create did: the node's czxid and ctime (the transaction's zxid and
@@ -148,24 +182,25 @@ class ZkStore final : public Store {
     bool alone = false;
   };
   Result<Made> create_counted(const std::string& parent,
-                              const std::string& prefix, const NodeData& data);
+                              const std::string& prefix, const NodeData& data,
+                              const CallContext& ctx);
   // Deletes every node before position `upto` (holders, queued
   // acquire_some requests) whose lease or queue time is over by
   // ZooKeeper's clock, each only if unchanged since it was read. True if
   // any went. *next_expiry: the earliest later expiry seen (server ms).
   // Without `holders`, only queued acquire_some requests are looked at.
   Result<bool> reclaim(Queue& q, std::size_t upto, std::int64_t* next_expiry,
-                       bool holders = true);
+                       const CallContext& ctx, bool holders = true);
   // True if an earlier all-or-nothing request that does not hold yet
   // holds back position `pos` (rule 11). Loads such nodes.
-  Result<bool> held_back(Queue& q, std::size_t pos);
+  Result<bool> held_back(Queue& q, std::size_t pos, const CallContext& ctx);
   // A waiting request at `pos`: watch what can let it in (the node ahead;
   // the first waiter also watches every holder). False if one is gone or
   // changed already (re-read at once). Lowers *next_expiry (server ms,
   // may be null) to when a watched never-written request would lapse.
   Result<bool> watch_ahead(Queue& q, std::size_t pos,
                            const std::shared_ptr<Waker>& w,
-                           std::int64_t* next_expiry);
+                           std::int64_t* next_expiry, const CallContext& ctx);
   // Starts reading, in the background, the request right behind `my_path`
   // in a fresh listing; kept only if it is a plain exclusive request of a
   // mutex (a hand-over may grant it). Null if the listing was not sent.
@@ -175,16 +210,13 @@ class ZkStore final : public Store {
   // in the same transaction. Empty if `next` changed or left since it was
   // read (nothing was written then).
   std::optional<Result<ReleaseResult>> hand_over(const QNode& n,
-                                                 const NextInLine& next);
+                                                 const NextInLine& next,
+                                                 const CallContext& ctx);
   // The holders' descriptions (loads them); `now` is ZooKeeper's clock.
-  std::vector<HolderInfo> holders_of(Queue& q, std::int64_t now);
-  // Sleeps on `w` until a watch fires, the next expiry (server ms), a
-  // jittered re-check or `until`.
-  // True if woken by a watch or session event.
-  bool sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
-             std::int64_t next_expiry, SteadyTime until);
+  std::vector<HolderInfo> holders_of(Queue& q, std::int64_t now,
+                                     const CallContext& ctx);
   // The Grant of lease node n. valid_for (rule 14) runs from `arrival_ms`
-  // (ZooKeeper's time when this call's first request arrived) to the
+  // (ZooKeeper's time when this request's first ask arrived) to the
   // earlier of the lease's expiry and the end this session is sure to
   // live to: `contact_ms` (when ZooKeeper last heard from it, at or after
   // the grant) + the session timeout. An ephemeral node dies with its
@@ -203,30 +235,26 @@ class ZkStore final : public Store {
   std::optional<QNode> held(std::string_view name, const OwnerToken& token);
   // The lock's node may now be empty: the janitor tries to delete it.
   void note_idle(const std::string& parent);
+  Status ensure_path(const std::string& path, const CallContext& ctx);
   Conn& conn() { return *conn_; }
   Error err(int rc, std::string_view what) const {
     return conn_->error(rc, what);
   }
 
  private:
-  // acquire() without the bookkeeping of note_alive (zk_queue.cc).
-  Result<Grant> acquire_queued(const AcquireSpec& spec, milliseconds wait);
-  Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
-                                          milliseconds wait);
-  Result<std::vector<Grant>> acquire_all(const MultiSpec& spec,
-                                         milliseconds wait);
   // Finds the request or lease of `token` (own node or reentrant alias).
   Result<std::optional<QNode>> find(std::string_view name,
-                                    const OwnerToken& token, Queue* q);
-  Status ensure_path(const std::string& path);
+                                    const OwnerToken& token, Queue* q,
+                                    const CallContext& ctx);
   // Reads counter `name` (0 if missing) and writes next_of(value) over
   // exactly that value, reading again after a conflict.
   Result<std::int64_t> counter_update(
       std::string_view name,
-      const std::function<Result<std::int64_t>(std::int64_t)>& next_of);
+      const std::function<Result<std::int64_t>(std::int64_t)>& next_of,
+      const CallContext& ctx);
   // describe() of a listed queue at ZooKeeper time `now_ms`.
-  LockInfo describe_at(std::string_view name, Queue* q, std::int64_t now);
-
+  LockInfo describe_at(std::string_view name, Queue* q, std::int64_t now,
+                       const CallContext& ctx);
   void janitor();
 
   ZkOptions options_;
@@ -239,7 +267,15 @@ class ZkStore final : public Store {
   std::thread janitor_;  // last: started after everything it uses
 };
 
-// Expiry (server ms) of n's lease or queue time; max() if none (waiting).
+// The requests of one acquire (zk_request.cc) and of acquire_some /
+// acquire_all (zk_multi.cc).
+std::unique_ptr<Request> make_request(ZkStore& s, const AcquireSpec& spec);
+std::unique_ptr<MultiRequest> make_multi(ZkStore& s, const MultiSpec& spec);
+
+// "lock ... has capacity <has>; the request asked for <asked>".
+Error capacity_mismatch(std::string_view name, std::uint32_t has,
+                        std::uint32_t asked);
+// Expiry (server ms) of n's lease or queue time; kNever if none (waiting).
 std::int64_t expiry_of(const QNode& n);
 // n's fencing token: its data's, else the zxid of its last write (the
 // grant).

@@ -4,26 +4,12 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
-#include <limits>
-#include <random>
 
-#include "stores/call_deadline.h"
 #include "stores/zookeeper/zk_store.h"
 
 namespace baton::store::zk {
-namespace {
 
 using std::chrono::steady_clock;
-
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-
-milliseconds jitter(milliseconds lo, milliseconds hi) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> d(lo.count(), hi.count());
-  return milliseconds(d(rng));
-}
-
-}  // namespace
 
 void Waker::notify(char what, std::string_view path) {
   {
@@ -61,9 +47,13 @@ void Waker::forget_events() {
   events_.clear();
 }
 
-bool Waker::wait_until(SteadyTime until, std::uint64_t* seen) {
+bool Waker::wait_until(const Clock& clock, Clock::time_point until,
+                       std::uint64_t* seen) {
   std::unique_lock<std::mutex> lk(mu_);
-  const bool woke = cv_.wait_until(lk, until, [&] { return gen_ != *seen; });
+  while (gen_ == *seen && clock.now() < until) {
+    clock.wait_until(cv_, lk, until);
+  }
+  const bool woke = gen_ != *seen;
   *seen = gen_;
   return woke;
 }
@@ -73,8 +63,31 @@ std::uint64_t Waker::generation() {
   return gen_;
 }
 
+void Wakeup::arm() {
+  if (armed_) return;
+  armed_ = true;
+  conn_.on_session_event(waker_);
+  seen_ = waker_->generation();
+}
+
+Clock::time_point Wakeup::at_expiry(std::int64_t expiry_ms,
+                                    const CallContext& ctx) const {
+  if (expiry_ms == kNever) return Clock::time_point::max();
+  // ZooKeeper's clock is at least server_time_lower_bound() now.
+  const std::int64_t left = expiry_ms - conn_.server_time_lower_bound() + 1;
+  return ctx.now() + milliseconds(std::max<std::int64_t>(left, 1));
+}
+
+bool Wakeup::sleep(Clock::time_point until, std::int64_t expiry_ms,
+                   const CallContext& ctx) {
+  arm();
+  const auto t = ctx.cap(std::min(until, at_expiry(expiry_ms, ctx)));
+  return waker_->wait_until(ctx.clock(), t, &seen_);
+}
+
 Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
-                              std::int64_t* next_expiry, bool holders) {
+                              std::int64_t* next_expiry, const CallContext& ctx,
+                              bool holders) {
   *next_expiry = kNever;
   const std::size_t front = q.front();
   std::vector<QNode*> due;
@@ -82,7 +95,7 @@ Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
     QNode& n = q.nodes[i];
     if ((i >= front || !holders) && n.name.kind != Kind::kSome) continue;
     if (!n.loaded) {
-      if (Status s = load(n); !s.ok()) return s.error();
+      if (Status s = load(n, ctx); !s.ok()) return s.error();
     }
     if (n.gone) return true;  // the queue changed: re-read it
     const std::int64_t e = expiry_of(n);
@@ -96,7 +109,7 @@ Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
   if (due.empty()) return false;
   // Only ZooKeeper's clock decides: read it, then delete each due node
   // only if it is the version whose expiry passed.
-  auto now = server_now();
+  auto now = server_now(ctx);
   if (!now.ok()) return std::move(now).error();
   bool any = false;
   for (QNode* n : due) {
@@ -104,7 +117,7 @@ Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
       *next_expiry = std::min(*next_expiry, expiry_of(*n));
       continue;
     }
-    const int rc = conn_->remove(n->path, n->stat.version);
+    const int rc = conn_->remove(n->path, n->stat.version, ctx);
     if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION) {
       any = true;  // gone or changed: re-read
     } else {
@@ -114,12 +127,13 @@ Result<bool> ZkStore::reclaim(Queue& q, std::size_t upto,
   return any;
 }
 
-Result<bool> ZkStore::held_back(Queue& q, std::size_t pos) {
+Result<bool> ZkStore::held_back(Queue& q, std::size_t pos,
+                                const CallContext& ctx) {
   for (std::size_t i = 0; i < pos && i < q.nodes.size(); ++i) {
     QNode& n = q.nodes[i];
     if (n.name.kind != Kind::kAll) continue;
     if (!n.loaded) {
-      if (Status s = load(n); !s.ok()) return s.error();
+      if (Status s = load(n, ctx); !s.ok()) return s.error();
     }
     if (!n.gone && n.data.state != State::kHolding) return true;
   }
@@ -128,7 +142,8 @@ Result<bool> ZkStore::held_back(Queue& q, std::size_t pos) {
 
 Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
                                   const std::shared_ptr<Waker>& w,
-                                  std::int64_t* next_expiry) {
+                                  std::int64_t* next_expiry,
+                                  const CallContext& ctx) {
   if (pos == 0) return true;
   const std::size_t cap = q.capacity();
   // Our own node too: a release by owner token withdraws it (rule 5), and
@@ -160,7 +175,7 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
   std::vector<int> rcs;
   std::vector<Stat> stats;
   std::vector<std::string> datas;
-  const int rc = conn_->watch(paths, w, &rcs, &stats, &datas);
+  const int rc = conn_->watch(paths, w, &rcs, &stats, &datas, ctx);
   if (rc != ZOK) return err(rc, "watch " + paths[0]);
   for (std::size_t k = 0; k < watch.size(); ++k) {
     if (rcs[k] == ZNONODE) return false;
@@ -188,7 +203,7 @@ Result<bool> ZkStore::watch_ahead(Queue& q, std::size_t pos,
 }
 
 std::optional<Result<ReleaseResult>> ZkStore::hand_over(
-    const QNode& n, const NextInLine& next) {
+    const QNode& n, const NextInLine& next, const CallContext& ctx) {
   // The request behind becomes the holder: the same write its own grant
   // would make (st=h; its zxid the fencing token, its mtime the lease's
   // start), made over the version its reader saw, before the delete in
@@ -205,7 +220,7 @@ std::optional<Result<ReleaseResult>> ZkStore::hand_over(
       Op{Op::kSet, next.path, encode(d), next.version, 0},
       Op{Op::kDelete, n.path, "", n.stat.version, 0}};
   std::vector<OpResult> res;
-  const int rc = conn_->multi(ops, &res);
+  const int rc = conn_->multi(ops, &res, ctx);
   if (rc == ZOK) {
     if (steady_clock::now() < n.alive_until) return ReleaseResult{true, 0};
     // Answered late: the write's mtime is the delete's time.
@@ -220,12 +235,13 @@ std::optional<Result<ReleaseResult>> ZkStore::hand_over(
   return err(rc, "release " + n.path);
 }
 
-std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
+std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now,
+                                            const CallContext& ctx) {
   std::vector<HolderInfo> out;
   const std::size_t front = q.front();
   for (std::size_t i = 0; i < front; ++i) {
     QNode& n = q.nodes[i];
-    if (!n.loaded && !load(n).ok()) continue;
+    if (!n.loaded && !load(n, ctx).ok()) continue;
     if (n.gone || n.data.state != State::kHolding) continue;
     const std::int64_t e = expiry_of(n);
     if (e <= now) continue;
@@ -238,22 +254,6 @@ std::vector<HolderInfo> ZkStore::holders_of(Queue& q, std::int64_t now) {
     out.push_back(std::move(h));
   }
   return out;
-}
-
-bool ZkStore::sleep(const std::shared_ptr<Waker>& w, std::uint64_t* seen,
-                    std::int64_t next_expiry, SteadyTime until) {
-  // A re-check now and then covers a lost watch (they are not lost within
-  // a session; this bounds the damage of a bug or a session change).
-  SteadyTime t =
-      steady_clock::now() + jitter(milliseconds(500), milliseconds(1500));
-  if (next_expiry != kNever) {
-    const std::int64_t left =
-        next_expiry - conn_->server_time_lower_bound() + 1;
-    t = std::min(
-        t, steady_clock::now() + milliseconds(std::max<std::int64_t>(left, 1)));
-  }
-  t = cap_to_call_deadline(std::min(t, until));
-  return w->wait_until(t, seen);
 }
 
 }  // namespace baton::store::zk

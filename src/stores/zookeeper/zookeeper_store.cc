@@ -1,5 +1,5 @@
-// stores/zookeeper/zookeeper_store.cc — options, extend, release,
-// describe/list and counters of the zookeeper:// store.
+// stores/zookeeper/zookeeper_store.cc — the zookeeper:// descriptor and
+// options, extend, release, describe/list and counters.
 #include "stores/zookeeper/zookeeper_store.h"
 
 #include <zookeeper/zookeeper.h>
@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <functional>
-#include <limits>
 
-#include "core/duration.h"
 #include "core/validate.h"
 #include "stores/zookeeper/zk_store.h"
 
@@ -20,9 +18,9 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::steady_clock;
 
-Error bad(const core::Url& url, const std::string& what) {
+Error bad(const StoreUrl& url, const std::string& what) {
   return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe() + "\": " + what);
+               "store URL \"" + url.safe + "\": " + what);
 }
 
 Error lost(std::string_view name, std::string_view why) {
@@ -49,15 +47,10 @@ Result<std::int64_t> parse_counter(const std::string& data,
   return v;
 }
 
-}  // namespace
-
-Result<ZkOptions> parse_options(const core::Url& url) {
+// The URL's options, checked beyond their types (ranges, the chroot).
+Result<ZkOptions> parse_options(const StoreUrl& url) {
   ZkOptions o;
-  o.url = url.safe();
-  if (url.scheme != "zookeeper" && url.scheme != "zk") {
-    return bad(url, "not a zookeeper:// URL");
-  }
-  if (url.hosts.empty()) return bad(url, "no ZooKeeper host given");
+  o.url = url.safe;
   if (!url.user.empty() || !url.password.empty()) {
     return bad(url,
                "credentials in the URL are not supported by zookeeper:// yet");
@@ -88,35 +81,41 @@ Result<ZkOptions> parse_options(const core::Url& url) {
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
-  for (const auto& [key, value] : url.query) {
-    auto duration = [&](milliseconds* out, milliseconds lo,
-                        milliseconds hi) -> Status {
-      auto d = core::parse_duration(value);
-      if (!d.ok()) return bad(url, key + ": " + d.error().message());
-      if (*d < lo || *d > hi) {
-        return bad(url, key + " " + value + " is out of range (" +
-                            std::to_string(lo.count()) + "ms .. " +
-                            std::to_string(hi.count()) + "ms)");
-      }
-      *out = *d;
-      return {};
-    };
-    Status st;
-    if (key == "session_timeout") {
-      st = duration(&o.conn.session_timeout, milliseconds(1000),
-                    milliseconds(600000));
-    } else if (key == "timeout" || key == "request_timeout") {
-      st = duration(&o.conn.request_timeout, milliseconds(10),
-                    milliseconds(600000));
-    } else {
-      return bad(url, "unknown setting \"" + key +
-                          "\" (known: session_timeout, timeout)");
+  auto in_range = [&](const char* key, milliseconds lo, milliseconds hi,
+                      milliseconds* out) -> Status {
+    *out = url.options.duration(key);
+    if (*out < lo || *out > hi) {
+      return bad(url, std::string(key) + " " + url.options.text(key) +
+                          " is out of range (" + std::to_string(lo.count()) +
+                          "ms .. " + std::to_string(hi.count()) + "ms)");
     }
-    if (!st.ok()) return st.error();
+    return {};
+  };
+  if (Status st = in_range("session_timeout", milliseconds(1000),
+                           milliseconds(600000), &o.conn.session_timeout);
+      !st.ok()) {
+    return st.error();
+  }
+  if (Status st = in_range("request_timeout", milliseconds(10),
+                           milliseconds(600000), &o.conn.request_timeout);
+      !st.ok()) {
+    return st.error();
   }
   o.conn.where = hosts + o.root;
   return o;
 }
+
+Result<std::unique_ptr<baton::Store>> open_zookeeper(const StoreUrl& url) {
+  auto options = parse_options(url);
+  if (!options.ok()) return std::move(options).error();
+  auto conn = Conn::open(options->conn);
+  if (!conn.ok()) return std::move(conn).error();
+  auto store = std::make_unique<ZkStore>(std::move(*options), std::move(*conn));
+  if (Status st = store->prepare(CallContext()); !st.ok()) return st.error();
+  return std::unique_ptr<baton::Store>(std::move(store));
+}
+
+}  // namespace
 
 ZkStore::ZkStore(ZkOptions options, std::unique_ptr<Conn> conn)
     : options_(std::move(options)),
@@ -162,12 +161,12 @@ void ZkStore::note_alive(std::string_view name, const Grant& g,
   if (it != held_.end()) it->second.alive_until = start + valid - drift;
 }
 
-Result<Grant> ZkStore::acquire(const AcquireSpec& spec, milliseconds wait) {
-  if (Status s = core::validate(spec, wait); !s.ok()) return s.error();
-  const SteadyTime start = steady_clock::now();
-  auto g = acquire_queued(spec, wait);
-  if (g.ok()) note_alive(spec.name, *g, start);
-  return g;
+std::unique_ptr<Request> ZkStore::request(const AcquireSpec& spec) {
+  return make_request(*this, spec);
+}
+
+std::unique_ptr<MultiRequest> ZkStore::request_multi(const MultiSpec& spec) {
+  return make_multi(*this, spec);
 }
 
 std::optional<QNode> ZkStore::held(std::string_view name,
@@ -178,15 +177,15 @@ std::optional<QNode> ZkStore::held(std::string_view name,
   return it->second;
 }
 
-Status ZkStore::prepare() {
+Status ZkStore::prepare(const CallContext& ctx) {
   // The root's nodes exist once <root>/clock does (made last).
   const std::string clock = options_.root + "/clock";
   zk::Stat st;
-  const int rc = conn_->exists(clock, &st);
+  const int rc = conn_->exists(clock, &st, ctx);
   if (rc == ZOK) return {};
   if (rc != ZNONODE) return err(rc, "read " + clock);
   for (const char* part : {"/locks", "/counters", "/clock"}) {
-    if (Status s = ensure_path(options_.root + part); !s.ok()) return s;
+    if (Status s = ensure_path(options_.root + part, ctx); !s.ok()) return s;
   }
   return {};
 }
@@ -212,11 +211,14 @@ void ZkStore::janitor() {
     batch.swap(idle_);
     lk.unlock();
     std::map<std::string, std::int32_t> next;
+    const CallContext ctx;  // each request waits the request timeout
     for (const auto& [parent, cversion] : seen) {
       zk::Stat st;
-      if (conn_->exists(parent, &st) != ZOK || st.num_children != 0) continue;
+      if (conn_->exists(parent, &st, ctx) != ZOK || st.num_children != 0) {
+        continue;
+      }
       if (st.cversion == cversion) {
-        conn_->remove(parent, -1);
+        conn_->remove(parent, -1, ctx);
       } else {
         next[parent] = st.cversion;
       }
@@ -224,7 +226,7 @@ void ZkStore::janitor() {
     for (const auto& parent : batch) {
       if (next.count(parent) != 0 || seen.count(parent) != 0) continue;
       zk::Stat st;
-      if (conn_->exists(parent, &st) == ZOK && st.num_children == 0) {
+      if (conn_->exists(parent, &st, ctx) == ZOK && st.num_children == 0) {
         next[parent] = st.cversion;
       }
     }
@@ -234,19 +236,20 @@ void ZkStore::janitor() {
 }
 
 Result<std::optional<QNode>> ZkStore::find(std::string_view name,
-                                           const OwnerToken& token, Queue* q) {
-  auto r = read_queue(name);
+                                           const OwnerToken& token, Queue* q,
+                                           const CallContext& ctx) {
+  auto r = read_queue(name, ctx);
   if (!r.ok()) return std::move(r).error();
   *q = std::move(*r);
   const int i = q->index_of(token);
   if (i >= 0) {
-    if (Status s = load(q->nodes[i]); !s.ok()) return s.error();
+    if (Status s = load(q->nodes[i], ctx); !s.ok()) return s.error();
     if (!q->nodes[i].gone) return std::optional<QNode>(q->nodes[i]);
   }
   // A reentrant joiner's token is an alias in its lease's node.
   for (std::size_t k = 0; k < q->front(); ++k) {
     QNode& n = q->nodes[k];
-    if (Status s = load(n); !s.ok()) return s.error();
+    if (Status s = load(n, ctx); !s.ok()) return s.error();
     if (n.gone) continue;
     if (std::find(n.data.aliases.begin(), n.data.aliases.end(), token) !=
         n.data.aliases.end()) {
@@ -257,10 +260,7 @@ Result<std::optional<QNode>> ZkStore::find(std::string_view name,
 }
 
 Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
-                              milliseconds ttl) {
-  if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
-    return s.error();
-  }
+                              milliseconds ttl, const CallContext& ctx) {
   const SteadyTime start = steady_clock::now();
   std::optional<QNode> cached = held(name, token);
   forget(name, token);
@@ -271,7 +271,7 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
       cached.reset();
     } else {
       Queue q;
-      auto f = find(name, token, &q);
+      auto f = find(name, token, &q, ctx);
       if (!f.ok()) return std::move(f).error();
       if (!f->has_value()) return lost(name, "no such lease (expired?)");
       n = std::move(**f);
@@ -285,13 +285,13 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
     d.ttl_ms = ttl.count();
     d.fencing = fencing_of(n);
     Stat st;
-    const int rc = conn_->set(n.path, encode(d), n.stat.version, &st);
+    const int rc = conn_->set(n.path, encode(d), n.stat.version, &st, ctx);
     if (rc == ZNONODE) return lost(name, "it expired");
     if (rc == ZBADVERSION) continue;  // changed meanwhile: read again
     if (rc != ZOK) return err(rc, "extend " + n.path);
     if (expiry_of(n) <= st.mtime) {
       // Dead before this write (rule 3): the write must not revive it.
-      conn_->remove(n.path, st.version);
+      conn_->remove(n.path, st.version, ctx);
       return lost(name, "it expired");
     }
     n.data = d;
@@ -310,10 +310,8 @@ Result<Grant> ZkStore::extend(std::string_view name, const OwnerToken& token,
 }
 
 Result<ReleaseResult> ZkStore::release(std::string_view name,
-                                       const OwnerToken& token) {
-  if (Status s = core::validate_lease_call(name, token); !s.ok()) {
-    return s.error();
-  }
+                                       const OwnerToken& token,
+                                       const CallContext& ctx) {
   std::optional<QNode> cached = held(name, token);
   forget(name, token);
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -325,7 +323,7 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       cached.reset();
       q.parent = lock_path(name);
     } else {
-      auto f = find(name, token, &q);
+      auto f = find(name, token, &q, ctx);
       if (!f.ok()) return std::move(f).error();
       if (!f->has_value()) return ReleaseResult{};
       n = std::move(**f);
@@ -335,7 +333,7 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
     }
     if (!holder) {
       // Only queued: withdraw the request (rule 5).
-      const int rc = conn_->remove(n.path, -1);
+      const int rc = conn_->remove(n.path, -1, ctx);
       if (rc != ZOK && rc != ZNONODE) return err(rc, "withdraw " + n.path);
       return ReleaseResult{};
     }
@@ -356,13 +354,13 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       // next in line's watch sees the deletion, which lets it take its
       // grant without listing the queue again (acquire).
       if (auto next = n.ahead ? n.ahead->get() : std::nullopt) {
-        if (auto r = hand_over(n, *next)) return std::move(*r);
+        if (auto r = hand_over(n, *next, ctx)) return std::move(*r);
         n.ahead.reset();  // the request behind changed: a plain delete
         cached = std::move(n);
         continue;
       }
       note_idle(q.parent);
-      const int rc = conn_->remove(n.path, n.stat.version);
+      const int rc = conn_->remove(n.path, n.stat.version, ctx);
       if (rc == ZNONODE) return ReleaseResult{};
       if (rc == ZBADVERSION) continue;
       if (rc != ZOK) return err(rc, "release " + n.path);
@@ -370,7 +368,7 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       // The answer came late: held if ZooKeeper's clock, read after the
       // delete, is still before the lease's end; otherwise not known to
       // have been held, and answered as not held.
-      auto now = server_now();
+      auto now = server_now(ctx);
       return ReleaseResult{now.ok() && expiry_of(n) > *now, 0};
     } else {
       // Not known to be alive: the delete (only of the version read) and a
@@ -381,11 +379,11 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
       note_idle(q.parent);
     }
     std::vector<OpResult> res;
-    const int rc = conn_->multi(ops, &res);
+    const int rc = conn_->multi(ops, &res, ctx);
     if (rc == ZNONODE && ops.size() == 2 && res.size() == 2 &&
         res[1].rc == ZNONODE) {
       // <root>/clock is missing: make it and release again.
-      if (Status s = ensure_path(ops[1].path); !s.ok()) return s.error();
+      if (Status s = ensure_path(ops[1].path, ctx); !s.ok()) return s.error();
       cached = std::move(n);
       continue;
     }
@@ -396,7 +394,7 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
     const bool was_held = expiry_of(n) > now;
     if (ops.size() == 1) {
       if (!was_held) {
-        conn_->remove(n.path, res[0].stat.version);
+        conn_->remove(n.path, res[0].stat.version, ctx);
         return ReleaseResult{};
       }
       return ReleaseResult{true, d.holds};
@@ -408,22 +406,22 @@ Result<ReleaseResult> ZkStore::release(std::string_view name,
                    core::quote_name(name) + " kept changing while released");
 }
 
-Result<LockInfo> ZkStore::describe(std::string_view name) {
-  if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  auto q = read_queue(name);
+Result<LockInfo> ZkStore::describe(std::string_view name,
+                                   const CallContext& ctx) {
+  auto q = read_queue(name, ctx);
   if (!q.ok()) return std::move(q).error();
   if (!q->exists) {
     LockInfo info;
     info.name = std::string(name);
     return info;
   }
-  auto now = server_now();
+  auto now = server_now(ctx);
   if (!now.ok()) return std::move(now).error();
-  return describe_at(name, &*q, *now);
+  return describe_at(name, &*q, *now, ctx);
 }
 
-LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
-                              std::int64_t now) {
+LockInfo ZkStore::describe_at(std::string_view name, Queue* q, std::int64_t now,
+                              const CallContext& ctx) {
   LockInfo info;
   info.name = std::string(name);
   // last_fencing_token: >= every token granted on this name. Every
@@ -434,7 +432,7 @@ LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
   info.last_fencing_token = static_cast<std::uint64_t>(q->parent_stat.pzxid);
   if (q->nodes.empty()) return info;
   info.capacity = q->capacity();
-  info.holders = holders_of(*q, now);
+  info.holders = holders_of(*q, now, ctx);
   const bool many = info.capacity > 1 || q->nodes[0].name.shared();
   if (!many && info.holders.size() == 1) {
     info.last_fencing_token = info.holders[0].fencing_token;
@@ -442,7 +440,7 @@ LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
   const std::size_t front = q->front();
   for (std::size_t i = 0; i < q->nodes.size(); ++i) {
     QNode& n = q->nodes[i];
-    if (!n.loaded && !load(n).ok()) continue;
+    if (!n.loaded && !load(n, ctx).ok()) continue;
     if (n.gone) continue;
     const bool holding = i < front && n.data.state == State::kHolding;
     if (holding && many) {
@@ -461,11 +459,12 @@ LockInfo ZkStore::describe_at(std::string_view name, Queue* q,
 }
 
 Result<std::vector<LockInfo>> ZkStore::list(std::string_view prefix,
-                                            std::size_t limit) {
+                                            std::size_t limit,
+                                            const CallContext& ctx) {
   std::vector<std::string> children;
   Stat st;
   const std::string locks = options_.root + "/locks";
-  const int rc = conn_->children(locks, &children, &st);
+  const int rc = conn_->children(locks, &children, &st, ctx);
   std::vector<LockInfo> out;
   if (rc == ZNONODE) return out;
   if (rc != ZOK) return err(rc, "list " + locks);
@@ -478,15 +477,15 @@ Result<std::vector<LockInfo>> ZkStore::list(std::string_view prefix,
   std::optional<std::int64_t> now;
   for (const auto& n : names) {
     if (out.size() >= limit) break;
-    auto q = read_queue(n);
+    auto q = read_queue(n, ctx);
     if (!q.ok()) return std::move(q).error();
     if (q->nodes.empty()) continue;
     if (!now) {
-      auto t = server_now();
+      auto t = server_now(ctx);
       if (!t.ok()) return std::move(t).error();
       now = *t;
     }
-    LockInfo info = describe_at(n, &*q, *now);
+    LockInfo info = describe_at(n, &*q, *now, ctx);
     if (!info.holders.empty() || !info.waiters.empty()) {
       out.push_back(std::move(info));
     }
@@ -500,14 +499,12 @@ std::string counter_path(const std::string& root, std::string_view name) {
 }
 }  // namespace
 
-Result<std::int64_t> ZkStore::counter_get(std::string_view name) {
-  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
-    return s.error();
-  }
+Result<std::int64_t> ZkStore::counter_get(std::string_view name,
+                                          const CallContext& ctx) {
   const std::string path = counter_path(options_.root, name);
   std::string data;
   Stat st;
-  const int rc = conn_->get(path, &data, &st);
+  const int rc = conn_->get(path, &data, &st, ctx);
   if (rc == ZNONODE) return 0;
   if (rc != ZOK) return err(rc, "read " + path);
   return parse_counter(data, path);
@@ -515,15 +512,13 @@ Result<std::int64_t> ZkStore::counter_get(std::string_view name) {
 
 Result<std::int64_t> ZkStore::counter_update(
     std::string_view name,
-    const std::function<Result<std::int64_t>(std::int64_t)>& next_of) {
-  if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
-    return s.error();
-  }
+    const std::function<Result<std::int64_t>(std::int64_t)>& next_of,
+    const CallContext& ctx) {
   const std::string path = counter_path(options_.root, name);
   for (;;) {
     std::string data;
     Stat st;
-    int rc = conn_->get(path, &data, &st);
+    int rc = conn_->get(path, &data, &st, ctx);
     std::int64_t v = 0;
     if (rc == ZOK) {
       auto p = parse_counter(data, path);
@@ -536,9 +531,9 @@ Result<std::int64_t> ZkStore::counter_update(
     if (!next.ok()) return next;
     const std::string bytes = std::to_string(*next);
     if (rc == ZNONODE) {
-      rc = conn_->create(path, bytes, kPersistent, nullptr, nullptr);
+      rc = conn_->create(path, bytes, kPersistent, nullptr, ctx);
       if (rc == ZNONODE) {
-        if (Status s = ensure_path(options_.root + "/counters"); !s.ok()) {
+        if (Status s = ensure_path(options_.root + "/counters", ctx); !s.ok()) {
           return s.error();
         }
         continue;
@@ -546,7 +541,7 @@ Result<std::int64_t> ZkStore::counter_update(
       if (rc == ZNODEEXISTS) continue;  // made meanwhile: read again
     } else {
       // Only over the value just read (a conflict reads again).
-      rc = conn_->set(path, bytes, st.version, nullptr);
+      rc = conn_->set(path, bytes, st.version, nullptr, ctx);
       if (rc == ZBADVERSION || rc == ZNONODE) continue;
     }
     if (rc != ZOK) return err(rc, "write " + path);
@@ -555,50 +550,67 @@ Result<std::int64_t> ZkStore::counter_update(
 }
 
 Result<std::int64_t> ZkStore::counter_add(std::string_view name,
-                                          std::int64_t delta) {
-  return counter_update(name, [&](std::int64_t v) -> Result<std::int64_t> {
-    std::int64_t next = 0;
-    if (__builtin_add_overflow(v, delta, &next)) {
-      return Error(Errc::invalid_argument,
-                   "counter " + core::quote_name(name) + " add of " +
-                       std::to_string(delta) + " would overflow (value " +
-                       std::to_string(v) + ")");
-    }
-    return next;
-  });
+                                          std::int64_t delta,
+                                          const CallContext& ctx) {
+  return counter_update(
+      name,
+      [&](std::int64_t v) -> Result<std::int64_t> {
+        std::int64_t next = 0;
+        if (__builtin_add_overflow(v, delta, &next)) {
+          return Error(Errc::invalid_argument,
+                       "counter " + core::quote_name(name) + " add of " +
+                           std::to_string(delta) + " would overflow (value " +
+                           std::to_string(v) + ")");
+        }
+        return next;
+      },
+      ctx);
 }
 
 Result<std::int64_t> ZkStore::counter_take(std::string_view name,
-                                           std::int64_t n) {
-  if (n < 1) {
-    if (Status s = core::validate_name(name, "counter name"); !s.ok()) {
-      return s.error();
-    }
-    return Error(Errc::invalid_argument,
-                 "counter take of " + std::to_string(n) +
-                     " is invalid; it must be at least 1");
-  }
-  return counter_update(name, [&](std::int64_t v) -> Result<std::int64_t> {
-    if (v < n) {
-      return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
-                                           " is " + std::to_string(v) +
-                                           ", less than " + std::to_string(n));
-    }
-    return v - n;
-  });
+                                           std::int64_t n,
+                                           const CallContext& ctx) {
+  return counter_update(
+      name,
+      [&](std::int64_t v) -> Result<std::int64_t> {
+        if (v < n) {
+          return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
+                                               " is " + std::to_string(v) +
+                                               ", less than " +
+                                               std::to_string(n));
+        }
+        return v - n;
+      },
+      ctx);
 }
 
 }  // namespace zk
 
-Result<std::unique_ptr<Store>> open_zookeeper_store(const core::Url& url) {
-  auto options = zk::parse_options(url);
-  if (!options.ok()) return std::move(options).error();
-  auto conn = zk::Conn::open(options->conn);
-  if (!conn.ok()) return std::move(conn).error();
-  auto store =
-      std::make_unique<zk::ZkStore>(std::move(*options), std::move(*conn));
-  if (Status s = store->prepare(); !s.ok()) return s.error();
-  return std::unique_ptr<Store>(std::move(store));
+const StoreDescriptor& zookeeper_descriptor() {
+  static const StoreDescriptor d = [] {
+    StoreDescriptor z;
+    z.name = "zookeeper";
+    z.schemes = {"zookeeper", "zk"};
+    z.summary =
+        "ZooKeeper 3.5+: one ephemeral sequential node per request, each "
+        "waiter watching the node ahead";
+    z.url_form = "zookeeper://host[:port][,host[:port]...][/chroot]";
+    z.default_port = 2181;
+    OptionSpec request_timeout = request_timeout_option("5s");
+    request_timeout.help =
+        "longest wait for the answer to one ZooKeeper request (10ms .. 10m)";
+    request_timeout.aliases = {"timeout"};
+    z.options = {
+        request_timeout,
+        duration_option("session_timeout", "10s",
+                        "the ZooKeeper session's timeout (1s .. 10m; the "
+                        "server clamps it): bounds every lease, and how "
+                        "long a dead client's requests stay"),
+    };
+    z.open = zk::open_zookeeper;
+    return z;
+  }();
+  return d;
 }
 
 }  // namespace baton::store
