@@ -101,9 +101,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_mysql_store(url);
   }
 #endif
-#if BATON_WITH_ETCD
-  if (url.scheme == "etcd") return open_etcd_store(url);
-#endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
 }
@@ -184,7 +181,12 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  return {
+    &store::memory_descriptor(),
+#if BATON_WITH_ETCD
+        &store::etcd_descriptor(),
+#endif
+  };
 }
 
 std::string lower_scheme(std::string_view url) {

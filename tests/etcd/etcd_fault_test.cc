@@ -151,12 +151,12 @@ TEST(EtcdFault, UnreachableEndpointIsUnavailableNamingIt) {
   const std::uint16_t port = EtcdCluster::free_port();  // nobody listens
   const std::string ep = "127.0.0.1:" + std::to_string(port);
   auto t = open_test_store("etcd://" + ep + "/x?timeout=300ms");
-  store::AcquireSpec s;
+  AcquireSpec s;
   s.name = "unreachable";
   s.token = OwnerToken::random();
   s.ttl = 5s;
   const auto start = std::chrono::steady_clock::now();
-  auto g = t.etcd->acquire(s, 0ms);
+  auto g = t.acquire(s, 0ms);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().code(), Errc::unavailable) << g.error().to_string();
   EXPECT_NE(g.error().message().find(ep), std::string::npos)
