@@ -1,9 +1,10 @@
-// tests/etcd/etcd_handoff_test.cc — the handoff on etcd:// (issue 16,
-// docs/stores/etcd.md "The release grants the next in line"): the release
+// tests/etcd/etcd_handoff_test.cc — the handoff on etcd://
+// (docs/stores/etcd.md "The release grants the next in line"): the release
 // of a contended mutex grants the single exclusive request just behind it
 // in its own transaction, so a handoff costs one raft commit, not two. The
-// waiter finds itself held by a read; when the request behind changed or
-// left, the release is the plain delete and the waiter claims as before.
+// waiter finds its grant in the watch event or by a read; when the request
+// behind changed or left, the release is the plain delete and the waiter
+// claims.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -56,9 +57,7 @@ Lease contended_holder(const TestStore& s, const std::string& name) {
 // store talks to, which may not have the waiter's key yet (then the plain
 // release, and the waiter claims). Every handoff a release makes is taken
 // as one by its waiter, whether from the event, a read, or (its watch
-// opened after the release) its next queue read. (Until 2026-11-28 the
-// test expected 16 of 16 and the last path was not counted: it failed now
-// and then under load.)
+// opened after the release) its next queue read.
 TEST(EtcdHandoff, TheWaiterTakesItsGrantFromTheWatchEvent) {
   auto t = open_test_store(shared_cluster().url());
   const TestStore& s = t;

@@ -1,9 +1,9 @@
-// tests/etcd/etcd_multi_test.cc — issue 16 on etcd://: a waiting
-// acquire_all counts, for every request behind it in a lock's queue, as the
-// exclusive request it is. A single request (mutex or semaphore) queued
-// behind it waits until it is granted (and released), and goes when it
-// times out (its keys withdrawn). Before, such a request was granted at
-// once, past the waiting acquire_all.
+// tests/etcd/etcd_multi_test.cc — acquire_all and acquire_some on etcd://:
+// a waiting acquire_all counts, for every request behind it in a lock's
+// queue, as the exclusive request it is. A single request (mutex or
+// semaphore) queued behind it waits until it is granted (and released),
+// and goes when it times out (its keys withdrawn). Opposite orders never
+// deadlock; more names than one transaction holds are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -203,10 +203,7 @@ Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
     // the lock is shared (no writer holds or waits) and it has no key yet
     // (a retry finds its own in the queue).
     auto* inner = fast.add_failure()->mutable_request_txn();
-    auto* absent = inner->add_compare();
-    absent->set_key(key_);
-    absent->set_target(pb::Compare::CREATE);
-    absent->set_create_revision(0);
+    compare_create(inner, key_, 0);
     auto* readers = inner->add_compare();
     readers->set_key(dir_);
     readers->set_range_end(prefix_end(dir_));
@@ -327,14 +324,8 @@ Result<std::optional<Answer>> EtcdRequest::join(bool* changed,
     v.holds += 1;
     v.fencing = static_cast<std::int64_t>(h.fencing());
     pb::TxnRequest t;
-    auto* c = t.add_compare();
-    c->set_key(h.key);
-    c->set_target(pb::Compare::MOD);
-    c->set_mod_revision(h.mod_rev);
-    auto* put = t.add_success()->mutable_request_put();
-    put->set_key(h.key);
-    put->set_value(encode(v));
-    put->set_ignore_lease(true);
+    compare_mod(&t, h.key, h.mod_rev);
+    put_same_lease(t.add_success(), h.key, encode(v));
     auto w = s_.conn().txn(t, ctx);
     if (!w.ok()) return std::move(w).error();
     if (!w->succeeded()) {
@@ -374,10 +365,7 @@ Status EtcdRequest::enqueue(const CallContext& ctx) {
   waiting.shared = spec_.shared;
   waiting.owner = spec_.token.to_string();
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(key_);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(0);
+  compare_create(&t, key_, 0);
   auto* put = t.add_success()->mutable_request_put();
   put->set_key(key_);
   put->set_value(encode(waiting));
@@ -500,6 +488,7 @@ std::optional<Grant> EtcdRequest::wait_change(Clock::time_point until,
   wake_ = Wake::none;
   waited_ = true;
   const Clock::time_point end = ctx.cap(until);
+  if (end <= ctx.now()) return std::nullopt;  // a look is due now
   const std::string ahead = ahead_of(q_.index_of(spec_.token));
   if (watch_.get() == nullptr || !watch_.get()->usable() ||
       watched_ahead_ != ahead || watch_until_ != end) {

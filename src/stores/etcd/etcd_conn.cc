@@ -28,6 +28,29 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
+void compare_create(pb::TxnRequest* t, const std::string& key,
+                    std::int64_t rev) {
+  auto* c = t->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(rev);
+}
+
+void compare_mod(pb::TxnRequest* t, const std::string& key, std::int64_t rev) {
+  auto* c = t->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::MOD);
+  c->set_mod_revision(rev);
+}
+
+void put_same_lease(pb::RequestOp* op, const std::string& key,
+                    std::string value) {
+  auto* put = op->mutable_request_put();
+  put->set_key(key);
+  put->set_value(std::move(value));
+  put->set_ignore_lease(true);
+}
+
 Conn::Conn(Options options)
     : options_(std::move(options)),
       attempt_timeout_(

@@ -167,6 +167,15 @@ class WatchSlot {
 // The end of `range` for all keys with `prefix` (etcd's prefix range).
 std::string prefix_end(std::string prefix);
 
+// Transaction parts. compare_create: `key`'s create revision is `rev` (0:
+// the key does not exist); compare_mod: its mod revision is `rev`.
+void compare_create(pb::TxnRequest* t, const std::string& key,
+                    std::int64_t rev);
+void compare_mod(pb::TxnRequest* t, const std::string& key, std::int64_t rev);
+// `op` puts `value` under `key`, leaving the key on its lease.
+void put_same_lease(pb::RequestOp* op, const std::string& key,
+                    std::string value);
+
 }  // namespace baton::store::etcd
 
 #endif  // BATON_STORES_ETCD_ETCD_CONN_H_

@@ -77,10 +77,7 @@ Result<bool> enqueue_missing(EtcdStore& s, const MultiSpec& spec,
     v.label = spec.label;
     v.owner = spec.reservation.to_string();
     const std::string key = s.new_key(spec.names[i], spec.reservation);
-    auto* c = t.add_compare();
-    c->set_key(key);
-    c->set_target(pb::Compare::CREATE);
-    c->set_create_revision(0);
+    compare_create(&t, key, 0);
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(encode(v));
@@ -315,17 +312,11 @@ Result<bool> EtcdMulti::claim_all(const CallContext& ctx) {
   pb::TxnRequest t;
   for (const auto& q : qs_) {
     const Entry& e = *mine(q, spec_.reservation);
-    auto* c = t.add_compare();
-    c->set_key(e.key);
-    c->set_target(pb::Compare::MOD);
-    c->set_mod_revision(e.mod_rev);
+    compare_mod(&t, e.key, e.mod_rev);
     Value v = e.v;
     v.held = true;
     v.fencing = 0;
-    auto* put = t.add_success()->mutable_request_put();
-    put->set_key(e.key);
-    put->set_value(encode(v));
-    put->set_ignore_lease(true);
+    put_same_lease(t.add_success(), e.key, encode(v));
   }
   auto r = s_.conn().txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
@@ -391,6 +382,7 @@ std::optional<Grant> EtcdMulti::wait_change(Clock::time_point until,
                                             const CallContext& ctx) {
   fresh_ = false;
   const Clock::time_point end = ctx.cap(until);
+  if (end <= ctx.now()) return std::nullopt;  // a look is due now
   if (watch_.get() == nullptr || !watch_.get()->usable() ||
       watch_until_ != end) {
     std::vector<WatchSpec> dirs;

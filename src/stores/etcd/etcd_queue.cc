@@ -97,20 +97,14 @@ Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos,
                                               const CallContext& ctx) {
   const Entry& me = q.entries[pos];
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
+  compare_create(&t, me.key, me.create_rev);
   // Nothing else to compare: every request ahead counted as taken
   // (acquire_all too), keys created since the read are behind this one,
   // and any grant behind it counted it (docs/stores/etcd.md, "The queue").
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(me.key);
-  put->set_value(encode(v));
-  put->set_ignore_lease(true);
+  put_same_lease(t.add_success(), me.key, encode(v));
   auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
   if (!r->succeeded()) return std::optional<Entry>{};
@@ -124,16 +118,10 @@ Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q,
                                                     const CallContext& ctx) {
   const std::string dir = me.key.substr(0, me.key.size() - 32);
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
+  compare_create(&t, me.key, me.create_rev);
   // Still waiting: a release that granted it (the handoff) changed it, and
   // the read of the failure branch then shows it held.
-  auto* same = t.add_compare();
-  same->set_key(me.key);
-  same->set_target(pb::Compare::MOD);
-  same->set_mod_revision(me.mod_rev);
+  compare_mod(&t, me.key, me.mod_rev);
   auto* first = t.add_compare();  // every key of the lock: not older
   first->set_key(dir);
   first->set_range_end(prefix_end(dir));
@@ -147,17 +135,11 @@ Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me, Queue* q,
                                                      const CallContext& ctx) {
   const std::string dir = me.key.substr(0, me.key.size() - 32);
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
+  compare_create(&t, me.key, me.create_rev);
   for (const auto& e : q->entries) {
     if (e.create_rev >= me.create_rev) break;
     if (e.v.shared) continue;
-    auto* gone = t.add_compare();  // no such key (any more)
-    gone->set_key(e.key);
-    gone->set_target(pb::Compare::CREATE);
-    gone->set_create_revision(0);
+    compare_create(&t, e.key, 0);  // no such key (any more)
   }
   return claim_or_read(t, me, dir, q, ctx);
 }
@@ -170,10 +152,7 @@ Result<std::optional<Entry>> EtcdStore::claim_or_read(pb::TxnRequest& t,
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(me.key);
-  put->set_value(encode(v));
-  put->set_ignore_lease(true);
+  put_same_lease(t.add_success(), me.key, encode(v));
   *t.add_failure()->mutable_request_range() = dir_range(dir);
   auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
@@ -247,10 +226,7 @@ std::optional<Entry> EtcdStore::take_next(const std::string& holder_key,
 Result<bool> EtcdStore::remove(const Entry& e, const CallContext& ctx,
                                bool revoke) {
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(e.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(e.create_rev);
+  compare_create(&t, e.key, e.create_rev);
   t.add_success()->mutable_request_delete_range()->set_key(e.key);
   auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
@@ -295,10 +271,7 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   v.shared_lease = false;
   if (v.held) v.fencing = static_cast<std::int64_t>(e.fencing());
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(e.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(e.create_rev);
+  compare_create(&t, e.key, e.create_rev);
   auto* put = t.add_success()->mutable_request_put();
   put->set_key(e.key);
   put->set_value(encode(v));

@@ -281,16 +281,10 @@ Result<std::optional<ReleaseResult>> EtcdStore::release_known(
   // docs/stores/etcd.md).
   const std::string& key = known.key;
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(key);
-  c->set_target(pb::Compare::MOD);
-  c->set_mod_revision(known.mod_rev);
+  compare_mod(&t, key, known.mod_rev);
   pb::TxnRequest* plain = &t;
   if (next) {
-    auto* n = t.add_compare();
-    n->set_key(next->key);
-    n->set_target(pb::Compare::MOD);
-    n->set_mod_revision(next->mod_rev);
+    compare_mod(&t, next->key, next->mod_rev);
     // The put first: etcd numbers a transaction's events in op order and
     // sends each watcher's events in the order of its first event (7
     // times in 8: Go's map iteration over 2 watchers), so the waiter's
@@ -299,17 +293,11 @@ Result<std::optional<ReleaseResult>> EtcdStore::release_known(
     Value v = next->v;
     v.held = true;
     v.fencing = 0;  // this transaction's revision
-    auto* put = t.add_success()->mutable_request_put();
-    put->set_key(next->key);
-    put->set_value(encode(v));
-    put->set_ignore_lease(true);
+    put_same_lease(t.add_success(), next->key, encode(v));
     t.add_success()->mutable_request_delete_range()->set_key(key);
     // The next one left or changed: the plain release.
     plain = t.add_failure()->mutable_request_txn();
-    auto* again = plain->add_compare();
-    again->set_key(key);
-    again->set_target(pb::Compare::MOD);
-    again->set_mod_revision(known.mod_rev);
+    compare_mod(plain, key, known.mod_rev);
   }
   plain->add_success()->mutable_request_delete_range()->set_key(key);
   auto r = conn_->txn(t, ctx);
@@ -348,14 +336,8 @@ Result<ReleaseResult> EtcdStore::release_read(std::string_view name,
       v.holds -= 1;
       v.fencing = static_cast<std::int64_t>(en.fencing());
       pb::TxnRequest t;
-      auto* c = t.add_compare();
-      c->set_key(en.key);
-      c->set_target(pb::Compare::MOD);
-      c->set_mod_revision(en.mod_rev);
-      auto* put = t.add_success()->mutable_request_put();
-      put->set_key(en.key);
-      put->set_value(encode(v));
-      put->set_ignore_lease(true);
+      compare_mod(&t, en.key, en.mod_rev);
+      put_same_lease(t.add_success(), en.key, encode(v));
       auto r = conn_->txn(t, ctx);
       if (!r.ok()) return std::move(r).error();
       if (r->succeeded()) return ReleaseResult{true, v.holds};
@@ -502,10 +484,7 @@ Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
                    "counter " + core::quote_name(name) + " would overflow");
     }
     pb::TxnRequest t;
-    auto* c = t.add_compare();
-    c->set_key(key);
-    c->set_target(pb::Compare::MOD);
-    c->set_mod_revision(mod);  // 0: still missing
+    compare_mod(&t, key, mod);  // 0: still missing
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(std::to_string(next));
