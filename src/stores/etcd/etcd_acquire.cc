@@ -538,7 +538,7 @@ std::optional<Grant> EtcdRequest::wait_change(Clock::time_point until,
     wake_ = Wake::carried;
     carried_ = std::move(e);
     if (needs_keepalive()) return std::nullopt;  // look() renews it
-    auto g = granted(std::move(carried_), ctx);
+    auto g = granted(carried_, ctx);             // no I/O: answered here
     if (!g.ok() || g->kind != Answer::Kind::granted) return std::nullopt;
     wake_ = Wake::none;
     return std::move(g->grant);
@@ -602,7 +602,7 @@ Result<Answer> EtcdRequest::look(milliseconds, const CallContext& ctx) {
 Result<Answer> EtcdRequest::withdraw(const CallContext& ctx) {
   watch_.close();
   drop_spare();
-  if (queued_) {
+  if (queued_ && !me_.key.empty()) {
     auto r = s_.remove(me_, ctx);
     end_key(r.ok() && *r);
     if (!r.ok()) return std::move(r).error();
