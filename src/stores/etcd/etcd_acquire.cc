@@ -65,6 +65,8 @@ class EtcdRequest final : public Request {
   }
 
  private:
+  // The value of its key, granted (`held`) or waiting.
+  Value value(bool held) const;
   Status own_lease(const CallContext& ctx);
   void drop_spare();
   Result<std::optional<Answer>> fast_path(const CallContext& ctx);
@@ -111,6 +113,19 @@ class EtcdRequest final : public Request {
   Clock::time_point watch_until_{};
 };
 
+Value EtcdRequest::value(bool held) const {
+  Value v;
+  v.held = held;
+  v.capacity = spec_.capacity;
+  v.lease_s = lease_seconds(spec_.ttl);
+  v.queued_at_ms = wall_ms();
+  v.label = spec_.label;
+  v.reentrancy_key = spec_.reentrancy_key;
+  v.shared = spec_.shared;
+  v.owner = spec_.token.to_string();
+  return v;
+}
+
 Status EtcdRequest::own_lease(const CallContext& ctx) {
   drop_spare();
   const SteadyTime sent = steady_clock::now();
@@ -154,15 +169,7 @@ Result<Answer> EtcdRequest::ask(AskMode mode, milliseconds,
 Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
   const std::int64_t secs = lease_seconds(spec_.ttl);
   granted_s_ = secs;
-  Value mine;
-  mine.held = true;
-  mine.capacity = spec_.capacity;
-  mine.lease_s = secs;
-  mine.queued_at_ms = wall_ms();
-  mine.label = spec_.label;
-  mine.reentrancy_key = spec_.reentrancy_key;
-  mine.shared = spec_.shared;
-  mine.owner = spec_.token.to_string();
+  Value mine = value(true);
   // Below 1 s no sharing: such a lock is extended within a fraction of a
   // second, and the first extend of a key on a shared lease moves it (a
   // LeaseGrant and a Txn) where a key of its own needs only a keep-alive.
@@ -356,14 +363,7 @@ Status EtcdRequest::enqueue(const CallContext& ctx) {
   if (spare_ == 0 || spare_shared_) {
     if (Status st = own_lease(ctx); !st.ok()) return st;
   }
-  Value waiting;
-  waiting.capacity = spec_.capacity;
-  waiting.lease_s = lease_seconds(spec_.ttl);
-  waiting.queued_at_ms = wall_ms();
-  waiting.label = spec_.label;
-  waiting.reentrancy_key = spec_.reentrancy_key;
-  waiting.shared = spec_.shared;
-  waiting.owner = spec_.token.to_string();
+  const Value waiting = value(false);
   pb::TxnRequest t;
   compare_create(&t, key_, 0);
   auto* put = t.add_success()->mutable_request_put();
