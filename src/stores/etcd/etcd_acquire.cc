@@ -222,10 +222,12 @@ Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
   *fast.add_failure()->mutable_request_range() = dir_range(dir_);
   set_puts();
   auto r = s_.conn().txn(fast, ctx);
-  if (!r.ok() && spare_shared_ && r.error().code() == Errc::lock_lost) {
-    // etcd no longer knows the shared lease (a stall, a restored member):
-    // once more on a lease of this request's own.
-    s_.forget_shared(spare_);
+  if (!r.ok() && r.error().code() == Errc::lock_lost) {
+    // etcd no longer knows the lease: the shared one (a stall, a restored
+    // member), or its own that ran out before the transaction came (a
+    // lease of etcd's minimum and a stalled client). Nothing was written:
+    // once more on a new lease of its own.
+    if (spare_shared_) s_.forget_shared(spare_);
     spare_ = 0;
     if (Status st = own_lease(ctx); !st.ok()) return st.error();
     set_puts();
@@ -363,16 +365,23 @@ Status EtcdRequest::enqueue(const CallContext& ctx) {
   if (spare_ == 0 || spare_shared_) {
     if (Status st = own_lease(ctx); !st.ok()) return st;
   }
-  const Value waiting = value(false);
   pb::TxnRequest t;
   compare_create(&t, key_, 0);
   auto* put = t.add_success()->mutable_request_put();
   put->set_key(key_);
-  put->set_value(encode(waiting));
+  put->set_value(encode(value(false)));
   put->set_lease(spare_);
   *t.add_success()->mutable_request_range() = dir_range(dir_);
   *t.add_failure()->mutable_request_range() = dir_range(dir_);
   auto w = s_.conn().txn(t, ctx);
+  if (!w.ok() && w.error().code() == Errc::lock_lost) {
+    // Its lease ran out before the transaction came (see fast_path):
+    // nothing was written; once more on a new one.
+    spare_ = 0;
+    if (Status st = own_lease(ctx); !st.ok()) return st;
+    put->set_lease(spare_);
+    w = s_.conn().txn(t, ctx);
+  }
   if (!w.ok()) return w.error();
   if (w->succeeded()) {
     queued_ = true;
