@@ -3,7 +3,7 @@
 
 The page of `bench/compare --only etcd` (docs/bench/etcd.md): etcd:// on one
 member and on a 3-member cluster, the raw floor (raw-etcd://), python-etcd3
-and npm etcd3, with issue 16's goals computed from the same run. Reuses
+and npm etcd3, with the store's goals computed from the same run. Reuses
 bench/compare_report.py's tables and chart.
 """
 import os
@@ -62,7 +62,7 @@ def goals(d, o):
     good = lambda case, impl: [r for r in d.by.get((case, impl), []) if cr.ok(r)]  # noqa: E731
     vals = lambda case, impl, *k: [cr.get(r, *k) for r in good(case, impl)  # noqa: E731
                                    if cr.get(r, *k) is not None]
-    o.extend(["## The etcd:// store against issue 16's goals", "",
+    o.extend(["## The etcd:// store against its goals", "",
               "| goal | measured (median [range]) |", "| --- | --- |"])
     for s in SETUPS:
         r = d.ratios("u1", store(s), f"python-etcd3 Lock ({s})")

@@ -26,7 +26,7 @@ class RawEtcdSession final : public Session {
     if (lease_ == 0 ||
         steady_clock::now() - leased_at_ > std::chrono::seconds(ttl_s_) / 2) {
       leased_at_ = steady_clock::now();
-      auto l = conn_.lease_grant(ttl_s_);
+      auto l = conn_.lease_grant(ttl_s_, CallContext{});
       if (!l) return l.error();
       lease_ = l->id();
     }
@@ -40,7 +40,7 @@ class RawEtcdSession final : public Session {
     put->set_key(key_);
     put->set_value(token_);
     put->set_lease(lease_);
-    auto r = conn_.txn(t);
+    auto r = conn_.txn(t, CallContext{});
     if (!r) return r.error();
     if (!r->succeeded()) {
       return Error(Errc::not_acquired, "raw-etcd: " + key_ + " exists");
@@ -59,7 +59,7 @@ class RawEtcdSession final : public Session {
     c->set_target(pb::Compare::CREATE);
     c->set_create_revision(rev_);
     t.add_success()->mutable_request_delete_range()->set_key(key_);
-    auto r = conn_.txn(t);
+    auto r = conn_.txn(t, CallContext{});
     if (!r) return r.error();
     if (!r->succeeded()) return Error(Errc::lock_lost, "raw-etcd: not held");
     return {};

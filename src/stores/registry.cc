@@ -123,9 +123,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_mysql_store(url);
   }
 #endif
-#if BATON_WITH_ETCD
-  if (url.scheme == "etcd") return open_etcd_store(url);
-#endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
 }
@@ -229,6 +226,9 @@ std::vector<const StoreDescriptor*> builtin() {
   std::vector<const StoreDescriptor*> out = {&store::memory_descriptor()};
 #if BATON_WITH_ZOOKEEPER
   out.push_back(&store::zookeeper_descriptor());
+#endif
+#if BATON_WITH_ETCD
+  out.push_back(&store::etcd_descriptor());
 #endif
   return out;
 }

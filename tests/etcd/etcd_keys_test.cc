@@ -14,19 +14,17 @@ namespace baton::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using store::AcquireSpec;
 using store::etcd::decode;
 using store::etcd::encode;
 using store::etcd::Value;
 
 // Writes `v` under `key` with no lease, as another client would.
-void put_raw(store::etcd::EtcdStore& s, const std::string& key,
-             const Value& v) {
+void put_raw(const TestStore& s, const std::string& key, const Value& v) {
   store::etcd::pb::TxnRequest t;
   auto* put = t.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(encode(v));
-  auto r = s.conn().txn(t);
+  auto r = s.etcd->conn().txn(t, cx());
   ASSERT_TRUE(r.ok()) << r.error().to_string();
 }
 
@@ -66,14 +64,14 @@ TEST(EtcdKeys, TheOwnerLeadsTheLabelAndAnOlderValueStillDecodes) {
 // not one per request; a second request at the same time gets another.
 TEST(EtcdKeys, AStoreReusesItsKeySoABusyLockLeavesNoDeadKeys) {
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string name = unique_name("reuse");
   std::set<std::string> keys;
   for (int i = 0; i < 20; ++i) {
     AcquireSpec spec = spec_of(name, 30s);
     auto g = s.acquire(spec, 0ms);
     ASSERT_TRUE(g.ok()) << g.error().to_string();
-    auto q = s.read_queue(name);
+    auto q = s.etcd->read_queue(name, cx());
     ASSERT_TRUE(q.ok());
     ASSERT_EQ(q->entries.size(), 1u);
     EXPECT_EQ(q->entries[0].token, spec.token);
@@ -86,7 +84,7 @@ TEST(EtcdKeys, AStoreReusesItsKeySoABusyLockLeavesNoDeadKeys) {
   a.capacity = b.capacity = 2;
   ASSERT_TRUE(s.acquire(a, 0ms).ok());
   ASSERT_TRUE(s.acquire(b, 0ms).ok());
-  auto q = s.read_queue(name);
+  auto q = s.etcd->read_queue(name, cx());
   ASSERT_TRUE(q.ok());
   ASSERT_EQ(q->entries.size(), 2u);
   EXPECT_NE(q->entries[0].key, q->entries[1].key);
@@ -100,14 +98,14 @@ TEST(EtcdKeys, AStoreReusesItsKeySoABusyLockLeavesNoDeadKeys) {
 // store that did not write it.
 TEST(EtcdKeys, AnOlderBatonsKeyIsReadAndReleasedByToken) {
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string name = unique_name("older");
   const OwnerToken old_token = OwnerToken::random();
   Value v;
   v.held = true;
   v.lease_s = 30;
   v.label = "older";
-  put_raw(s, s.lock_dir(name) + old_token.to_string(), v);
+  put_raw(s, s.etcd->lock_dir(name) + old_token.to_string(), v);
   auto busy = s.acquire(spec_of(name, 30s), 0ms);
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(busy.error().code(), Errc::not_acquired);
@@ -115,12 +113,12 @@ TEST(EtcdKeys, AnOlderBatonsKeyIsReadAndReleasedByToken) {
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->holders.size(), 1u);
   EXPECT_EQ(info->holders[0].label, "older");
-  auto q = s.read_queue(name);
+  auto q = s.etcd->read_queue(name, cx());
   ASSERT_TRUE(q.ok());
   ASSERT_EQ(q->entries.size(), 1u);
   EXPECT_EQ(q->entries[0].token, old_token);
   auto other = open_test_store(shared_cluster().url());
-  auto r = other.etcd->release(name, old_token);
+  auto r = other.release(name, old_token);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_TRUE(r->was_held);
   EXPECT_TRUE(s.acquire(spec_of(name, 30s), 0ms).ok());
@@ -131,11 +129,11 @@ TEST(EtcdKeys, AnOlderBatonsKeyIsReadAndReleasedByToken) {
 // key instead of retrying the same one forever.
 TEST(EtcdKeys, AFreedKeyFoundTakenIsLeftForANewOne) {
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string name = unique_name("taken");
   AcquireSpec first = spec_of(name, 30s);
   ASSERT_TRUE(s.acquire(first, 0ms).ok());
-  const std::string freed = *s.known_key(name, first.token);
+  const std::string freed = *s.etcd->known_key(name, first.token);
   ASSERT_TRUE(s.release(name, first.token)->was_held);
   Value late;
   late.held = true;
@@ -148,12 +146,12 @@ TEST(EtcdKeys, AFreedKeyFoundTakenIsLeftForANewOne) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().code(), Errc::timeout) << g.error().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-  auto q = s.read_queue(name);
+  auto q = s.etcd->read_queue(name, cx());
   ASSERT_TRUE(q.ok());
   ASSERT_EQ(q->entries.size(), 1u);  // the late key; the waiter withdrew
   EXPECT_EQ(q->entries[0].key, freed);
   auto other = open_test_store(shared_cluster().url());
-  ASSERT_TRUE(other.etcd->release(name, *OwnerToken::parse(late.owner)).ok());
+  ASSERT_TRUE(other.release(name, *OwnerToken::parse(late.owner)).ok());
   auto g2 = s.acquire(spec_of(name, 30s), 0ms);
   EXPECT_TRUE(g2.ok()) << g2.error().to_string();
 }

@@ -1,9 +1,9 @@
-// tests/etcd/etcd_multi_test.cc — issue 16 on etcd://: a waiting
-// acquire_all counts, for every request behind it in a lock's queue, as the
-// exclusive request it is. A single request (mutex or semaphore) queued
-// behind it waits until it is granted (and released), and goes when it
-// times out (its keys withdrawn). Before, such a request was granted at
-// once, past the waiting acquire_all.
+// tests/etcd/etcd_multi_test.cc — acquire_all and acquire_some on etcd://:
+// a waiting acquire_all counts, for every request behind it in a lock's
+// queue, as the exclusive request it is. A single request (mutex or
+// semaphore) queued behind it waits until it is granted (and released),
+// and goes when it times out (its keys withdrawn). Opposite orders never
+// deadlock; more names than one transaction holds are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,9 +22,6 @@ namespace baton::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using store::AcquireSpec;
-using store::Grant;
-using store::MultiSpec;
 
 AcquireSpec single(const std::string& name, std::uint32_t capacity,
                    const std::string& label) {
@@ -48,7 +45,7 @@ MultiSpec all_of(std::vector<std::string> names, std::uint32_t capacity) {
   return m;
 }
 
-std::size_t waiters_of(store::etcd::EtcdStore& s, const std::string& name) {
+std::size_t waiters_of(const TestStore& s, const std::string& name) {
   auto info = s.describe(name);
   return info.ok() ? info->waiters.size() : 0;
 }
@@ -69,16 +66,16 @@ class EtcdAllAhead : public ::testing::TestWithParam<std::uint32_t> {};
 TEST_P(EtcdAllAhead, ASingleRequestBehindAWaitingAcquireAllWaitsForIt) {
   const std::uint32_t cap = GetParam();
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string l = unique_name("all-ahead-l"),
                     n = unique_name("all-ahead-n");
-  std::vector<Grant> n_holders;
+  std::vector<Lease> n_holders;
   for (std::uint32_t i = 0; i < cap; ++i) {
     auto g = s.acquire(single(n, cap, "n" + std::to_string(i)), 0ms);
     ASSERT_TRUE(g.ok()) << g.error().to_string();
     n_holders.push_back(*g);
   }
-  std::optional<Grant> l_holder;
+  std::optional<Lease> l_holder;
   if (cap > 1) {
     auto g = s.acquire(single(l, cap, "l0"), 0ms);
     ASSERT_TRUE(g.ok()) << g.error().to_string();
@@ -157,7 +154,7 @@ TEST_P(EtcdAllAhead, ASingleRequestBehindAWaitingAcquireAllWaitsForIt) {
 // another that waits for it (rule 11). A cycle would show as a timeout.
 TEST(EtcdAllAheadNoCycle, OppositeOrdersAndSinglesNeverDeadlock) {
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string a = unique_name("cycle-a"), b = unique_name("cycle-b"),
                     c = unique_name("cycle-c");
   const std::vector<std::vector<std::string>> orders = {
@@ -213,7 +210,7 @@ TEST(EtcdAllAheadNoCycle, OppositeOrdersAndSinglesNeverDeadlock) {
 // written, naming the limit and how to raise it; up to it works.
 TEST(EtcdMultiLimit, MoreNamesThanOneTransactionHoldsAreRefusedCleanly) {
   auto t = open_test_store(shared_cluster().url());
-  auto& s = *t.etcd;
+  const TestStore& s = t;
   const std::string base = unique_name("txn-limit");
   std::vector<std::string> names;
   for (int i = 0; i < 129; ++i) names.push_back(base + "/" + std::to_string(i));
@@ -231,7 +228,7 @@ TEST(EtcdMultiLimit, MoreNamesThanOneTransactionHoldsAreRefusedCleanly) {
     EXPECT_NE(r.error().message().find("--max-txn-ops"), std::string::npos)
         << r.error().to_string();
   }
-  auto listed = s.list(base + "/", 1000);
+  auto listed = s.etcd->list(base + "/", 1000, cx());
   ASSERT_TRUE(listed.ok()) << listed.error().to_string();
   EXPECT_TRUE(listed->empty()) << "a refused acquire_all left keys behind";
 
@@ -249,9 +246,7 @@ TEST(EtcdMultiLimit, MoreNamesThanOneTransactionHoldsAreRefusedCleanly) {
 
 TEST(EtcdMultiLimit, MaxTxnOpsInTheUrlIsCheckedAndUsed) {
   for (const char* v : {"0", "-1", "12x", "", "1025"}) {
-    auto u = core::parse_url(shared_cluster().url() + "?max_txn_ops=" + v);
-    ASSERT_TRUE(u.ok());
-    auto s = store::open_etcd_store(*u);
+    auto s = baton::open_store(shared_cluster().url() + "?max_txn_ops=" + v);
     ASSERT_FALSE(s.ok()) << "max_txn_ops=" << v << " accepted";
     EXPECT_EQ(s.error().code(), Errc::invalid_argument);
     EXPECT_NE(s.error().message().find("max_txn_ops"), std::string::npos)
@@ -259,7 +254,7 @@ TEST(EtcdMultiLimit, MaxTxnOpsInTheUrlIsCheckedAndUsed) {
   }
   auto t = open_test_store(shared_cluster().url() + "?max_txn_ops=4");
   const std::string base = unique_name("txn-limit4");
-  auto r = t.etcd->acquire_multi(
+  auto r = t.acquire_multi(
       all_of({base + "/a", base + "/b", base + "/c", base + "/d", base + "/e"},
              1),
       0ms);

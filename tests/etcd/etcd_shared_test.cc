@@ -16,7 +16,6 @@ namespace baton::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using store::AcquireSpec;
 using store::etcd::decode;
 using store::etcd::encode;
 using store::etcd::kSharedFloor;
@@ -63,19 +62,19 @@ AcquireSpec spec_of(const std::string& name, bool shared,
 TEST(EtcdShared, ASecondReaderIsCreatedHeldInOneTxn) {
   auto t = open_test_store(shared_cluster().url());
   const std::string name = unique_name("shared-fast");
-  auto r1 = t.etcd->acquire(spec_of(name, true, "r1"), 0ms);
-  auto r2 = t.etcd->acquire(spec_of(name, true, "r2"), 0ms);
+  auto r1 = t.acquire(spec_of(name, true, "r1"), 0ms);
+  auto r2 = t.acquire(spec_of(name, true, "r2"), 0ms);
   ASSERT_TRUE(r1.ok() && r2.ok());
   for (const auto* g : {&*r1, &*r2}) {
-    auto e = t.etcd->read_entry(name, g->token);
+    auto e = t.etcd->read_entry(name, g->token, cx());
     ASSERT_TRUE(e.ok() && e->has_value());
     EXPECT_TRUE((*e)->v.shared && (*e)->v.held);
     EXPECT_EQ((*e)->create_rev, (*e)->mod_rev) << "not created held";
     EXPECT_EQ(static_cast<std::uint64_t>((*e)->create_rev), g->fencing_token);
   }
-  ASSERT_TRUE(t.etcd->release(name, r1->token)->was_held);
-  ASSERT_TRUE(t.etcd->release(name, r2->token)->was_held);
-  auto info = t.etcd->describe(name);
+  ASSERT_TRUE(t.release(name, r1->token)->was_held);
+  ASSERT_TRUE(t.release(name, r2->token)->was_held);
+  auto info = t.describe(name);
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->holders.empty() && info->waiters.empty());
 }
@@ -89,7 +88,7 @@ TEST(EtcdShared, ASecondReaderIsCreatedHeldInOneTxn) {
 TEST(EtcdShared, AWritersReleaseWakesOnlyTheReadersBehindIt) {
   auto t = open_test_store(shared_cluster().url());
   const std::string name = unique_name("shared-herd");
-  auto holder = t.etcd->acquire(spec_of(name, false, "w0"), 0ms);
+  auto holder = t.acquire(spec_of(name, false, "w0"), 0ms);
   ASSERT_TRUE(holder.ok()) << holder.error().to_string();
   constexpr int kReaders = 10;
   std::vector<AcquireSpec> specs;
@@ -98,26 +97,26 @@ TEST(EtcdShared, AWritersReleaseWakesOnlyTheReadersBehindIt) {
     specs.push_back(
         spec_of(name, !writer, writer ? "w1" : "r" + std::to_string(i)));
   }
-  std::vector<std::future<Result<store::Grant>>> f;
+  std::vector<std::future<Result<Lease>>> f;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     f.push_back(std::async(std::launch::async,
-                           [&, i] { return t.etcd->acquire(specs[i], 60s); }));
+                           [&, i] { return t.acquire(specs[i], 60s); }));
     bool queued = false;
     for (int k = 0; k < 1000 && !queued; ++k) {
-      auto info = t.etcd->describe(name);
+      auto info = t.describe(name);
       queued = info.ok() && info->waiters.size() == i + 1;
       if (!queued) std::this_thread::sleep_for(2ms);
     }
     ASSERT_TRUE(queued) << specs[i].label << " never queued";
   }
-  auto info = t.etcd->describe(name);
+  auto info = t.describe(name);
   ASSERT_TRUE(info.ok());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(info->waiters[i].shared, specs[i].shared) << i;
   }
   const std::uint64_t wakes0 = t.etcd->wakeups();
-  ASSERT_TRUE(t.etcd->release(name, holder->token)->was_held);
-  std::vector<store::Grant> first;
+  ASSERT_TRUE(t.release(name, holder->token)->was_held);
+  std::vector<Lease> first;
   for (int i = 0; i < kReaders; ++i) {
     auto g = f[static_cast<std::size_t>(i)].get();
     ASSERT_TRUE(g.ok()) << g.error().to_string();
@@ -128,12 +127,12 @@ TEST(EtcdShared, AWritersReleaseWakesOnlyTheReadersBehindIt) {
   const std::uint64_t wakes1 = t.etcd->wakeups() - wakes0;
   EXPECT_EQ(f[kReaders].wait_for(100ms), std::future_status::timeout)
       << "the writer was granted beside readers";
-  info = t.etcd->describe(name);
+  info = t.describe(name);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->holders.size(), static_cast<std::size_t>(kReaders));
   EXPECT_EQ(info->waiters.size(), static_cast<std::size_t>(kReaders + 1));
   for (const auto& g : first) {
-    ASSERT_TRUE(t.etcd->release(name, g.token)->was_held);
+    ASSERT_TRUE(t.release(name, g.token)->was_held);
   }
   auto w1 = f[kReaders].get();
   ASSERT_TRUE(w1.ok()) << w1.error().to_string();
@@ -144,12 +143,12 @@ TEST(EtcdShared, AWritersReleaseWakesOnlyTheReadersBehindIt) {
               std::future_status::timeout)
         << "a reader behind the writer was granted with it";
   }
-  ASSERT_TRUE(t.etcd->release(name, w1->token)->was_held);
+  ASSERT_TRUE(t.release(name, w1->token)->was_held);
   for (int i = kReaders + 1; i < 2 * kReaders + 1; ++i) {
     auto g = f[static_cast<std::size_t>(i)].get();
     ASSERT_TRUE(g.ok()) << g.error().to_string();
     EXPECT_GT(g->fencing_token, w1->fencing_token);
-    EXPECT_TRUE(t.etcd->release(name, g->token)->was_held);
+    EXPECT_TRUE(t.release(name, g->token)->was_held);
   }
   const std::uint64_t wakes = t.etcd->wakeups() - wakes0;
   std::printf("[shared-herd] %llu wake-ups (%llu for the first release)\n",

@@ -9,6 +9,13 @@ namespace baton::store::etcd {
 
 using std::chrono::steady_clock;
 
+SteadyTime steady_at(Clock::time_point t, const CallContext& ctx) {
+  if (t == Clock::time_point::max()) return SteadyTime::max();
+  const auto left = t - ctx.now();
+  return steady_clock::now() +
+         std::max(left, Clock::time_point::duration::zero());
+}
+
 std::string prefix_end(std::string prefix) {
   while (!prefix.empty()) {
     auto& c = prefix.back();
@@ -19,6 +26,29 @@ std::string prefix_end(std::string prefix) {
     prefix.pop_back();
   }
   return std::string(1, '\0');  // every key
+}
+
+void compare_create(pb::TxnRequest* t, const std::string& key,
+                    std::int64_t rev) {
+  auto* c = t->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::CREATE);
+  c->set_create_revision(rev);
+}
+
+void compare_mod(pb::TxnRequest* t, const std::string& key, std::int64_t rev) {
+  auto* c = t->add_compare();
+  c->set_key(key);
+  c->set_target(pb::Compare::MOD);
+  c->set_mod_revision(rev);
+}
+
+void put_same_lease(pb::RequestOp* op, const std::string& key,
+                    std::string value) {
+  auto* put = op->mutable_request_put();
+  put->set_key(key);
+  put->set_value(std::move(value));
+  put->set_ignore_lease(true);
 }
 
 Conn::Conn(Options options)
@@ -64,28 +94,29 @@ void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
 }
 
 template <class Resp, class Fn>
-Result<Resp> Conn::call(const char* what, Fn rpc) {
-  const SteadyTime end =
-      cap_to_call_deadline(steady_clock::now() + options_.request_timeout);
+Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc) {
+  const SteadyTime end = std::min(
+      steady_clock::now() + options_.request_timeout, steady_deadline(ctx));
   std::string last;
   for (std::size_t attempt = 0;; ++attempt) {
-    if (call_deadline_passed()) {
+    if (ctx.expired()) {
       return Error(Errc::timeout,
                    std::string("etcd ") + what + ": the call deadline passed" +
                        (last.empty() ? "" : " (last error: " + last + ")"));
     }
     std::size_t i = current();
     Endpoint& ep = endpoints_[i];
-    grpc::ClientContext ctx;
+    grpc::ClientContext rpc_ctx;
     // One attempt gets a third of the request timeout (at least 1 s): a
     // request that was in flight when the leader died is dropped by raft
     // and held by the member until its own timeout (~5 s); the next
     // attempt, after the election, succeeds. Every request the store
     // sends is safe to repeat (guarded by create revision or owner token;
     // a repeated lease grant leaves an unused lease that expires).
-    deadline_of(&ctx, std::min(end, steady_clock::now() + attempt_timeout_));
+    deadline_of(&rpc_ctx,
+                std::min(end, steady_clock::now() + attempt_timeout_));
     Resp resp;
-    const grpc::Status st = rpc(ep, &ctx, &resp);
+    const grpc::Status st = rpc(ep, &rpc_ctx, &resp);
     if (st.ok()) return resp;
     const auto code = st.error_code();
     last = "etcd at " + ep.address + ": " + st.error_message();
@@ -103,7 +134,7 @@ Result<Resp> Conn::call(const char* what, Fn rpc) {
                    std::string("etcd ") + what + " refused by " + last);
     }
     if (steady_clock::now() >= end) {
-      if (call_deadline_passed()) {
+      if (ctx.expired()) {
         return Error(Errc::timeout, std::string("etcd ") + what +
                                         ": the call deadline passed (" + last +
                                         ")");
@@ -120,27 +151,32 @@ Result<Resp> Conn::call(const char* what, Fn rpc) {
   }
 }
 
-Result<pb::RangeResponse> Conn::range(const pb::RangeRequest& req) {
+Result<pb::RangeResponse> Conn::range(const pb::RangeRequest& req,
+                                      const CallContext& ctx) {
   return call<pb::RangeResponse>(
-      "range",
-      [&](Endpoint& ep, grpc::ClientContext* ctx, pb::RangeResponse* resp) {
-        return ep.kv->Range(ctx, req, resp);
+      "range", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc, pb::RangeResponse* resp) {
+        return ep.kv->Range(gc, req, resp);
       });
 }
 
-Result<pb::TxnResponse> Conn::txn(const pb::TxnRequest& req) {
+Result<pb::TxnResponse> Conn::txn(const pb::TxnRequest& req,
+                                  const CallContext& ctx) {
   return call<pb::TxnResponse>(
-      "txn", [&](Endpoint& ep, grpc::ClientContext* ctx,
-                 pb::TxnResponse* resp) { return ep.kv->Txn(ctx, req, resp); });
+      "txn", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc, pb::TxnResponse* resp) {
+        return ep.kv->Txn(gc, req, resp);
+      });
 }
 
-Result<pb::LeaseGrantResponse> Conn::lease_grant(std::int64_t ttl_s) {
+Result<pb::LeaseGrantResponse> Conn::lease_grant(std::int64_t ttl_s,
+                                                 const CallContext& ctx) {
   pb::LeaseGrantRequest req;
   req.set_ttl(ttl_s);
   auto r = call<pb::LeaseGrantResponse>(
-      "lease grant", [&](Endpoint& ep, grpc::ClientContext* ctx,
-                         pb::LeaseGrantResponse* resp) {
-        return ep.lease->LeaseGrant(ctx, req, resp);
+      "lease grant", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc, pb::LeaseGrantResponse* resp) {
+        return ep.lease->LeaseGrant(gc, req, resp);
       });
   if (r.ok() && !r->error().empty()) {
     return Error(Errc::internal, "etcd lease grant: " + r->error());
@@ -148,29 +184,31 @@ Result<pb::LeaseGrantResponse> Conn::lease_grant(std::int64_t ttl_s) {
   return r;
 }
 
-Status Conn::lease_revoke(std::int64_t id) {
+Status Conn::lease_revoke(std::int64_t id, const CallContext& ctx) {
   pb::LeaseRevokeRequest req;
   req.set_id(id);
   auto r = call<pb::LeaseRevokeResponse>(
-      "lease revoke", [&](Endpoint& ep, grpc::ClientContext* ctx,
-                          pb::LeaseRevokeResponse* resp) {
-        return ep.lease->LeaseRevoke(ctx, req, resp);
+      "lease revoke", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc,
+          pb::LeaseRevokeResponse* resp) {
+        return ep.lease->LeaseRevoke(gc, req, resp);
       });
   if (!r.ok() && r.error().code() != Errc::lock_lost) return r.error();
   return {};
 }
 
-Result<std::int64_t> Conn::keep_alive(std::int64_t id) {
+Result<std::int64_t> Conn::keep_alive(std::int64_t id, const CallContext& ctx) {
   pb::LeaseKeepAliveRequest req;
   req.set_id(id);
   auto r = call<pb::LeaseKeepAliveResponse>(
-      "lease keep-alive", [&](Endpoint& ep, grpc::ClientContext* ctx,
-                              pb::LeaseKeepAliveResponse* resp) {
-        auto stream = ep.lease->LeaseKeepAlive(ctx);
+      "lease keep-alive", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc,
+          pb::LeaseKeepAliveResponse* resp) {
+        auto stream = ep.lease->LeaseKeepAlive(gc);
         if (stream->Write(req)) {
           stream->WritesDone();
           if (stream->Read(resp)) {
-            ctx->TryCancel();
+            gc->TryCancel();
             (void)stream->Finish();
             return grpc::Status::OK;
           }
@@ -184,13 +222,15 @@ Result<std::int64_t> Conn::keep_alive(std::int64_t id) {
   return std::max<std::int64_t>(r->ttl(), 0);
 }
 
-Result<std::int64_t> Conn::time_to_live(std::int64_t id) {
+Result<std::int64_t> Conn::time_to_live(std::int64_t id,
+                                        const CallContext& ctx) {
   pb::LeaseTimeToLiveRequest req;
   req.set_id(id);
   auto r = call<pb::LeaseTimeToLiveResponse>(
-      "lease time-to-live", [&](Endpoint& ep, grpc::ClientContext* ctx,
-                                pb::LeaseTimeToLiveResponse* resp) {
-        return ep.lease->LeaseTimeToLive(ctx, req, resp);
+      "lease time-to-live", ctx,
+      [&](Endpoint& ep, grpc::ClientContext* gc,
+          pb::LeaseTimeToLiveResponse* resp) {
+        return ep.lease->LeaseTimeToLive(gc, req, resp);
       });
   if (!r.ok()) {
     if (r.error().code() == Errc::lock_lost) return std::int64_t{-1};
@@ -199,12 +239,11 @@ Result<std::int64_t> Conn::time_to_live(std::int64_t id) {
   return r->ttl();
 }
 
-WatchStream::WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
-                         SteadyTime until)
-    : conn_(conn),
-      endpoint_(conn.current()),
-      end_(cap_to_call_deadline(until)) {
-  if (steady_clock::now() >= end_) return;
+WatchStream::WatchStream(Conn& conn, SteadyTime end)
+    : conn_(conn), endpoint_(conn.current()), end_(end) {}
+
+void WatchStream::start(const std::vector<WatchSpec>& watches) {
+  if (cancelled_.load() || steady_clock::now() >= end_) return;
   conn_.deadline_of(&ctx_, end_);
   stream_ = conn_.endpoints_[endpoint_].watch->Watch(&ctx_);
   for (const auto& w : watches) {
@@ -221,15 +260,11 @@ WatchStream::WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
   std::size_t created = 0;
   pb::WatchResponse resp;
   while (created < watches.size()) {
-    if (!stream_->Read(&resp)) {
+    if (!stream_->Read(&resp) || resp.canceled()) {
       broken_ = true;
       return;
     }
     if (resp.created()) ++created;
-    if (resp.canceled()) {
-      broken_ = true;
-      return;
-    }
     for (const auto& ev : resp.events()) {
       if (ev.type() == pb::Event::DELETE) {
         early_.push_back(ev.kv().key());
@@ -248,7 +283,14 @@ WatchStream::~WatchStream() {
   (void)stream_->Finish();
 }
 
+void WatchStream::cancel() {
+  cancelled_ = true;
+  // Thread-safe in gRPC; before the call starts it cancels it at its start.
+  ctx_.TryCancel();
+}
+
 bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
+  if (cancelled_.load()) return false;
   if (std::exchange(early_put_, false)) return true;
   for (const auto& k : early_) {
     if (!wanted || wanted(k)) return true;
@@ -271,7 +313,7 @@ bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
     }
     broken_ = true;
   }
-  if (steady_clock::now() >= end_) return false;
+  if (cancelled_.load() || steady_clock::now() >= end_) return false;
   // The stream broke before its time: this member may be gone. Move on to
   // the next one and have the caller read again.
   std::size_t i = endpoint_;
@@ -279,6 +321,35 @@ bool WatchStream::wait(const std::function<bool(const std::string&)>& wanted) {
   std::this_thread::sleep_until(
       std::min(end_, steady_clock::now() + milliseconds(20)));
   return true;
+}
+
+WatchStream& WatchSlot::open(Conn& conn, const std::vector<WatchSpec>& watches,
+                             SteadyTime end) {
+  close();
+  auto w = std::make_unique<WatchStream>(conn, end);
+  WatchStream& out = *w;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cancelled_) w->cancel();
+    w_ = std::move(w);
+  }
+  out.start(watches);
+  return out;
+}
+
+void WatchSlot::close() {
+  std::unique_ptr<WatchStream> old;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    old = std::move(w_);
+  }
+  // Destroyed outside the lock: its Finish() may take a round trip.
+}
+
+void WatchSlot::cancel() {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancelled_ = true;
+  if (w_) w_->cancel();
 }
 
 }  // namespace baton::store::etcd

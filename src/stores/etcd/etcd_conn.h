@@ -2,13 +2,16 @@
 // per endpoint, the calls the store makes, failover between endpoints.
 //
 // Rule 7: every RPC carries a gRPC deadline of at most the per-request
-// timeout and never later than the call deadline (stores/call_deadline.h).
-// A call that fails because its endpoint is unreachable, has no leader or
-// answers too slowly is tried on the next endpoint until the per-request
-// timeout is spent; the error then names the endpoint (Errc::unavailable),
-// or is Errc::timeout when the call deadline ended it.
+// timeout and never later than its CallContext's deadline. A call that
+// fails because its endpoint is unreachable, has no leader or answers too
+// slowly is tried on the next endpoint until the per-request timeout is
+// spent; the error then names the endpoint (Errc::unavailable), or is
+// Errc::timeout when the call's deadline ended it. A call cut short is
+// cancelled on its gRPC stream, so a late reply is never read as the
+// answer to another call.
 //
-// Thread safety: Conn is safe for concurrent use (gRPC stubs are).
+// Thread safety: Conn is safe for concurrent use (gRPC stubs are);
+// WatchSlot::cancel() may be called from any thread.
 #ifndef BATON_STORES_ETCD_ETCD_CONN_H_
 #define BATON_STORES_ETCD_ETCD_CONN_H_
 
@@ -20,18 +23,28 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "baton/error.h"
-#include "stores/call_deadline.h"
+#include "baton/store.h"
 #include "stores/etcd/etcd_v3.grpc.pb.h"
 
 namespace baton::store::etcd {
 
 namespace pb = ::etcdserverpb;
 using std::chrono::milliseconds;
+// Real time, which gRPC deadlines and etcd's leases run on.
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// `t` on ctx's clock as a steady instant (max() stays max()).
+SteadyTime steady_at(Clock::time_point t, const CallContext& ctx);
+// ctx's deadline as a steady instant.
+inline SteadyTime steady_deadline(const CallContext& ctx) {
+  return steady_at(ctx.deadline(), ctx);
+}
 
 // One watch of WaitForDelete: a key, or [key, range_end) if range_end is set.
 struct WatchSpec {
@@ -49,16 +62,19 @@ class Conn {
   };
   explicit Conn(Options options);
 
-  Result<pb::RangeResponse> range(const pb::RangeRequest& req);
-  Result<pb::TxnResponse> txn(const pb::TxnRequest& req);
+  Result<pb::RangeResponse> range(const pb::RangeRequest& req,
+                                  const CallContext& ctx);
+  Result<pb::TxnResponse> txn(const pb::TxnRequest& req,
+                              const CallContext& ctx);
   // A lease of `ttl_s` seconds; the reply's TTL is what etcd granted.
-  Result<pb::LeaseGrantResponse> lease_grant(std::int64_t ttl_s);
-  Status lease_revoke(std::int64_t id);
+  Result<pb::LeaseGrantResponse> lease_grant(std::int64_t ttl_s,
+                                             const CallContext& ctx);
+  Status lease_revoke(std::int64_t id, const CallContext& ctx);
   // Renews lease `id` to its full TTL; returns the TTL (0: the lease is
   // gone).
-  Result<std::int64_t> keep_alive(std::int64_t id);
+  Result<std::int64_t> keep_alive(std::int64_t id, const CallContext& ctx);
   // Seconds left of lease `id` (whole, rounded down by etcd; -1: gone).
-  Result<std::int64_t> time_to_live(std::int64_t id);
+  Result<std::int64_t> time_to_live(std::int64_t id, const CallContext& ctx);
   const std::string& where() const { return where_; }
 
  private:
@@ -72,7 +88,7 @@ class Conn {
   // Runs `rpc` on the current endpoint, moving on to the next one after a
   // failure that another member may not have, until the request timeout.
   template <class Resp, class Fn>
-  Result<Resp> call(const char* what, Fn rpc);
+  Result<Resp> call(const char* what, const CallContext& ctx, Fn rpc);
   std::size_t current() const { return current_.load() % endpoints_.size(); }
   friend class WatchStream;
   void deadline_of(grpc::ClientContext* ctx, SteadyTime end) const;
@@ -90,24 +106,29 @@ class Conn {
 // watch, then reads the queue, then waits.
 class WatchStream {
  public:
-  // Opens one stream watching every spec from etcd's current revision on,
-  // and returns once etcd confirmed each (or `until`, capped by the call
-  // deadline, passed; then ok() is false).
-  WatchStream(Conn& conn, const std::vector<WatchSpec>& watches,
-              SteadyTime until);
+  // A stream that ends at `end` (no I/O yet).
+  WatchStream(Conn& conn, SteadyTime end);
   ~WatchStream();
   WatchStream(const WatchStream&) = delete;
   WatchStream& operator=(const WatchStream&) = delete;
+  // Opens the stream watching every spec from etcd's current revision on,
+  // and returns once etcd confirmed each (or the end passed, or cancel();
+  // then ok() is false).
+  void start(const std::vector<WatchSpec>& watches);
   bool ok() const { return ok_; }
+  // Opened, and neither broken nor cancelled since: worth waiting on again.
+  bool usable() const { return ok_ && !broken_ && !cancelled_.load(); }
   // Waits for a delete of a key that `wanted` accepts (nullptr: any key),
   // or a put of a key watched with `puts`. True: one came, or the stream
-  // broke (read again). False: the time given at opening ran out.
+  // broke (read again). False: the end passed, or cancel().
   bool wait(const std::function<bool(const std::string&)>& wanted);
   // The last put of `key` delivered so far (a key watched with `puts`).
   const pb::KeyValue* put_of(const std::string& key) const {
     auto it = puts_.find(key);
     return it == puts_.end() ? nullptr : &it->second;
   }
+  // Ends start() or wait() in progress, and any later one. Any thread.
+  void cancel();
 
  private:
   Conn& conn_;
@@ -116,6 +137,7 @@ class WatchStream {
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>>
       stream_;
+  std::atomic<bool> cancelled_{false};
   bool ok_ = false;
   bool broken_ = false;
   std::vector<std::string> early_;            // keys deleted while opening
@@ -123,8 +145,36 @@ class WatchStream {
   std::map<std::string, pb::KeyValue> puts_;  // by key: the last put
 };
 
+// The watch a waiting request keeps between its waits: opened and used by
+// the request's thread, cancelled from any thread (Waitable::interrupt()).
+// Once cancelled, every watch it opens is cancelled too.
+class WatchSlot {
+ public:
+  // Closes the watch held and opens one on `watches` until `end`.
+  WatchStream& open(Conn& conn, const std::vector<WatchSpec>& watches,
+                    SteadyTime end);
+  // The watch held (nullptr: none). The owner's thread only.
+  WatchStream* get() const { return w_.get(); }
+  void close();
+  void cancel();
+
+ private:
+  std::mutex mu_;  // guards w_'s pointer against cancel()
+  std::unique_ptr<WatchStream> w_;
+  bool cancelled_ = false;  // guarded by mu_
+};
+
 // The end of `range` for all keys with `prefix` (etcd's prefix range).
 std::string prefix_end(std::string prefix);
+
+// Transaction parts. compare_create: `key`'s create revision is `rev` (0:
+// the key does not exist); compare_mod: its mod revision is `rev`.
+void compare_create(pb::TxnRequest* t, const std::string& key,
+                    std::int64_t rev);
+void compare_mod(pb::TxnRequest* t, const std::string& key, std::int64_t rev);
+// `op` puts `value` under `key`, leaving the key on its lease.
+void put_same_lease(pb::RequestOp* op, const std::string& key,
+                    std::string value);
 
 }  // namespace baton::store::etcd
 

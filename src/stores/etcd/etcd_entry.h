@@ -84,7 +84,7 @@ struct Queue {
   }
   std::size_t held() const;
   // Granted requests (held) plus every request ahead of `pos` that waits,
-  // single or acquire_all (issue 16: a waiting acquire_all counts as the
+  // single or acquire_all (a waiting acquire_all counts as the
   // exclusive request it is): the slots taken from the view of position
   // `pos` (entries.size() for a request not queued yet). An exclusive
   // request may claim if this is < capacity.

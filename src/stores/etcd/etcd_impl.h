@@ -1,12 +1,17 @@
 // stores/etcd/etcd_impl.h — the etcd:// store's internals, shared by its
-// source files (etcd_store.cc: options, extend, release, describe, list,
-// counters; etcd_queue.cc: the queue and acquire; etcd_multi.cc:
+// source files (etcd_store.cc: the descriptor, extend, release, describe,
+// list, counters, the lease thread; etcd_queue.cc: reading and claiming
+// the queue; etcd_acquire.cc: one acquire's Request; etcd_multi.cc:
 // acquire_some / acquire_all). docs/stores/etcd.md explains the design.
+//
+// Every call that does I/O takes the CallContext of the call it serves
+// and passes it to the gRPC call (its deadline bounds the RPC).
 //
 // Thread safety: EtcdStore is safe for concurrent use (Store contract).
 #ifndef BATON_STORES_ETCD_ETCD_IMPL_H_
 #define BATON_STORES_ETCD_ETCD_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/url.h"
+#include "baton/options.h"
+#include "baton/store.h"
 #include "stores/etcd/etcd_conn.h"
 #include "stores/etcd/etcd_entry.h"
-#include "stores/store.h"
 
 namespace baton::store::etcd {
 
@@ -40,7 +45,6 @@ struct EtcdOptions {
   // so more names than this are refused before anything is written.
   std::size_t max_txn_ops = 128;
 };
-Result<EtcdOptions> parse_options(const core::Url& url);
 
 // Seconds of the etcd lease behind a TTL: rounded up to whole seconds
 // (etcd raises it further to its minimum).
@@ -50,31 +54,44 @@ std::int64_t lease_seconds(milliseconds ttl);
 milliseconds shared_window(milliseconds ttl);
 // The shortest TTL whose keys may share a lease.
 inline constexpr milliseconds kShareFrom{1000};
+// How often a waiter renews the etcd lease of its key: a third of its
+// length (at least 100 ms).
+inline milliseconds keepalive_every(std::int64_t lease_s) {
+  return std::max(milliseconds(100), milliseconds(lease_s * 1000 / 3));
+}
 
-class EtcdStore final : public Store {
+class EtcdStore final : public baton::Store {
  public:
   EtcdStore(EtcdOptions options, std::unique_ptr<Conn> conn);
   ~EtcdStore() override;
 
-  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
+  std::unique_ptr<Request> request(const AcquireSpec& spec) override;
+  std::unique_ptr<MultiRequest> request_multi(const MultiSpec& spec) override;
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
-                       milliseconds ttl) override;
-  Result<ReleaseResult> release(std::string_view name,
-                                const OwnerToken& token) override;
-  Result<LockInfo> describe(std::string_view name) override;
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit) override;
-  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
-                                           milliseconds wait) override;
-  Result<std::int64_t> counter_get(std::string_view name) override;
-  Result<std::int64_t> counter_add(std::string_view name,
-                                   std::int64_t delta) override;
-  Result<std::int64_t> counter_take(std::string_view name,
-                                    std::int64_t n) override;
+                       milliseconds ttl, const CallContext& ctx) override;
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
+                                const CallContext& ctx) override;
+  Result<LockInfo> describe(std::string_view name,
+                            const CallContext& ctx) override;
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
+                                     const CallContext& ctx) override;
+  Result<std::int64_t> counter_get(std::string_view name,
+                                   const CallContext& ctx) override;
+  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta,
+                                   const CallContext& ctx) override;
+  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n,
+                                    const CallContext& ctx) override;
   std::string safe_url() const override { return options_.url; }
   bool supports_shared() const override { return true; }
+  // Every change a waiter waits for is pushed by its watch (the delete of
+  // the key ahead, a put of its own key, a broken stream), and its answers
+  // carry the next keep-alive as look_at: the engine never needs to pace
+  // re-checks. Longer than any keep-alive interval, so that a wait's end
+  // is always the end of the wait or the next keep-alive.
+  milliseconds recheck_interval() const override { return kMaxTtl; }
 
   // ---- shared by the source files (and the store's tests) ----
+  const EtcdOptions& options() const { return options_; }
   // "<prefix>/l/<escaped name>/": the lock's request keys.
   std::string lock_dir(std::string_view name) const;
   // A request's identity in this store's maps (not a key in etcd).
@@ -101,42 +118,43 @@ class EtcdStore final : public Store {
   // deleted it, or never created it), so a later request may reuse it.
   void key_done(std::string_view name, const OwnerToken& token, bool gone);
   // The lock's requests in create-revision order.
-  Result<Queue> read_queue(std::string_view name);
+  Result<Queue> read_queue(std::string_view name, const CallContext& ctx);
   // Several locks' queues read at one revision (one transaction).
-  Result<std::vector<Queue>> read_queues(const std::vector<std::string>& names);
+  Result<std::vector<Queue>> read_queues(const std::vector<std::string>& names,
+                                         const CallContext& ctx);
   // One key (nullopt: missing or not a request key). `serializable`: as
   // the member answering has it (no round of the leader; may be behind).
   Result<std::optional<Entry>> read_entry(std::string_view name,
                                           const OwnerToken& token,
+                                          const CallContext& ctx,
                                           bool serializable = false);
   // Grants q.entries[pos] (a single request whose slots, counted in q, are
   // free): one transaction marking it held, only if its key is the same
   // (create revision). Nothing else needs comparing: requests ahead only
   // leave, later keys are behind it, and a grant behind it counted it as
-  // taken (issue 16; docs/stores/etcd.md, "The queue"). Its revision is
-  // the fencing token. nullopt: the key changed (read again).
-  Result<std::optional<Entry>> claim(const Queue& q, std::size_t pos);
-  // The claim of a mutex request `me` (capacity 1): one transaction grants it
-  // if no key of the lock was created before it (it is first in line) and reads
-  // the queue into *q if not — a waiter woken by the delete of the key ahead
-  // needs no read first.
-  Result<std::optional<Entry>> claim_first(const Entry& me, Queue* q);
+  // taken (docs/stores/etcd.md, "The queue"). Its revision is the fencing
+  // token. nullopt: the key changed (read again).
+  Result<std::optional<Entry>> claim(const Queue& q, std::size_t pos,
+                                     const CallContext& ctx);
+  // The claim of a mutex request `me` (capacity 1): one transaction grants
+  // it if no key of the lock was created before it (it is first in line)
+  // and reads the queue into *q if not — a waiter woken by the delete of
+  // the key ahead needs no read first.
+  Result<std::optional<Entry>> claim_first(const Entry& me, Queue* q,
+                                           const CallContext& ctx);
   // The claim of a shared request `me` woken by the delete of the nearest
   // exclusive request ahead of it (rule 18): one transaction grants it if
   // its key is the same and none of the exclusive requests that were ahead
   // of it in *q (the last read) exists any more, and reads the queue into
   // *q if not. Keys created later are behind it, so they cannot block it.
-  Result<std::optional<Entry>> claim_shared(const Entry& me, Queue* q);
-  // claim_first's and claim_shared's common end: `t` holds their compares;
-  // adds the put marking `me` held (its revision the fencing token) and,
-  // on failure, the read of the lock's keys into *q; runs it.
-  Result<std::optional<Entry>> claim_or_read(pb::TxnRequest& t, const Entry& me,
-                                             const std::string& dir, Queue* q);
+  Result<std::optional<Entry>> claim_shared(const Entry& me, Queue* q,
+                                            const CallContext& ctx);
   // Deletes e's key only if it is still the same key (create revision).
   // True if this call deleted it. `revoke`: then revoke its lease in the
   // background (a withdrawn waiter's lease is left to its waiter, which
   // tells a withdrawal from an expiry by it).
-  Result<bool> remove(const Entry& e, bool revoke = true);
+  Result<bool> remove(const Entry& e, const CallContext& ctx,
+                      bool revoke = true);
   // Revokes lease `id` in the background (it has no key left to keep).
   void revoke_later(std::int64_t id);
   // Renews lease `id` in the background (a granted waiter's, off the
@@ -149,22 +167,23 @@ class EtcdStore final : public Store {
   // kept alive nor revoked: it ends at its own TTL, and with it every key
   // on it that was not moved to a lease of its own by an extend.
   Result<std::int64_t> shared_lease(std::int64_t secs, milliseconds ttl,
-                                    SteadyTime* sent);
+                                    SteadyTime* sent, const CallContext& ctx);
   // Stops handing out shared lease `id` (etcd no longer knows it).
   void forget_shared(std::int64_t id);
-  bool share_leases() const { return options_.share_leases; }
   // Sets e's lease to `ttl` from now (rule 4): a keep-alive when the
   // lease's length does not change, else a new lease the key moves to in
   // one transaction guarded by the key's create revision. *refreshed: the
   // steady time when the renewing request was sent.
-  Result<Entry> renew(const Entry& e, milliseconds ttl, SteadyTime* refreshed);
+  Result<Entry> renew(const Entry& e, milliseconds ttl, SteadyTime* refreshed,
+                      const CallContext& ctx);
   // The holders of q, with the time left on each lease.
-  std::vector<HolderInfo> holders_of(const Queue& q);
-  LockInfo info_of(std::string_view name, const Queue& q);
-  // The Grant of held entry e. valid_for runs from `call_start` (no
-  // earlier than the client's send) to `refreshed` + the TTL: etcd's lease
-  // ends no earlier than that (its length is >= the TTL).
-  // Remembers e (release skips its read while e is unchanged).
+  std::vector<HolderInfo> holders_of(const Queue& q, const CallContext& ctx);
+  LockInfo info_of(std::string_view name, const Queue& q,
+                   const CallContext& ctx);
+  // The Grant of held entry e. valid_for runs from `call_start` (the
+  // request's first ask) to `refreshed` + the TTL: etcd's lease ends no
+  // earlier than that (its length is >= the TTL). Remembers e (release
+  // skips its read while e is unchanged).
   Grant grant_of(std::string_view name, const Entry& e, milliseconds ttl,
                  SteadyTime call_start, SteadyTime refreshed);
   // The handoff (docs/stores/etcd.md, "The releaser grants the next"):
@@ -177,27 +196,44 @@ class EtcdStore final : public Store {
   // For the release of `holder_key`: the request its release may grant
   // (nullopt: none, or the lock was not contended); forgets it. `look`:
   // read the queue if the grant's read had nothing behind it.
-  std::optional<Entry> take_next(const std::string& holder_key, bool look);
+  std::optional<Entry> take_next(const std::string& holder_key, bool look,
+                                 const CallContext& ctx);
   Conn& conn() { return *conn_; }
-  // Times a waiter of this store woke up for a delete (tests: one wake per
-  // release with the watch on the key just ahead).
+
+  // Counters (tests). Times a waiter of this store woke up for a delete
+  // (one wake per release with the watch on the key just ahead).
   std::uint64_t wakeups() const { return wakeups_.load(); }
   // Releases of this store that granted the next in line in their own
-  // transaction (tests).
+  // transaction.
   std::uint64_t handoffs() const { return handoffs_.load(); }
   // Waiters of this store that found themselves granted by a release.
   std::uint64_t handed() const { return handed_.load(); }
   // Of those, the ones that read the grant from the watch event (no read).
   std::uint64_t handed_by_event() const { return handed_by_event_.load(); }
+  void count_wakeup() { wakeups_.fetch_add(1, std::memory_order_relaxed); }
+  void count_handed(bool by_event) {
+    handed_.fetch_add(1, std::memory_order_relaxed);
+    if (by_event) handed_by_event_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
-  Result<std::vector<Grant>> acquire_some(const MultiSpec& spec,
-                                          milliseconds wait);
-  Result<std::vector<Grant>> acquire_all(const MultiSpec& spec,
-                                         milliseconds wait);
   std::string counter_key(std::string_view name) const;
   Result<std::int64_t> counter_update(std::string_view name, bool take,
-                                      std::int64_t delta);
+                                      std::int64_t delta,
+                                      const CallContext& ctx);
+  // The release of a lease this store granted and still knows unchanged:
+  // one transaction, which also grants `next` if given. nullopt: it
+  // changed (the caller reads the key).
+  Result<std::optional<ReleaseResult>> release_known(
+      std::string_view name, const OwnerToken& token, const Entry& known,
+      const std::optional<Entry>& next, const CallContext& ctx);
+  Result<ReleaseResult> release_read(std::string_view name,
+                                     const OwnerToken& token,
+                                     const CallContext& ctx);
+  Result<std::optional<Entry>> claim_or_read(pb::TxnRequest& t, const Entry& me,
+                                             const std::string& dir, Queue* q,
+                                             const CallContext& ctx);
+  void revoker();
 
   EtcdOptions options_;
   std::unique_ptr<Conn> conn_;
@@ -205,7 +241,6 @@ class EtcdStore final : public Store {
   std::atomic<std::uint64_t> handoffs_{0};
   std::atomic<std::uint64_t> handed_{0};
   std::atomic<std::uint64_t> handed_by_event_{0};
-  void revoker();
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::int64_t> to_revoke_;   // guarded by mu_
@@ -226,6 +261,11 @@ class EtcdStore final : public Store {
   bool stopping_ = false;                  // guarded by mu_
   std::thread revoker_;                    // last: uses everything above
 };
+
+// One acquire's Request (etcd_acquire.cc) and one acquire_some /
+// acquire_all's (etcd_multi.cc).
+std::unique_ptr<Request> make_request(EtcdStore& s, const AcquireSpec& spec);
+std::unique_ptr<MultiRequest> make_multi(EtcdStore& s, const MultiSpec& spec);
 
 // Range request of every key of `dir`, in create-revision order.
 pb::RangeRequest dir_range(const std::string& dir);

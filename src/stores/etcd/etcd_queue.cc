@@ -1,5 +1,5 @@
 // stores/etcd/etcd_queue.cc — the etcd:// store's queue: reading it,
-// granting (the claim), withdrawing, renewing leases, and acquire.
+// granting (the claim), withdrawing, renewing leases, grants.
 #include <algorithm>
 
 #include "core/validate.h"
@@ -31,20 +31,21 @@ Queue queue_of(const std::string& dir, const pb::RangeResponse& r) {
   return q;
 }
 
-Result<Queue> EtcdStore::read_queue(std::string_view name) {
+Result<Queue> EtcdStore::read_queue(std::string_view name,
+                                    const CallContext& ctx) {
   const std::string dir = lock_dir(name);
-  auto r = conn_->range(dir_range(dir));
+  auto r = conn_->range(dir_range(dir), ctx);
   if (!r.ok()) return std::move(r).error();
   return queue_of(dir, *r);
 }
 
 Result<std::vector<Queue>> EtcdStore::read_queues(
-    const std::vector<std::string>& names) {
+    const std::vector<std::string>& names, const CallContext& ctx) {
   pb::TxnRequest t;
   for (const auto& n : names) {
     *t.add_success()->mutable_request_range() = dir_range(lock_dir(n));
   }
-  auto r = conn_->txn(t);
+  auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
   std::vector<Queue> out;
   for (int i = 0; i < r->responses_size(); ++i) {
@@ -58,6 +59,7 @@ Result<std::vector<Queue>> EtcdStore::read_queues(
 
 Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
                                                    const OwnerToken& token,
+                                                   const CallContext& ctx,
                                                    bool serializable) {
   const std::string dir = lock_dir(name);
   const std::optional<std::string> known = known_key(name, token);
@@ -66,7 +68,7 @@ Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
     // older baton's whose key is the token): find it in the lock's range.
     pb::RangeRequest req = dir_range(dir);
     req.set_serializable(serializable);
-    auto r = conn_->range(req);
+    auto r = conn_->range(req, ctx);
     if (!r.ok()) return std::move(r).error();
     Queue q = queue_of(dir, *r);
     const int at = q.index_of(token);
@@ -77,7 +79,7 @@ Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
   pb::RangeRequest req;
   req.set_key(*known);
   req.set_serializable(serializable);
-  auto r = conn_->range(req);
+  auto r = conn_->range(req, ctx);
   if (!r.ok()) return std::move(r).error();
   if (r->kvs_size() == 0) return std::optional<Entry>{};
   const auto& kv = r->kvs(0);
@@ -91,24 +93,19 @@ Result<std::optional<Entry>> EtcdStore::read_entry(std::string_view name,
   return std::optional<Entry>{std::move(e)};
 }
 
-Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
+Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos,
+                                              const CallContext& ctx) {
   const Entry& me = q.entries[pos];
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
-  // Nothing else to compare: every request ahead counted as taken (issue
-  // 16: acquire_all too), keys created since the read are behind this one,
+  compare_create(&t, me.key, me.create_rev);
+  // Nothing else to compare: every request ahead counted as taken
+  // (acquire_all too), keys created since the read are behind this one,
   // and any grant behind it counted it (docs/stores/etcd.md, "The queue").
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(me.key);
-  put->set_value(encode(v));
-  put->set_ignore_lease(true);
-  auto r = conn_->txn(t);
+  put_same_lease(t.add_success(), me.key, encode(v));
+  auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
   if (!r->succeeded()) return std::optional<Entry>{};
   Entry out = me;
@@ -117,60 +114,47 @@ Result<std::optional<Entry>> EtcdStore::claim(const Queue& q, std::size_t pos) {
   return std::optional<Entry>{std::move(out)};
 }
 
-Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q) {
+Result<std::optional<Entry>> EtcdStore::claim_first(const Entry& me, Queue* q,
+                                                    const CallContext& ctx) {
   const std::string dir = me.key.substr(0, me.key.size() - 32);
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
+  compare_create(&t, me.key, me.create_rev);
   // Still waiting: a release that granted it (the handoff) changed it, and
   // the read of the failure branch then shows it held.
-  auto* same = t.add_compare();
-  same->set_key(me.key);
-  same->set_target(pb::Compare::MOD);
-  same->set_mod_revision(me.mod_rev);
+  compare_mod(&t, me.key, me.mod_rev);
   auto* first = t.add_compare();  // every key of the lock: not older
   first->set_key(dir);
   first->set_range_end(prefix_end(dir));
   first->set_target(pb::Compare::CREATE);
   first->set_result(pb::Compare::GREATER);
   first->set_create_revision(me.create_rev - 1);
-  return claim_or_read(t, me, dir, q);
+  return claim_or_read(t, me, dir, q, ctx);
 }
 
-Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me,
-                                                     Queue* q) {
+Result<std::optional<Entry>> EtcdStore::claim_shared(const Entry& me, Queue* q,
+                                                     const CallContext& ctx) {
   const std::string dir = me.key.substr(0, me.key.size() - 32);
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(me.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(me.create_rev);
+  compare_create(&t, me.key, me.create_rev);
   for (const auto& e : q->entries) {
     if (e.create_rev >= me.create_rev) break;
     if (e.v.shared) continue;
-    auto* gone = t.add_compare();  // no such key (any more)
-    gone->set_key(e.key);
-    gone->set_target(pb::Compare::CREATE);
-    gone->set_create_revision(0);
+    compare_create(&t, e.key, 0);  // no such key (any more)
   }
-  return claim_or_read(t, me, dir, q);
+  return claim_or_read(t, me, dir, q, ctx);
 }
 
 Result<std::optional<Entry>> EtcdStore::claim_or_read(pb::TxnRequest& t,
                                                       const Entry& me,
                                                       const std::string& dir,
-                                                      Queue* q) {
+                                                      Queue* q,
+                                                      const CallContext& ctx) {
   Value v = me.v;
   v.held = true;
   v.fencing = 0;  // the claim's revision
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(me.key);
-  put->set_value(encode(v));
-  put->set_ignore_lease(true);
+  put_same_lease(t.add_success(), me.key, encode(v));
   *t.add_failure()->mutable_request_range() = dir_range(dir);
-  auto r = conn_->txn(t);
+  auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
   if (!r->succeeded()) {
     *q = queue_of(dir, r->responses(0).response_range());
@@ -214,7 +198,7 @@ void EtcdStore::remember_next(const std::string& holder_key, const Queue& q) {
 }
 
 std::optional<Entry> EtcdStore::take_next(const std::string& holder_key,
-                                          bool look) {
+                                          bool look, const CallContext& ctx) {
   std::optional<Entry> n;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -234,19 +218,17 @@ std::optional<Entry> EtcdStore::take_next(const std::string& holder_key,
   pb::RangeRequest req = dir_range(dir);
   req.set_limit(2);
   req.set_serializable(true);
-  auto r = conn_->range(req);
+  auto r = conn_->range(req, ctx);
   if (!r.ok()) return std::nullopt;  // the plain release
   return handoff_candidate(holder_key, queue_of(dir, *r));
 }
 
-Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
+Result<bool> EtcdStore::remove(const Entry& e, const CallContext& ctx,
+                               bool revoke) {
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(e.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(e.create_rev);
+  compare_create(&t, e.key, e.create_rev);
   t.add_success()->mutable_request_delete_range()->set_key(e.key);
-  auto r = conn_->txn(t);
+  auto r = conn_->txn(t, ctx);
   if (!r.ok()) return std::move(r).error();
   if (r->succeeded() && e.lease != 0 && revoke && !e.v.shared_lease) {
     revoke_later(e.lease);
@@ -255,7 +237,7 @@ Result<bool> EtcdStore::remove(const Entry& e, bool revoke) {
 }
 
 Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
-                               SteadyTime* refreshed) {
+                               SteadyTime* refreshed, const CallContext& ctx) {
   const std::string name_q = core::quote_name(e.key);
   auto gone = [&] {
     return Error(Errc::lock_lost,
@@ -266,13 +248,13 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   // shared one alive would keep its other keys too).
   if (secs == e.v.lease_s && e.lease != 0 && !e.v.shared_lease) {
     *refreshed = steady_clock::now();
-    auto ka = conn_->keep_alive(e.lease);
+    auto ka = conn_->keep_alive(e.lease, ctx);
     if (!ka.ok()) return std::move(ka).error();
     if (*ka == 0) return gone();
     // The lease lives on; make sure the key is still on it (not released).
     pb::RangeRequest req;
     req.set_key(e.key);
-    auto r = conn_->range(req);
+    auto r = conn_->range(req, ctx);
     if (!r.ok()) return std::move(r).error();
     if (r->kvs_size() == 0 || r->kvs(0).create_revision() != e.create_rev) {
       return gone();
@@ -282,31 +264,28 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   // A new length: a new lease, and the key moves to it in one transaction
   // that checks it is still the same key.
   *refreshed = steady_clock::now();
-  auto lease = conn_->lease_grant(secs);
+  auto lease = conn_->lease_grant(secs, ctx);
   if (!lease.ok()) return std::move(lease).error();
   Value v = e.v;
   v.lease_s = secs;
   v.shared_lease = false;
   if (v.held) v.fencing = static_cast<std::int64_t>(e.fencing());
   pb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(e.key);
-  c->set_target(pb::Compare::CREATE);
-  c->set_create_revision(e.create_rev);
+  compare_create(&t, e.key, e.create_rev);
   auto* put = t.add_success()->mutable_request_put();
   put->set_key(e.key);
   put->set_value(encode(v));
   put->set_lease(lease->id());
-  auto r = conn_->txn(t);
+  auto r = conn_->txn(t, ctx);
   if (!r.ok()) {
-    (void)conn_->lease_revoke(lease->id());
+    revoke_later(lease->id());
     return std::move(r).error();
   }
   if (!r->succeeded()) {
-    (void)conn_->lease_revoke(lease->id());
+    revoke_later(lease->id());
     return gone();
   }
-  if (e.lease != 0 && !e.v.shared_lease) (void)conn_->lease_revoke(e.lease);
+  if (e.lease != 0 && !e.v.shared_lease) revoke_later(e.lease);
   Entry out = e;
   out.v = v;
   out.lease = lease->id();
@@ -314,7 +293,8 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   return out;
 }
 
-std::vector<HolderInfo> EtcdStore::holders_of(const Queue& q) {
+std::vector<HolderInfo> EtcdStore::holders_of(const Queue& q,
+                                              const CallContext& ctx) {
   std::vector<HolderInfo> out;
   for (const auto& e : q.entries) {
     if (!e.v.held) continue;
@@ -326,7 +306,7 @@ std::vector<HolderInfo> EtcdStore::holders_of(const Queue& q) {
     // etcd reports whole seconds left, rounded down: the lease ends within
     // the next second after that.
     auto left = e.lease == 0 ? Result<std::int64_t>(std::int64_t{0})
-                             : conn_->time_to_live(e.lease);
+                             : conn_->time_to_live(e.lease, ctx);
     const std::int64_t s = left.ok() ? *left : e.v.lease_s;
     h.time_left = s < 0 ? milliseconds(0)
                         : milliseconds(std::min(s + 1, e.v.lease_s) * 1000);

@@ -1,12 +1,11 @@
-// stores/etcd/etcd_store.cc — options, extend, release, describe/list and
-// counters of the etcd:// store.
+// stores/etcd/etcd_store.cc — the etcd:// store's descriptor and open,
+// extend, release, describe/list, counters, and its lease thread.
 #include "stores/etcd/etcd_store.h"
 
 #include <algorithm>
 #include <charconv>
 #include <map>
 
-#include "baton/options.h"
 #include "core/duration.h"
 #include "core/validate.h"
 #include "stores/etcd/etcd_impl.h"
@@ -15,9 +14,9 @@ namespace baton::store {
 namespace etcd {
 namespace {
 
-Error bad(const core::Url& url, const std::string& what) {
+Error bad(const StoreUrl& url, const std::string& what) {
   return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe() + "\": " + what);
+               "store URL \"" + url.safe + "\": " + what);
 }
 
 Error lost(std::string_view name, std::string_view why) {
@@ -26,7 +25,9 @@ Error lost(std::string_view name, std::string_view why) {
 }
 
 bool valid_prefix(std::string_view p) {
-  if (p.empty()) return false;
+  if (p.empty() || p.front() == '/' || p.find("//") != std::string::npos) {
+    return false;
+  }
   return std::all_of(p.begin(), p.end(), [](char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
            (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
@@ -34,13 +35,12 @@ bool valid_prefix(std::string_view p) {
   });
 }
 
-}  // namespace
-
-Result<EtcdOptions> parse_options(const core::Url& url) {
+// The store's options from a URL its descriptor parsed: the endpoints, the
+// key prefix (the URL's path or `prefix`), and the ranges the descriptor's
+// types do not bound.
+Result<EtcdOptions> options_of(const StoreUrl& url) {
   EtcdOptions o;
-  o.url = url.safe();
-  if (url.scheme != "etcd") return bad(url, "not an etcd:// URL");
-  if (url.hosts.empty()) return bad(url, "no etcd endpoint given");
+  o.url = url.safe;
   if (!url.user.empty() || !url.password.empty()) {
     return bad(url, "credentials in the URL are not supported by etcd:// yet");
   }
@@ -48,49 +48,56 @@ Result<EtcdOptions> parse_options(const core::Url& url) {
     if (hp.host.empty()) return bad(url, "an endpoint of the list is empty");
     const bool v6 = hp.host.find(':') != std::string::npos;
     o.conn.endpoints.push_back((v6 ? "[" + hp.host + "]" : hp.host) + ":" +
-                               std::to_string(hp.port == 0 ? 2379 : hp.port));
+                               std::to_string(hp.port));
   }
-  if (!url.path.empty()) {
-    std::string p = url.path;
-    while (!p.empty() && p.back() == '/') p.pop_back();
-    if (!valid_prefix(p) || p.find("//") != std::string::npos ||
-        p.front() == '/') {
-      return bad(url, "key prefix \"" + url.path +
-                          "\" must be /-separated names of [A-Za-z0-9_.-]");
-    }
-    o.prefix = p;
+  std::string p = url.path;
+  if (!p.empty() && url.options.given("prefix")) {
+    return bad(url, "the key prefix is given twice (the path and prefix=)");
   }
-  for (const auto& [key, value] : url.query) {
-    if (key == "timeout" || key == "request_timeout") {
-      auto d = core::parse_duration(value);
-      if (!d.ok()) return bad(url, key + ": " + d.error().message());
-      if (*d < milliseconds(10) || *d > milliseconds(600000)) {
-        return bad(url, key + " " + value + " is out of range (10ms .. 600s)");
-      }
-      o.conn.request_timeout = *d;
-    } else if (key == "lease") {
-      if (value != "shared" && value != "own") {
-        return bad(url, "lease must be shared or own, not \"" + value + "\"");
-      }
-      o.share_leases = value == "shared";
-    } else if (key == "max_txn_ops") {
-      std::size_t n = 0;
-      const char* end = value.data() + value.size();
-      const auto [ptr, ec] = std::from_chars(value.data(), end, n);
-      if (ec != std::errc() || ptr != end || n < 1 || n > kMaxNamesPerRequest) {
-        return bad(url, "max_txn_ops \"" + value +
-                            "\" must be a number from 1 to " +
-                            std::to_string(kMaxNamesPerRequest) +
-                            " (the server's --max-txn-ops)");
-      }
-      o.max_txn_ops = n;
-    } else {
-      return bad(url, "unknown setting \"" + key +
-                          "\" (known: timeout, lease, max_txn_ops)");
-    }
+  if (p.empty()) p = url.options.text("prefix");
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  if (!valid_prefix(p)) {
+    return bad(url, "key prefix \"" + p +
+                        "\" must be /-separated names of [A-Za-z0-9_.-]");
   }
+  o.prefix = p;
+  const milliseconds timeout = url.options.duration("request_timeout");
+  if (timeout < milliseconds(10) || timeout > milliseconds(600000)) {
+    return bad(url, "request_timeout " + core::format_duration(timeout) +
+                        " is out of range (10ms .. 600s)");
+  }
+  o.conn.request_timeout = timeout;
+  o.share_leases = url.options.text("lease") == "shared";
+  const std::int64_t ops = url.options.count("max_txn_ops");
+  if (ops > static_cast<std::int64_t>(kMaxNamesPerRequest)) {
+    return bad(url, "max_txn_ops " + std::to_string(ops) +
+                        " must be a number from 1 to " +
+                        std::to_string(kMaxNamesPerRequest) +
+                        " (the server's --max-txn-ops)");
+  }
+  o.max_txn_ops = static_cast<std::size_t>(ops);
   return o;
 }
+
+Result<std::unique_ptr<baton::Store>> open_etcd(const StoreUrl& url) {
+  auto o = options_of(url);
+  if (!o.ok()) return std::move(o).error();
+  auto conn = std::make_unique<Conn>(o->conn);
+  // Connect now, not in the first call: gRPC sets up a channel (and, in a
+  // fresh process, itself) lazily, and that first time was seen to outlast
+  // a short acquire's deadline. Best effort: a store whose members are
+  // down still opens; its calls then say `unavailable`.
+  const CallContext ctx(std::chrono::steady_clock::now() +
+                        std::min(o->conn.request_timeout, milliseconds(2000)));
+  pb::RangeRequest probe;
+  probe.set_key(o->prefix + "/");
+  probe.set_count_only(true);
+  (void)conn->range(probe, ctx);
+  return std::unique_ptr<baton::Store>(
+      std::make_unique<EtcdStore>(std::move(*o), std::move(conn)));
+}
+
+}  // namespace
 
 std::int64_t lease_seconds(milliseconds ttl) {
   return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
@@ -165,8 +172,8 @@ void EtcdStore::revoker() {
       const bool last = stopping_;
       lk.unlock();
       if (!last) {
-        CallDeadlineScope scope(until);
-        for (auto id : renew) (void)conn_->keep_alive(id);
+        const CallContext ctx(until);
+        for (auto id : renew) (void)conn_->keep_alive(id, ctx);
       }
       lk.lock();
       continue;
@@ -174,17 +181,14 @@ void EtcdStore::revoker() {
     const std::int64_t id = to_revoke_.back();
     to_revoke_.pop_back();
     lk.unlock();
-    {
-      CallDeadlineScope scope(until);
-      (void)conn_->lease_revoke(id);
-    }
+    (void)conn_->lease_revoke(id, CallContext(until));
     lk.lock();
   }
 }
 
 Result<std::int64_t> EtcdStore::shared_lease(std::int64_t secs,
-                                             milliseconds ttl,
-                                             SteadyTime* sent) {
+                                             milliseconds ttl, SteadyTime* sent,
+                                             const CallContext& ctx) {
   const SteadyTime now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -196,7 +200,7 @@ Result<std::int64_t> EtcdStore::shared_lease(std::int64_t secs,
     }
   }
   *sent = now;
-  auto l = conn_->lease_grant(secs);
+  auto l = conn_->lease_grant(secs, ctx);
   if (!l.ok()) return std::move(l).error();
   std::lock_guard<std::mutex> lk(mu_);
   Shared& sh = shared_[secs];
@@ -222,31 +226,33 @@ std::string EtcdStore::counter_key(std::string_view name) const {
   return options_.prefix + "/c/" + escape_name(name);
 }
 
+std::unique_ptr<Request> EtcdStore::request(const AcquireSpec& spec) {
+  return make_request(*this, spec);
+}
+
+std::unique_ptr<MultiRequest> EtcdStore::request_multi(const MultiSpec& spec) {
+  return make_multi(*this, spec);
+}
+
 Result<Grant> EtcdStore::extend(std::string_view name, const OwnerToken& token,
-                                milliseconds ttl) {
-  if (Status s = core::validate_lease_call(name, token, ttl); !s.ok()) {
-    return s.error();
-  }
+                                milliseconds ttl, const CallContext& ctx) {
   const SteadyTime start = std::chrono::steady_clock::now();
-  auto e = read_entry(name, token);
+  auto e = read_entry(name, token, ctx);
   if (!e.ok()) return std::move(e).error();
   if (!*e || !(*e)->v.held) return lost(name, "it expired or was released");
   SteadyTime refreshed{};
-  auto r = renew(**e, ttl, &refreshed);
+  auto r = renew(**e, ttl, &refreshed, ctx);
   if (!r.ok()) return std::move(r).error();
   return grant_of(name, *r, ttl, start, refreshed);
 }
 
 Result<ReleaseResult> EtcdStore::release(std::string_view name,
-                                         const OwnerToken& token) {
-  if (Status s = core::validate_lease_call(name, token); !s.ok()) {
-    return s.error();
-  }
-  const std::string id = id_of(name, token);
+                                         const OwnerToken& token,
+                                         const CallContext& ctx) {
   std::optional<Entry> known;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = granted_.find(id);
+    auto it = granted_.find(id_of(name, token));
     if (it != granted_.end()) {
       known = it->second;
       granted_.erase(it);
@@ -254,62 +260,65 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
   }
   const bool plain_release = known && known->v.holds == 1;
   const std::optional<Entry> next =
-      known ? take_next(known->key, plain_release) : std::nullopt;
+      known ? take_next(known->key, plain_release, ctx) : std::nullopt;
   if (plain_release) {
-    const std::string& key = known->key;
-    // The lease this store granted, unchanged since (mod revision): one
-    // transaction deletes it; anything else reads the key first. A mutex
-    // lease whose next in line is known (a single exclusive request that
-    // waited, unchanged since: mod revision) is handed to it in the same
-    // transaction: the grant is this revision, and the waiter, woken by the
-    // delete, finds itself held without a write of its own (one raft
-    // commit per handoff instead of two; docs/stores/etcd.md).
-    pb::TxnRequest t;
-    auto* c = t.add_compare();
-    c->set_key(key);
-    c->set_target(pb::Compare::MOD);
-    c->set_mod_revision(known->mod_rev);
-    pb::TxnRequest* plain = &t;
-    if (next) {
-      auto* n = t.add_compare();
-      n->set_key(next->key);
-      n->set_target(pb::Compare::MOD);
-      n->set_mod_revision(next->mod_rev);
-      // The put first: etcd numbers a transaction's events in op order and
-      // sends each watcher's events in the order of its first event (7
-      // times in 8: Go's map iteration over 2 watchers), so the waiter's
-      // own-key watch usually delivers the grant before the delete wakes it
-      // (the waiter then needs no read).
-      Value v = next->v;
-      v.held = true;
-      v.fencing = 0;  // this transaction's revision
-      auto* put = t.add_success()->mutable_request_put();
-      put->set_key(next->key);
-      put->set_value(encode(v));
-      put->set_ignore_lease(true);
-      t.add_success()->mutable_request_delete_range()->set_key(key);
-      // The next one left or changed: the plain release.
-      plain = t.add_failure()->mutable_request_txn();
-      auto* again = plain->add_compare();
-      again->set_key(key);
-      again->set_target(pb::Compare::MOD);
-      again->set_mod_revision(known->mod_rev);
-    }
-    plain->add_success()->mutable_request_delete_range()->set_key(key);
-    auto r = conn_->txn(t);
+    auto r = release_known(name, token, *known, next, ctx);
     if (!r.ok()) return std::move(r).error();
-    const bool released =
-        r->succeeded() || (next && r->responses_size() > 0 &&
-                           r->responses(0).response_txn().succeeded());
-    if (released) {
-      key_done(name, token, true);
-      if (next && r->succeeded()) handoffs_.fetch_add(1);
-      if (!known->v.shared_lease) revoke_later(known->lease);
-      return ReleaseResult{true, 0};
-    }
+    if (*r) return **r;
   }
+  return release_read(name, token, ctx);
+}
+
+Result<std::optional<ReleaseResult>> EtcdStore::release_known(
+    std::string_view name, const OwnerToken& token, const Entry& known,
+    const std::optional<Entry>& next, const CallContext& ctx) {
+  // The lease this store granted, unchanged since (mod revision): one
+  // transaction deletes it. A mutex lease whose next in line is known (a
+  // single exclusive request that waited, unchanged since: mod revision)
+  // is handed to it in the same transaction: the grant is this revision,
+  // and the waiter, woken by the delete, finds itself held without a write
+  // of its own (one raft commit per handoff instead of two;
+  // docs/stores/etcd.md).
+  const std::string& key = known.key;
+  pb::TxnRequest t;
+  compare_mod(&t, key, known.mod_rev);
+  pb::TxnRequest* plain = &t;
+  if (next) {
+    compare_mod(&t, next->key, next->mod_rev);
+    // The put first: etcd numbers a transaction's events in op order and
+    // sends each watcher's events in the order of its first event (7
+    // times in 8: Go's map iteration over 2 watchers), so the waiter's
+    // own-key watch usually delivers the grant before the delete wakes it
+    // (the waiter then needs no read).
+    Value v = next->v;
+    v.held = true;
+    v.fencing = 0;  // this transaction's revision
+    put_same_lease(t.add_success(), next->key, encode(v));
+    t.add_success()->mutable_request_delete_range()->set_key(key);
+    // The next one left or changed: the plain release.
+    plain = t.add_failure()->mutable_request_txn();
+    compare_mod(plain, key, known.mod_rev);
+  }
+  plain->add_success()->mutable_request_delete_range()->set_key(key);
+  auto r = conn_->txn(t, ctx);
+  if (!r.ok()) return std::move(r).error();
+  const bool released =
+      r->succeeded() || (next && r->responses_size() > 0 &&
+                         r->responses(0).response_txn().succeeded());
+  if (!released) return std::optional<ReleaseResult>{};
+  key_done(name, token, true);
+  if (next && r->succeeded()) handoffs_.fetch_add(1);
+  if (!known.v.shared_lease) revoke_later(known.lease);
+  return std::optional<ReleaseResult>{ReleaseResult{true, 0}};
+}
+
+// Reads the request of `token` and ends it: a queued one is withdrawn, a
+// reentrant hold is counted down, a lease is deleted.
+Result<ReleaseResult> EtcdStore::release_read(std::string_view name,
+                                              const OwnerToken& token,
+                                              const CallContext& ctx) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto e = read_entry(name, token);
+    auto e = read_entry(name, token, ctx);
     if (!e.ok()) return std::move(e).error();
     if (!*e) {
       key_done(name, token, true);
@@ -318,7 +327,7 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
     const Entry& en = **e;
     if (!en.v.held) {  // a queued request: withdrawn (its waiter, if any,
                        // sees the key go with its lease alive)
-      auto r = remove(en, false);
+      auto r = remove(en, ctx, false);
       if (!r.ok()) return std::move(r).error();
       return ReleaseResult{};
     }
@@ -327,20 +336,14 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
       v.holds -= 1;
       v.fencing = static_cast<std::int64_t>(en.fencing());
       pb::TxnRequest t;
-      auto* c = t.add_compare();
-      c->set_key(en.key);
-      c->set_target(pb::Compare::MOD);
-      c->set_mod_revision(en.mod_rev);
-      auto* put = t.add_success()->mutable_request_put();
-      put->set_key(en.key);
-      put->set_value(encode(v));
-      put->set_ignore_lease(true);
-      auto r = conn_->txn(t);
+      compare_mod(&t, en.key, en.mod_rev);
+      put_same_lease(t.add_success(), en.key, encode(v));
+      auto r = conn_->txn(t, ctx);
       if (!r.ok()) return std::move(r).error();
       if (r->succeeded()) return ReleaseResult{true, v.holds};
       continue;  // changed meanwhile: read again
     }
-    auto r = remove(en);
+    auto r = remove(en, ctx);
     if (!r.ok()) return std::move(r).error();
     if (*r) {
       key_done(name, token, true);
@@ -352,18 +355,19 @@ Result<ReleaseResult> EtcdStore::release(std::string_view name,
                                       " kept changing while released");
 }
 
-Result<LockInfo> EtcdStore::describe(std::string_view name) {
-  if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  auto q = read_queue(name);
+Result<LockInfo> EtcdStore::describe(std::string_view name,
+                                     const CallContext& ctx) {
+  auto q = read_queue(name, ctx);
   if (!q.ok()) return std::move(q).error();
-  return info_of(name, *q);
+  return info_of(name, *q, ctx);
 }
 
-LockInfo EtcdStore::info_of(std::string_view name, const Queue& q) {
+LockInfo EtcdStore::info_of(std::string_view name, const Queue& q,
+                            const CallContext& ctx) {
   LockInfo info;
   info.name = std::string(name);
   info.capacity = q.entries.empty() ? 1 : q.capacity();
-  info.holders = holders_of(q);
+  info.holders = holders_of(q, ctx);
   const std::int64_t now = wall_ms();
   for (const auto& e : q.entries) {
     if (e.v.held) continue;
@@ -385,13 +389,14 @@ LockInfo EtcdStore::info_of(std::string_view name, const Queue& q) {
 }
 
 Result<std::vector<LockInfo>> EtcdStore::list(std::string_view prefix,
-                                              std::size_t limit) {
+                                              std::size_t limit,
+                                              const CallContext& ctx) {
   const std::string base = options_.prefix + "/l/";
   const std::string from = base + escape_name(prefix);
   pb::RangeRequest req;
   req.set_key(from);
   req.set_range_end(prefix_end(from));
-  auto r = conn_->range(req);
+  auto r = conn_->range(req, ctx);
   if (!r.ok()) return std::move(r).error();
   std::map<std::string, Queue> by_dir;  // escaped name -> queue
   for (const auto& kv : r->kvs()) {
@@ -421,41 +426,38 @@ Result<std::vector<LockInfo>> EtcdStore::list(std::string_view prefix,
   std::vector<LockInfo> out;
   for (auto& [name, q] : named) {
     if (out.size() >= limit) break;
-    out.push_back(info_of(name, *q));
+    out.push_back(info_of(name, *q, ctx));
   }
   return out;
 }
 
-Result<std::int64_t> EtcdStore::counter_get(std::string_view name) {
-  if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  return counter_update(name, false, 0);
+Result<std::int64_t> EtcdStore::counter_get(std::string_view name,
+                                            const CallContext& ctx) {
+  return counter_update(name, false, 0, ctx);
 }
 
 Result<std::int64_t> EtcdStore::counter_add(std::string_view name,
-                                            std::int64_t delta) {
-  if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  return counter_update(name, false, delta);
+                                            std::int64_t delta,
+                                            const CallContext& ctx) {
+  return counter_update(name, false, delta, ctx);
 }
 
 Result<std::int64_t> EtcdStore::counter_take(std::string_view name,
-                                             std::int64_t n) {
-  if (Status s = core::validate_name(name); !s.ok()) return s.error();
-  if (n < 1) {
-    return Error(Errc::invalid_argument,
-                 "counter take needs n >= 1 (got " + std::to_string(n) + ")");
-  }
-  return counter_update(name, true, n);
+                                             std::int64_t n,
+                                             const CallContext& ctx) {
+  return counter_update(name, true, n, ctx);
 }
 
 // Reads the counter (0 if missing) and writes the new value only over
 // exactly what was read (compare-and-swap on the key's mod revision).
 Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
-                                               std::int64_t delta) {
+                                               std::int64_t delta,
+                                               const CallContext& ctx) {
   const std::string key = counter_key(name);
   for (;;) {
     pb::RangeRequest req;
     req.set_key(key);
-    auto r = conn_->range(req);
+    auto r = conn_->range(req, ctx);
     if (!r.ok()) return std::move(r).error();
     std::int64_t value = 0, mod = 0;
     if (r->kvs_size() > 0) {
@@ -482,14 +484,11 @@ Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
                    "counter " + core::quote_name(name) + " would overflow");
     }
     pb::TxnRequest t;
-    auto* c = t.add_compare();
-    c->set_key(key);
-    c->set_target(pb::Compare::MOD);
-    c->set_mod_revision(mod);  // 0: still missing
+    compare_mod(&t, key, mod);  // 0: still missing
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(std::to_string(next));
-    auto w = conn_->txn(t);
+    auto w = conn_->txn(t, ctx);
     if (!w.ok()) return std::move(w).error();
     if (w->succeeded()) return next;
   }
@@ -497,25 +496,37 @@ Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
 
 }  // namespace etcd
 
-Result<std::unique_ptr<Store>> open_etcd_store(const core::Url& url) {
-  auto o = etcd::parse_options(url);
-  if (!o.ok()) return std::move(o).error();
-  auto conn = std::make_unique<etcd::Conn>(o->conn);
-  {
-    // Connect now, not in the first call: gRPC sets up a channel (and, in
-    // a fresh process, itself) lazily, and that first time was seen to
-    // outlast a short acquire's deadline. Best effort: a store whose
-    // members are down still opens; its calls then say `unavailable`.
-    CallDeadlineScope scope(
-        std::chrono::steady_clock::now() +
-        std::min(o->conn.request_timeout, milliseconds(2000)));
-    etcd::pb::RangeRequest probe;
-    probe.set_key(o->prefix + "/");
-    probe.set_count_only(true);
-    (void)conn->range(probe);
-  }
-  return std::unique_ptr<Store>(
-      new etcd::EtcdStore(std::move(*o), std::move(conn)));
+const StoreDescriptor& etcd_descriptor() {
+  static const StoreDescriptor d = [] {
+    StoreDescriptor e;
+    e.name = "etcd";
+    e.schemes = {"etcd"};
+    e.summary =
+        "etcd v3 over gRPC: one key per request, FIFO by create revision, "
+        "a watch on the key ahead";
+    e.url_form = "etcd://host:port[,host:port...][/prefix][?option=value...]";
+    e.default_port = 2379;
+    OptionSpec timeout = request_timeout_option("5s");
+    timeout.help =
+        "longest wait for one answer, over all endpoints (10ms .. 600s)";
+    timeout.aliases = {"timeout"};
+    e.options = {
+        timeout,
+        prefix_option("baton",
+                      "every key starts with <prefix>/ (/-separated names of "
+                      "[A-Za-z0-9_.-]; the URL's path sets it too)"),
+        choice_option("lease", "shared", {"shared", "own"},
+                      "shared: a lock granted at once with a TTL >= 1s joins "
+                      "the store's etcd lease of that length granted within "
+                      "min(250ms, TTL/10); own: an etcd lease per key"),
+        count_option("max_txn_ops", "128", 1,
+                     "the server's --max-txn-ops (1 .. 1024): acquire_some "
+                     "and acquire_all of more names are refused"),
+    };
+    e.open = etcd::open_etcd;
+    return e;
+  }();
+  return d;
 }
 
 }  // namespace baton::store

@@ -1,6 +1,6 @@
 // stores/etcd/etcd_store.h — the etcd:// store.
 //
-//   etcd://host:port[,host:port...][/prefix][?timeout=5s]
+//   etcd://host:port[,host:port...][/prefix][?request_timeout=5s]
 //
 // etcd's own lock recipe (the Go concurrency package) on the whole
 // contract: one key per request under a key per lock name, each with its
@@ -14,15 +14,11 @@
 #ifndef BATON_STORES_ETCD_ETCD_STORE_H_
 #define BATON_STORES_ETCD_ETCD_STORE_H_
 
-#include <memory>
-
-#include "baton/error.h"
-#include "core/url.h"
-#include "stores/store.h"
+#include "baton/store_descriptor.h"
 
 namespace baton::store {
 
-Result<std::unique_ptr<Store>> open_etcd_store(const core::Url& url);
+const StoreDescriptor& etcd_descriptor();
 
 }  // namespace baton::store
 
