@@ -36,11 +36,26 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// A duration option's value: "250ms", "5s", "1m30s"; a bare number is
+// milliseconds (the spelling of older URLs, e.g. timeout_ms=250).
+Result<milliseconds> option_duration(const std::string& value) {
+  if (!value.empty() &&
+      value.find_first_not_of("0123456789") == std::string::npos) {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || p != value.data() + value.size()) {
+      return Error(Errc::invalid_argument, "\"" + value + "\" is too large");
+    }
+    return milliseconds(v);
+  }
+  return parse_duration(value);
+}
+
 // Checks `value` against `spec`'s type; "" = fine, else why not.
 std::string check_value(const OptionSpec& spec, const std::string& value) {
   switch (spec.type) {
     case OptionType::duration: {
-      auto d = parse_duration(value);
+      auto d = option_duration(value);
       if (!d.ok()) return d.error().message();
       if (d->count() <= 0) return "must be positive";
       return "";
@@ -259,7 +274,7 @@ const std::string& OptionValues::raw(std::string_view key) const {
 milliseconds OptionValues::duration(std::string_view key) const {
   const std::string& v = raw(key);
   if (v.empty()) return milliseconds::zero();
-  auto d = parse_duration(v);
+  auto d = option_duration(v);
   return d.ok() ? *d : milliseconds::zero();
 }
 

@@ -85,12 +85,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_postgres_store(url);
   }
 #endif
-#if BATON_WITH_REDIS
-  if (url.scheme == "redis" || url.scheme == "rediss") {
-    return open_redis_store(url);
-  }
-  if (url.scheme == "redlock") return open_redlock_store(url);
-#endif
 #if BATON_WITH_ZOOKEEPER
   if (url.scheme == "zookeeper" || url.scheme == "zk") {
     return open_zookeeper_store(url);
@@ -184,7 +178,13 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  return {
+      &store::memory_descriptor(),
+#if BATON_WITH_REDIS
+      &store::redis_descriptor(),
+      &store::redlock_descriptor(),
+#endif
+  };
 }
 
 std::string lower_scheme(std::string_view url) {
