@@ -42,7 +42,8 @@ Result<milliseconds> option_duration(const std::string& value) {
   if (!value.empty() &&
       value.find_first_not_of("0123456789") == std::string::npos) {
     std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    auto [p, ec] =
+        std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc() || p != value.data() + value.size()) {
       return Error(Errc::invalid_argument, "\"" + value + "\" is too large");
     }

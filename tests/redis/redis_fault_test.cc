@@ -247,8 +247,7 @@ TEST(RedisFault, LostCounterAddReplyIsNotReRun) {
   ASSERT_TRUE(zero.ok()) << zero.error().to_string();
   ASSERT_EQ(*zero, 0);
   proxy->set_delay(400ms);  // the reply sits in the proxy
-  auto pending =
-      std::async(std::launch::async, [&] { return counter.add(5); });
+  auto pending = std::async(std::launch::async, [&] { return counter.add(5); });
   ASSERT_TRUE(eventually([&] {
     auto v = observed.get();
     return v.ok() && *v == 5;

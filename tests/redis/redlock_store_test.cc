@@ -327,9 +327,9 @@ void set_counter(const RedisProcess& p, const std::string& name, int v) {
 // Fencing uniqueness across a majority: the grant's token is the maximum
 // over the instances that granted. If another grant already holds that
 // value on an instance outside this majority (here: a holder on C whose
-// INCR there issued 5), raising C to 5 must not hand out 5 a second time.
-// Before the fix the raise saw "counter == 5" as settled and returned 5
-// (the torture test's duplicate fencing tokens).
+// INCR there issued 5), raising C to 5 must not hand out 5 a second time:
+// a raise that took "counter == 5" as settled would return 5 (duplicate
+// fencing tokens).
 TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
   Servers s = make(3);
   const std::string name = unique("fence-unique");
@@ -361,9 +361,9 @@ TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
 // waits with the lowest ticket; Y arrives after X and queues everywhere.
 // When X's split lasts longer than the split timeout it gives C back; it
 // must keep its ticket (C goes back to X, the head), so that when A and B
-// are released X — not Y — reaches the quorum. Before the fix X queued
-// again at the tail with a new ticket: C went to Y at once, then A as well,
-// and Y overtook X (checker 6 of the torture test).
+// are released X — not Y — reaches the quorum. Had X queued again at the
+// tail with a new ticket, C would go to Y at once, then A as well, and Y
+// would overtake X.
 TEST(Redlock, SplitWaiterKeepsItsPlaceInTheQueue) {
   Servers s = make(3);
   const std::string name = unique("split-order");

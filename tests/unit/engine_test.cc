@@ -655,9 +655,9 @@ TEST(StoreUrlTest, ABareNumberInADurationOptionIsMilliseconds) {
   auto unit = parse_store_url("fake://h:1?request_timeout=2s", d);
   ASSERT_TRUE(unit.ok()) << unit.error().to_string();
   EXPECT_EQ(unit->options.duration("request_timeout"), 2000ms);
-  EXPECT_EQ(parse_store_url("fake://h:1", d)->options.duration(
-                "request_timeout"),
-            5000ms);
+  EXPECT_EQ(
+      parse_store_url("fake://h:1", d)->options.duration("request_timeout"),
+      5000ms);
   auto zero = parse_store_url("fake://h:1?timeout_ms=0", d);
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.error().message().find("must be positive"), std::string::npos)

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 
 #include "baton/store.h"
 
@@ -44,6 +45,27 @@ inline Steady::time_point steady_at(const CallContext& ctx,
                                     Clock::time_point t) {
   if (t == Clock::time_point::max()) return Steady::time_point::max();
   return Steady::now() + (t - ctx.now());
+}
+
+// The store ended the request on its side and left no trace of it.
+inline Answer expired_answer() {
+  Answer a;
+  a.kind = Answer::Kind::expired;
+  a.gone = true;
+  return a;
+}
+inline MultiAnswer expired_multi() {
+  MultiAnswer a;
+  a.kind = MultiAnswer::Kind::expired;
+  a.gone = true;
+  return a;
+}
+inline MultiAnswer refused_multi(Error e) {
+  MultiAnswer a;
+  a.kind = MultiAnswer::Kind::refused;
+  a.error = std::move(e);
+  a.gone = true;
+  return a;
 }
 
 }  // namespace baton::store::redis

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <utility>
 
-
 namespace baton::store::redis {
 namespace {
 
@@ -21,8 +20,7 @@ using Steady = std::chrono::steady_clock;
 // The I/O limit of the next step: the target's timeout, capped by the
 // call context's deadline (rule 7). *capped: the deadline is the nearer
 // limit. 0 ms: the deadline has passed.
-milliseconds io_timeout(const Target& t, const CallContext& ctx,
-                        bool* capped) {
+milliseconds io_timeout(const Target& t, const CallContext& ctx, bool* capped) {
   *capped = false;
   const milliseconds left = ctx.left();
   if (left >= t.timeout) return t.timeout;
@@ -299,8 +297,7 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
     if (it != sha_.end()) sha = it->second;
   }
   if (sha.empty()) {
-    auto r =
-        command(ctx->get(), target_, {"SCRIPT", "LOAD", script.text}, cc);
+    auto r = command(ctx->get(), target_, {"SCRIPT", "LOAD", script.text}, cc);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type != REDIS_REPLY_STRING) {
       if ((*r)->type == REDIS_REPLY_ERROR) {
@@ -344,8 +341,8 @@ Result<ReplyPtr> Pool::fcall(Conn* conn, const Script& script,
     return r;
   }
   if (!starts_with(e, n, "ERR Function not found")) return r;
-  auto load = command(
-      conn, target_, {"FUNCTION", "LOAD", "REPLACE", scripts().library}, ctx);
+  auto load = command(conn, target_,
+                      {"FUNCTION", "LOAD", "REPLACE", scripts().library}, ctx);
   if (!load.ok()) return std::move(load).error();
   if ((*load)->type == REDIS_REPLY_ERROR) {
     *fallback = true;  // no FUNCTION (Redis < 7) or not allowed by ACL
@@ -378,11 +375,6 @@ void Notifier::wake(const std::string& token, std::string payload,
   if (s.pushes.size() >= kMaxPushes) s.pushes.erase(s.pushes.begin());
   s.pushes.push_back(Push{from, std::move(payload)});
   s.cv.notify_all();
-}
-
-std::string Notifier::take_payload(Slot& slot) {
-  std::vector<Push> all = take_pushes(slot);
-  return all.empty() ? std::string() : std::move(all.back().payload);
 }
 
 std::vector<Notifier::Push> Notifier::take_pushes(Slot& slot) {

@@ -136,8 +136,8 @@ class Pool {
 
  private:
   Result<ReplyPtr> eval_once(const Script& script,
-                             const std::vector<std::string>& args,
-                             bool* reused, const CallContext& ctx);
+                             const std::vector<std::string>& args, bool* reused,
+                             const CallContext& ctx);
   // FCALL of the script's function (FUNCTION LOAD once if missing). Sets
   // *fallback when the server refuses functions (too old, ACL): then
   // EVALSHA is used from now on.
@@ -177,8 +177,6 @@ class Notifier {
   void leave(const std::string& token);
   void wake(const std::string& token, std::string payload = {},
             const void* from = nullptr);
-  // The last payload delivered to the slot; "" if none. Forgets them all.
-  std::string take_payload(Slot& slot);
   // Every message delivered to the slot since the last take, oldest first
   // (the oldest are dropped beyond kMaxPushes), and forgets them.
   std::vector<Push> take_pushes(Slot& slot);

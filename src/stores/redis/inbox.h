@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,9 @@ class Inbox {
   // `key`: the owner token (or reservation) messages are addressed to;
   // `instances`: where the request waits.
   Inbox(Notifier& notifier, std::string key, std::vector<Instance*> instances)
-      : notifier_(notifier), key_(std::move(key)), inst_(std::move(instances)) {}
+      : notifier_(notifier),
+        key_(std::move(key)),
+        inst_(std::move(instances)) {}
   ~Inbox() {
     if (subscribed_) {
       for (Instance* i : inst_) i->unsubscribe_inbox();
@@ -99,6 +102,38 @@ class Inbox {
   std::uint64_t seen_ = 0;
   Steady::time_point sent_{};
   bool subscribed_ = false;
+};
+
+// A Request or MultiRequest (Base) whose wake-up source is its inbox.
+// wait_change() returns at the first message (a reservation's message
+// carries no grant); single-lock requests override it to use the grant a
+// message carries.
+template <typename Base>
+class InboxRequest : public Base {
+ public:
+  std::optional<Grant> wait_change(Clock::time_point until,
+                                   const CallContext& ctx) override {
+    (void)messages(until, ctx);
+    return std::nullopt;
+  }
+  void interrupt() override {
+    Waitable::interrupt();
+    inbox_.poke();
+  }
+
+ protected:
+  InboxRequest(Notifier& notifier, std::string key,
+               std::vector<Instance*> instances)
+      : inbox_(notifier, std::move(key), std::move(instances)) {}
+
+  // The messages that came by `until` (on ctx's clock), or none.
+  std::vector<Notifier::Push> messages(Clock::time_point until,
+                                       const CallContext& ctx) {
+    return inbox_.wait(steady_at(ctx, ctx.cap(until)),
+                       [this] { return this->interrupted(); });
+  }
+
+  Inbox inbox_;
 };
 
 }  // namespace baton::store::redis

@@ -221,9 +221,8 @@ Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args,
 }
 
 Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
-                                   std::int64_t wait_ms,
-                                   const CallContext& ctx, std::int64_t ticket,
-                                   std::int64_t seq) {
+                                   std::int64_t wait_ms, const CallContext& ctx,
+                                   std::int64_t ticket, std::int64_t seq) {
   std::vector<std::string> args = {spec.name,
                                    spec.token.to_string(),
                                    std::to_string(spec.ttl.count()),
@@ -290,10 +289,9 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
 
 Result<Grant> Instance::extend(std::string_view name, const OwnerToken& token,
                                milliseconds ttl, const CallContext& ctx) {
-  auto r = run(scripts().extend,
-               {std::string(name), token.to_string(),
-                std::to_string(ttl.count())},
-               ctx);
+  auto r = run(
+      scripts().extend,
+      {std::string(name), token.to_string(), std::to_string(ttl.count())}, ctx);
   if (!r.ok()) return std::move(r).error();
   const std::string kind = str(at(r->get(), 0));
   if (kind == "error") return script_error(r->get());
@@ -319,7 +317,7 @@ Result<ReleaseResult> Instance::release(std::string_view name,
 }
 
 Result<LockInfo> Instance::describe(std::string_view name,
-                                   const CallContext& ctx) {
+                                    const CallContext& ctx) {
   auto r = run(scripts().describe, {std::string(name)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "describe");
@@ -339,8 +337,7 @@ Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    auto r =
-        pool_.read({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, ctx);
+    auto r = pool_.read({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, ctx);
     if (!r.ok()) return std::move(r).error();
     const redisReply* rep = r->get();
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
@@ -360,10 +357,9 @@ Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
   constexpr std::size_t kBatch = 100;
   for (std::size_t i = 0; i < names.size() && out.size() < limit; i += kBatch) {
     const std::size_t end = std::min(names.size(), i + kBatch);
-    auto r = run(scripts().list,
-                 std::vector<std::string>(names.begin() + i,
-                                          names.begin() + end),
-                 ctx);
+    auto r = run(
+        scripts().list,
+        std::vector<std::string>(names.begin() + i, names.begin() + end), ctx);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "list");
     for (std::size_t j = 0; j < (*r)->elements && out.size() < limit; ++j) {
@@ -419,9 +415,9 @@ Result<std::uint64_t> Instance::fence(std::string_view name,
                                       const OwnerToken& token,
                                       std::uint64_t floor,
                                       const CallContext& ctx) {
-  auto r = run(scripts().fence,
-               {std::string(name), token.to_string(), std::to_string(floor)},
-               ctx);
+  auto r =
+      run(scripts().fence,
+          {std::string(name), token.to_string(), std::to_string(floor)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) != "fenced") return bad_reply(target(), "fence");
   return static_cast<std::uint64_t>(num(at(r->get(), 1)));
@@ -451,8 +447,8 @@ Result<std::int64_t> Instance::counter_add(std::string_view name,
 Result<std::int64_t> Instance::counter_take(std::string_view name,
                                             std::int64_t n,
                                             const CallContext& ctx) {
-  auto r = run(scripts().counter_take, {std::string(name), std::to_string(n)},
-               ctx);
+  auto r =
+      run(scripts().counter_take, {std::string(name), std::to_string(n)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) == "short") {
     return Error(Errc::not_acquired, "counter " + core::quote_name(name) +

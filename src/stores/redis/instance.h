@@ -98,8 +98,7 @@ class Instance {
   Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
                                 const CallContext& ctx, std::int64_t seq = 0);
   Result<LockInfo> describe(std::string_view name, const CallContext& ctx);
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit,
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
                                      const CallContext& ctx);
   // `seq` > 0 (Redlock): the sending round's number, as for acquire.
   Result<MultiReply> multi(const MultiSpec& spec, const char* mode,

@@ -21,28 +21,6 @@ Error withdrawn_error(const std::string& name) {
                                        " was withdrawn while it waited");
 }
 
-Answer expired_answer() {
-  Answer a;
-  a.kind = Answer::Kind::expired;
-  a.gone = true;
-  return a;
-}
-
-MultiAnswer expired_multi() {
-  MultiAnswer a;
-  a.kind = MultiAnswer::Kind::expired;
-  a.gone = true;
-  return a;
-}
-
-MultiAnswer refused_multi(Error e) {
-  MultiAnswer a;
-  a.kind = MultiAnswer::Kind::refused;
-  a.error = std::move(e);
-  a.gone = true;
-  return a;
-}
-
 class RedisStore final : public baton::Store {
  public:
   RedisStore(Target target, std::string prefix, std::string url)
@@ -98,20 +76,19 @@ class RedisStore final : public baton::Store {
 
 // One acquire: the acquire script in its modes (try, wait, refresh,
 // withdraw), woken by its inbox.
-class RedisRequest final : public Request {
+class RedisRequest final : public InboxRequest<Request> {
  public:
   RedisRequest(RedisStore& s, const AcquireSpec& spec)
-      : s_(s),
-        spec_(spec),
-        inbox_(s.notifier(), spec.token.to_string(), {&s.instance()}) {}
+      : InboxRequest(s.notifier(), spec.token.to_string(), {&s.instance()}),
+        s_(s),
+        spec_(spec) {}
 
   Result<Answer> ask(AskMode mode, milliseconds wait_left,
                      const CallContext& ctx) override {
     if (mode == AskMode::try_only) return try_once(ctx);
     return queue(kWait, wait_left, ctx);
   }
-  Result<Answer> look(milliseconds wait_left,
-                      const CallContext& ctx) override {
+  Result<Answer> look(milliseconds wait_left, const CallContext& ctx) override {
     return queue(kRefresh, wait_left, ctx);
   }
   Result<Answer> withdraw(const CallContext& ctx) override {
@@ -125,18 +102,13 @@ class RedisRequest final : public Request {
   // A grant's message carries the grant: it is the answer (rule 10).
   std::optional<Grant> wait_change(Clock::time_point until,
                                    const CallContext& ctx) override {
-    auto pushes = inbox_.wait(steady_at(ctx, ctx.cap(until)),
-                              [this] { return interrupted(); });
+    auto pushes = messages(until, ctx);
     if (pushes.empty()) return std::nullopt;
     auto pushed = parse_pushed_grant(pushes.back().payload, spec_.name);
     if (!pushed) return std::nullopt;
     test_hooks().pushed_grants.fetch_add(1);
     pushed->grant.shared = spec_.shared;  // the message has no mode
     return grant_of(*pushed);
-  }
-  void interrupt() override {
-    Waitable::interrupt();
-    inbox_.poke();
   }
 
  private:
@@ -193,17 +165,17 @@ class RedisRequest final : public Request {
 
   RedisStore& s_;
   const AcquireSpec spec_;
-  Inbox inbox_;
   std::int64_t arrival_us_ = 0;  // store time of the first queued reply
 };
 
 // acquire_some / acquire_all: the multi script under one reservation.
-class RedisMulti final : public MultiRequest {
+class RedisMulti final : public InboxRequest<MultiRequest> {
  public:
   RedisMulti(RedisStore& s, const MultiSpec& spec)
-      : s_(s),
-        spec_(spec),
-        inbox_(s.notifier(), spec.reservation.to_string(), {&s.instance()}) {}
+      : InboxRequest(s.notifier(), spec.reservation.to_string(),
+                     {&s.instance()}),
+        s_(s),
+        spec_(spec) {}
 
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override {
@@ -234,16 +206,6 @@ class RedisMulti final : public MultiRequest {
     }
     return expired_multi();
   }
-  std::optional<Grant> wait_change(Clock::time_point until,
-                                   const CallContext& ctx) override {
-    (void)inbox_.wait(steady_at(ctx, ctx.cap(until)),
-                      [this] { return interrupted(); });
-    return std::nullopt;  // a reservation's message carries no grant
-  }
-  void interrupt() override {
-    Waitable::interrupt();
-    inbox_.poke();
-  }
 
  private:
   Result<MultiAnswer> try_all(const CallContext& ctx) {
@@ -252,9 +214,9 @@ class RedisMulti final : public MultiRequest {
     if (r->kind == MultiReply::Kind::busy) return refused_multi(r->busy);
     const std::size_t n = spec_.names.size();
     if (r->grants.size() != n) {
-      return refused_multi(Error(Errc::not_acquired,
-                                 "not all of the " + std::to_string(n) +
-                                     " locks are free"));
+      return refused_multi(
+          Error(Errc::not_acquired,
+                "not all of the " + std::to_string(n) + " locks are free"));
     }
     MultiAnswer a;
     a.grants = std::move(r->grants);
@@ -276,8 +238,9 @@ class RedisMulti final : public MultiRequest {
       case MultiReply::Kind::busy:
         return refused_multi(r->busy);
       case MultiReply::Kind::withdrawn:
-        return refused_multi(Error(
-            Errc::not_acquired, "the reservation was withdrawn while it waited"));
+        return refused_multi(
+            Error(Errc::not_acquired,
+                  "the reservation was withdrawn while it waited"));
       case MultiReply::Kind::ok:
         break;
     }
@@ -294,7 +257,6 @@ class RedisMulti final : public MultiRequest {
 
   RedisStore& s_;
   const MultiSpec spec_;
-  Inbox inbox_;
 };
 
 std::unique_ptr<Request> RedisStore::request(const AcquireSpec& spec) {

@@ -21,10 +21,32 @@
 namespace baton::store::redis {
 
 // A request that holds grants on fewer than a quorum (a split) for longer
-// than this gives them back: 0.3–0.9 s.
-inline milliseconds split_timeout() {
-  return core::jittered(milliseconds(300), 1.0, 3.0);
-}
+// than a jittered 0.3–0.9 s gives them back and enqueues again; a split
+// that ends resets it.
+class Split {
+ public:
+  // Notes one round; true when the split has lasted past its timeout (it
+  // then starts over).
+  bool overdue(bool split) {
+    if (!split) {
+      since_ = {};
+      return false;
+    }
+    const auto now = Steady::now();
+    if (since_ == Steady::time_point{}) {
+      since_ = now;
+      timeout_ = core::jittered(milliseconds(300), 1.0, 3.0);
+      return false;
+    }
+    if (now - since_ <= timeout_) return false;
+    since_ = {};
+    return true;
+  }
+
+ private:
+  Steady::time_point since_{};  // epoch: no split
+  milliseconds timeout_{0};
+};
 
 inline microseconds drift_of(milliseconds ttl) {
   return microseconds(ttl.count() * 10) + microseconds(2000);  // 1% + 2 ms
@@ -82,10 +104,9 @@ class RedlockStore final : public baton::Store {
   template <typename T, typename F>
   std::vector<T> each(const CallContext& ctx, F&& f) {
     std::vector<std::optional<T>> out(inst_.size());
-    pool_.run_all(inst_.size(), ctx,
-                  [&](std::size_t i, const CallContext& c) {
-                    out[i].emplace(f(*inst_[i], c));
-                  });
+    pool_.run_all(inst_.size(), ctx, [&](std::size_t i, const CallContext& c) {
+      out[i].emplace(f(*inst_[i], c));
+    });
     std::vector<T> res;
     res.reserve(out.size());
     for (auto& o : out) res.push_back(std::move(*o));
@@ -179,6 +200,8 @@ class RedlockStore final : public baton::Store {
     return v;
   }
 
+  template <typename T, typename F, typename M>
+  Result<T> quorum_answer(const CallContext& ctx, F&& f, M&& merge);
   // Fencing over the majority: raise every instance to the maximum.
   Result<std::uint64_t> raise_fence(std::string_view name,
                                     const std::vector<OwnerToken>& tokens,

@@ -10,14 +10,6 @@
 namespace baton::store::redis {
 namespace {
 
-MultiAnswer refused(Error e) {
-  MultiAnswer a;
-  a.kind = MultiAnswer::Kind::refused;
-  a.error = std::move(e);
-  a.gone = true;
-  return a;
-}
-
 // What one multi round's replies add up to, per name.
 struct MultiTally {
   Tally t;
@@ -26,13 +18,13 @@ struct MultiTally {
   std::vector<std::string> minority;  // names granted on fewer, but some
 };
 
-class RedlockMulti final : public MultiRequest {
+class RedlockMulti final : public InboxRequest<MultiRequest> {
  public:
   RedlockMulti(RedlockStore& s, const MultiSpec& spec)
-      : s_(s),
+      : InboxRequest(s.notifier(), spec.reservation.to_string(), s.instances()),
+        s_(s),
         spec_(spec),
-        quorum_(s.quorum_for(spec.capacity)),
-        inbox_(s.notifier(), spec.reservation.to_string(), s.instances()) {}
+        quorum_(s.quorum_for(spec.capacity)) {}
 
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override {
@@ -46,38 +38,23 @@ class RedlockMulti final : public MultiRequest {
     return round(first_ ? kWait : kRefresh, wait_left, ctx);
   }
   Result<MultiAnswer> withdraw(const CallContext& ctx) override;
-  std::optional<Grant> wait_change(Clock::time_point until,
-                                   const CallContext& ctx) override {
-    (void)inbox_.wait(steady_at(ctx, ctx.cap(until)),
-                      [this] { return interrupted(); });
-    return std::nullopt;  // a reservation's message carries no grant
-  }
-  void interrupt() override {
-    Waitable::interrupt();
-    inbox_.poke();
-  }
 
  private:
   Result<MultiAnswer> round(const char* mode, milliseconds left,
                             const CallContext& ctx);
   MultiTally tally(const std::vector<Result<MultiReply>>& replies) const;
-  Result<MultiAnswer> not_granted(const MultiTally& m,
-                                  const CallContext& ctx);
+  Result<MultiAnswer> not_granted(const MultiTally& m, const CallContext& ctx);
   Result<MultiAnswer> finish(const std::vector<Result<MultiReply>>& replies,
                              const std::vector<std::string>& names,
                              Steady::time_point t0, const CallContext& ctx);
-  void track_split(bool split, const CallContext& ctx, MultiAnswer* a);
 
   RedlockStore& s_;
   const MultiSpec spec_;
   const std::size_t quorum_;
-  bool first_ = true;  // the next round enqueues (the first, or a requeue)
+  bool first_ = true;     // the next round enqueues (the first, or a requeue)
   std::int64_t seq_ = 0;  // the last round's number
-  std::vector<std::string> minority_;  // of the last round
   Steady::time_point first_ask_{};
-  Steady::time_point split_since_{};  // epoch: no split
-  milliseconds split_timeout_{0};
-  Inbox inbox_;
+  Split split_;
 };
 
 // acquire_all queues until the wait's end; acquire_some keeps its requests
@@ -91,12 +68,11 @@ Result<MultiAnswer> RedlockMulti::round(const char* mode, milliseconds left,
   const auto t0 = Steady::now();
   seq_ = RedlockStore::next_seq();
   const std::int64_t qms = all ? left.count() : spec_.ttl.count();
-  auto replies = s_.each<Result<MultiReply>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      s_.each<Result<MultiReply>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.multi(spec_, mode, qms, c, seq_);
       });
   MultiTally m = tally(replies);
-  minority_ = m.minority;
   if (m.t.fatal) {
     if (all) s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
     return *m.t.fatal;
@@ -116,10 +92,15 @@ Result<MultiAnswer> RedlockMulti::round(const char* mode, milliseconds left,
   a.pending = spec_.names.size();
   if (left > milliseconds::zero() && inbox_.subscribe(ctx)) {
     a.look_at = Clock::time_point::min();  // a push may have been missed
-  } else {
-    track_split(all ? m.full > 0 || !m.majority.empty() || !m.minority.empty()
-                    : !m.minority.empty(),
-                ctx, &a);
+  } else if (split_.overdue(all ? m.full > 0 || !m.majority.empty() ||
+                                      !m.minority.empty()
+                                : !m.minority.empty())) {
+    // Gives back what it holds (acquire_all: every name; acquire_some: the
+    // minority names) and enqueues again.
+    s_.release_names(all ? spec_.names : m.minority, spec_.reservation, seq_,
+                     ctx);
+    first_ = true;
+    a.look_at = Clock::time_point::min();
   }
   return a;
 }
@@ -158,8 +139,8 @@ Result<MultiAnswer> RedlockMulti::not_granted(const MultiTally& m,
   const bool all = spec_.all_or_nothing;
   if (m.t.withdrawn > 0) {
     s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
-    return refused(Error(Errc::not_acquired,
-                         "the reservation was withdrawn while it waited"));
+    return refused_multi(Error(
+        Errc::not_acquired, "the reservation was withdrawn while it waited"));
   }
   if (all) s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
   if (m.t.answered < quorum_) {
@@ -170,10 +151,11 @@ Result<MultiAnswer> RedlockMulti::not_granted(const MultiTally& m,
     }
     return s_.too_few(m.t.answered, m.t.failures);
   }
-  if (m.t.busy != nullptr) return refused(*m.t.busy);
-  return refused(Error(Errc::not_acquired,
-                       "not all of the " + std::to_string(spec_.names.size()) +
-                           " locks are free on a majority"));
+  if (m.t.busy != nullptr) return refused_multi(*m.t.busy);
+  return refused_multi(
+      Error(Errc::not_acquired, "not all of the " +
+                                    std::to_string(spec_.names.size()) +
+                                    " locks are free on a majority"));
 }
 
 Result<MultiAnswer> RedlockMulti::finish(
@@ -188,40 +170,15 @@ Result<MultiAnswer> RedlockMulti::finish(
   return a;
 }
 
-// A split that lasts past its timeout gives back what it holds (acquire_all:
-// every name; acquire_some: the minority names) and enqueues again.
-void RedlockMulti::track_split(bool split, const CallContext& ctx,
-                               MultiAnswer* a) {
-  if (!split) {
-    split_since_ = {};
-    return;
-  }
-  const auto now = Steady::now();
-  if (split_since_ == Steady::time_point{}) {
-    split_since_ = now;
-    split_timeout_ = split_timeout();
-    return;
-  }
-  if (now - split_since_ <= split_timeout_) return;
-  s_.release_names(spec_.all_or_nothing ? spec_.names : minority_,
-                   spec_.reservation, seq_, ctx);
-  split_since_ = {};
-  first_ = true;
-  a->look_at = Clock::time_point::min();
-}
-
 Result<MultiAnswer> RedlockMulti::withdraw(const CallContext& ctx) {
   seq_ = RedlockStore::next_seq();
-  MultiAnswer gone;
-  gone.kind = MultiAnswer::Kind::expired;
-  gone.gone = true;
   if (!spec_.all_or_nothing) {
     s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
-    return gone;
+    return expired_multi();
   }
   const auto t0 = Steady::now();
-  auto replies = s_.each<Result<MultiReply>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      s_.each<Result<MultiReply>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.multi(spec_, kWithdraw, 0, c, seq_);
       });
   std::size_t full = 0;
@@ -233,7 +190,7 @@ Result<MultiAnswer> RedlockMulti::withdraw(const CallContext& ctx) {
   }
   if (full >= quorum_) return finish(replies, spec_.names, t0, ctx);
   s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
-  return gone;
+  return expired_multi();
 }
 
 }  // namespace

@@ -11,14 +11,14 @@
 namespace baton::store::redis {
 namespace {
 
-class RedlockRequest final : public Request {
+class RedlockRequest final : public InboxRequest<Request> {
  public:
   RedlockRequest(RedlockStore& s, const AcquireSpec& spec)
-      : s_(s),
+      : InboxRequest(s.notifier(), spec.token.to_string(), s.instances()),
+        s_(s),
         spec_(spec),
         quorum_(s.quorum_for(spec.capacity)),
-        pushed_(s.size()),
-        inbox_(s.notifier(), spec.token.to_string(), s.instances()) {}
+        pushed_(s.size()) {}
 
   Result<Answer> ask(AskMode mode, milliseconds wait_left,
                      const CallContext& ctx) override;
@@ -28,10 +28,6 @@ class RedlockRequest final : public Request {
   Result<Answer> withdraw(const CallContext& ctx) override;
   std::optional<Grant> wait_change(Clock::time_point until,
                                    const CallContext& ctx) override;
-  void interrupt() override {
-    Waitable::interrupt();
-    inbox_.poke();
-  }
 
  private:
   Result<Answer> round(const char* mode, milliseconds left,
@@ -39,8 +35,6 @@ class RedlockRequest final : public Request {
   Tally tally(const std::vector<Result<AcqReply>>& replies);
   Result<Answer> not_granted(const Tally& t, std::int64_t seq,
                              const CallContext& ctx);
-  void track_split(bool split, milliseconds left, const CallContext& ctx,
-                   Answer* a);
   void requeue(milliseconds left, const CallContext& ctx);
   std::optional<Grant> take_pushed(std::vector<Notifier::Push> pushes,
                                    const CallContext& ctx, bool* wait_more);
@@ -60,10 +54,8 @@ class RedlockRequest final : public Request {
   std::int64_t ticket_ = 0;
   bool first_ = true;  // the next round enqueues (the first, or a requeue)
   Steady::time_point first_ask_{};
-  Steady::time_point split_since_{};  // epoch: no split
-  milliseconds split_timeout_{0};
+  Split split_;
   Pushed pushed_;
-  Inbox inbox_;
 };
 
 Result<Answer> RedlockRequest::ask(AskMode mode, milliseconds wait_left,
@@ -84,8 +76,8 @@ Result<Answer> RedlockRequest::round(const char* mode, milliseconds left,
   }
   const auto t0 = Steady::now();
   const std::int64_t seq = RedlockStore::next_seq();
-  auto replies = s_.each<Result<AcqReply>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      s_.each<Result<AcqReply>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.acquire(spec_, mode, left.count(), c, try_only ? -1 : ticket_,
                          seq);
       });
@@ -105,8 +97,10 @@ Result<Answer> RedlockRequest::round(const char* mode, milliseconds left,
   Answer a;
   if (inbox_.subscribe(ctx)) {
     a.look_at = Clock::time_point::min();  // a push may have been missed
-  } else {
-    track_split(t.granted > 0, left, ctx, &a);
+  } else if (split_.overdue(t.granted > 0)) {
+    requeue(left, ctx);
+    first_ = true;
+    a.look_at = Clock::time_point::min();  // enqueue at the ticket's place
   }
   return a;
 }
@@ -121,7 +115,8 @@ Tally RedlockRequest::tally(const std::vector<Result<AcqReply>>& replies) {
     ++t.answered;
     if (r->kind == AcqReply::Kind::granted) ++t.granted;
     if (r->kind == AcqReply::Kind::withdrawn) ++t.withdrawn;
-    if (r->kind == AcqReply::Kind::queued) ticket_ = std::max(ticket_, r->ticket);
+    if (r->kind == AcqReply::Kind::queued)
+      ticket_ = std::max(ticket_, r->ticket);
     if (r->kind == AcqReply::Kind::busy && t.busy == nullptr) t.busy = &r->busy;
   }
   return t;
@@ -153,33 +148,11 @@ Result<Answer> RedlockRequest::not_granted(const Tally& t, std::int64_t seq,
     return s_.too_few(t.answered, t.failures);
   }
   if (t.busy != nullptr) return Answer::refused_with(*t.busy);
-  return Answer::refused_with(Error(
-      Errc::not_acquired, "lock " + core::quote_name(spec_.name) +
-                              " was granted on " + std::to_string(t.granted) +
-                              " of " + std::to_string(s_.size()) +
-                              " instances; the quorum is " +
-                              std::to_string(quorum_)));
-}
-
-// A split that lasts past its timeout is given back, ticket kept: the
-// request then looks again at once, enqueueing at its ticket's place.
-void RedlockRequest::track_split(bool split, milliseconds left,
-                                 const CallContext& ctx, Answer* a) {
-  if (!split) {
-    split_since_ = {};
-    return;
-  }
-  const auto now = Steady::now();
-  if (split_since_ == Steady::time_point{}) {
-    split_since_ = now;
-    split_timeout_ = split_timeout();
-    return;
-  }
-  if (now - split_since_ <= split_timeout_) return;
-  requeue(left, ctx);
-  split_since_ = {};
-  first_ = true;
-  a->look_at = Clock::time_point::min();
+  return Answer::refused_with(
+      Error(Errc::not_acquired,
+            "lock " + core::quote_name(spec_.name) + " was granted on " +
+                std::to_string(t.granted) + " of " + std::to_string(s_.size()) +
+                " instances; the quorum is " + std::to_string(quorum_)));
 }
 
 // Gives the partial grants back but keeps the ticket (the acquire script's
@@ -197,8 +170,8 @@ void RedlockRequest::requeue(milliseconds left, const CallContext& ctx) {
 Result<Answer> RedlockRequest::withdraw(const CallContext& ctx) {
   const auto t0 = Steady::now();
   const std::int64_t seq = RedlockStore::next_seq();
-  auto replies = s_.each<Result<AcqReply>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      s_.each<Result<AcqReply>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.acquire(spec_, kWithdraw, 0, c, -1, seq);
       });
   std::size_t n = 0;
@@ -211,10 +184,7 @@ Result<Answer> RedlockRequest::withdraw(const CallContext& ctx) {
   // Past the call deadline the engine withdraws the token in the
   // background.
   if (!ctx.expired()) s_.release_all(spec_.name, spec_.token, seq, ctx);
-  Answer a;
-  a.kind = Answer::Kind::expired;
-  a.gone = true;
-  return a;
+  return expired_answer();
 }
 
 // Woken by pushes (rule 10): grants pushed by every instance are a round's
@@ -222,15 +192,14 @@ Result<Answer> RedlockRequest::withdraw(const CallContext& ctx) {
 // the rest (the same release runs on each instance).
 std::optional<Grant> RedlockRequest::wait_change(Clock::time_point until,
                                                  const CallContext& ctx) {
-  const auto end = steady_at(ctx, ctx.cap(until));
-  auto stopped = [this] { return interrupted(); };
-  auto pushes = inbox_.wait(end, stopped);
+  auto pushes = messages(until, ctx);
   for (;;) {
     bool wait_more = false;
     auto g = take_pushed(std::move(pushes), ctx, &wait_more);
-    if (g || !wait_more || stopped() || Steady::now() >= end) return g;
-    pushes = inbox_.wait(std::min(end, Steady::now() + pushed_.nap()),
-                         stopped);
+    if (g || !wait_more || interrupted() || ctx.now() >= ctx.cap(until)) {
+      return g;
+    }
+    pushes = messages(std::min(until, ctx.now() + pushed_.nap()), ctx);
   }
 }
 

@@ -16,7 +16,8 @@ RedlockStore::RedlockStore(std::vector<Target> targets,
                            const std::string& prefix, std::string url)
     : url_(std::move(url)) {
   for (auto& t : targets) {
-    inst_.push_back(std::make_unique<Instance>(std::move(t), prefix, notifier_));
+    inst_.push_back(
+        std::make_unique<Instance>(std::move(t), prefix, notifier_));
   }
   quorum_ = inst_.size() / 2 + 1;
 }
@@ -76,8 +77,8 @@ Result<Grant> RedlockStore::extend(std::string_view name,
                                    const OwnerToken& token, milliseconds ttl,
                                    const CallContext& ctx) {
   const auto t0 = Steady::now();
-  auto replies = each<Result<Grant>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      each<Result<Grant>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.extend(name, token, ttl, c);
       });
   std::size_t ok = 0, answered = 0;
@@ -138,8 +139,8 @@ Result<Grant> RedlockStore::extend(std::string_view name,
 Result<ReleaseResult> RedlockStore::release(std::string_view name,
                                             const OwnerToken& token,
                                             const CallContext& ctx) {
-  auto replies = each<Result<ReleaseResult>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  auto replies =
+      each<Result<ReleaseResult>>(ctx, [&](Instance& i, const CallContext& c) {
         return i.release(name, token, c);
       });
   std::size_t answered = 0, held = 0;
@@ -162,13 +163,13 @@ Result<ReleaseResult> RedlockStore::release(std::string_view name,
   return out;
 }
 
-Result<LockInfo> RedlockStore::describe(std::string_view name,
-                                        const CallContext& ctx) {
-  auto replies = each<Result<LockInfo>>(
-      ctx, [&](Instance& i, const CallContext& c) {
-        return i.describe(name, c);
-      });
-  std::optional<LockInfo> out;
+// What a quorum of instances answered to `f`: the first answer, merged
+// with each later one by `merge`.
+template <typename T, typename F, typename M>
+Result<T> RedlockStore::quorum_answer(const CallContext& ctx, F&& f,
+                                      M&& merge) {
+  auto replies = each<Result<T>>(ctx, std::forward<F>(f));
+  std::optional<T> out;
   std::size_t answered = 0;
   std::string failures;
   for (auto& r : replies) {
@@ -178,36 +179,35 @@ Result<LockInfo> RedlockStore::describe(std::string_view name,
     }
     ++answered;
     if (!out) {
-      out = *r;
+      out = std::move(*r);
     } else {
-      out->last_fencing_token =
-          std::max(out->last_fencing_token, r->last_fencing_token);
+      merge(*out, *r);
     }
   }
   if (answered < quorum_) return too_few(answered, failures);
-  return *out;
+  return std::move(*out);
+}
+
+Result<LockInfo> RedlockStore::describe(std::string_view name,
+                                        const CallContext& ctx) {
+  return quorum_answer<LockInfo>(
+      ctx,
+      [&](Instance& i, const CallContext& c) { return i.describe(name, c); },
+      [](LockInfo& out, const LockInfo& other) {
+        out.last_fencing_token =
+            std::max(out.last_fencing_token, other.last_fencing_token);
+      });
 }
 
 Result<std::vector<LockInfo>> RedlockStore::list(std::string_view prefix,
                                                  std::size_t limit,
                                                  const CallContext& ctx) {
-  auto replies = each<Result<std::vector<LockInfo>>>(
-      ctx, [&](Instance& i, const CallContext& c) {
+  return quorum_answer<std::vector<LockInfo>>(
+      ctx,
+      [&](Instance& i, const CallContext& c) {
         return i.list(prefix, std::max<std::size_t>(limit, 1), c);
-      });
-  std::size_t answered = 0;
-  std::string failures;
-  const std::vector<LockInfo>* first = nullptr;
-  for (auto& r : replies) {
-    if (!r.ok()) {
-      failures += "; " + r.error().message();
-      continue;
-    }
-    ++answered;
-    if (first == nullptr) first = &*r;
-  }
-  if (answered < quorum_) return too_few(answered, failures);
-  return *first;
+      },
+      [](std::vector<LockInfo>&, const std::vector<LockInfo>&) {});
 }
 
 // Fencing over the majority: raise every instance to the maximum. A pass
