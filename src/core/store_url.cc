@@ -36,18 +36,13 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
-// A duration option's value: "250ms", "5s", "1m30s"; a bare number is
-// milliseconds (the spelling of older URLs, e.g. timeout_ms=250).
+// A bare whole number in a duration option means milliseconds (the older
+// `timeout_ms=5000` spellings); anything else is a duration as written.
 Result<milliseconds> option_duration(const std::string& value) {
   if (!value.empty() &&
-      value.find_first_not_of("0123456789") == std::string::npos) {
-    std::int64_t v = 0;
-    auto [p, ec] =
-        std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || p != value.data() + value.size()) {
-      return Error(Errc::invalid_argument, "\"" + value + "\" is too large");
-    }
-    return milliseconds(v);
+      value.find_first_not_of("0123456789") == std::string::npos &&
+      value.size() < 16) {
+    return milliseconds(std::stoll(value));
   }
   return parse_duration(value);
 }
@@ -307,7 +302,7 @@ Result<StoreUrl> parse_store_url(std::string_view url,
   core::Url& u = *parsed;
   StoreUrl out;
   out.safe = masked(u, d);
-  if (!d.file_url && d.hosts_required && u.opaque.empty() && u.hosts.empty()) {
+  if (!d.file_url && d.hosts_required && u.hosts.empty()) {
     return bad_url(out.safe, d.name + " needs a host (" + d.url_form + ")");
   }
   for (const auto& o : d.options)

@@ -52,8 +52,8 @@ struct Span {
 };
 
 // Interrupts `w`'s waits (and a blocking ask) once a stop is requested.
-// (A unique_ptr, not a std::optional: g++ 12 at -O3 reads the optional's
-// stop_callback as maybe-uninitialized, which -Werror turns into an error.)
+// (On the heap, not in a std::optional: g++ 12 at -O3 warns that the
+// optional's callback may be used uninitialized, which -Werror refuses.)
 class Interrupter {
  public:
   Interrupter(const std::stop_token& stop, Waitable& w) {

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "baton/store.h"
-#include "baton/store_descriptor.h"
 
 namespace baton::engine {
 namespace {
@@ -685,35 +684,6 @@ TEST(EngineTest, ASingleCallIsRetriedAndCutShortAtItsDeadline) {
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code(), Errc::unavailable);
   EXPECT_NE(cut.error().message().find("within 5s"), std::string::npos);
-}
-
-// --- store URLs ----------------------------------------------------------
-
-// A duration option written as a bare number is milliseconds (older URLs:
-// timeout_ms=250, timeout=5000); any other value needs its unit.
-TEST(StoreUrlTest, ABareNumberInADurationOptionIsMilliseconds) {
-  StoreDescriptor d;
-  d.name = "fake";
-  d.schemes = {"fake"};
-  OptionSpec t = request_timeout_option("5s");
-  t.aliases = {"timeout_ms"};
-  d.options = {t};
-  auto bare = parse_store_url("fake://h:1?timeout_ms=250", d);
-  ASSERT_TRUE(bare.ok()) << bare.error().to_string();
-  EXPECT_EQ(bare->options.duration("request_timeout"), 250ms);
-  auto unit = parse_store_url("fake://h:1?request_timeout=2s", d);
-  ASSERT_TRUE(unit.ok()) << unit.error().to_string();
-  EXPECT_EQ(unit->options.duration("request_timeout"), 2000ms);
-  EXPECT_EQ(
-      parse_store_url("fake://h:1", d)->options.duration("request_timeout"),
-      5000ms);
-  auto zero = parse_store_url("fake://h:1?timeout_ms=0", d);
-  ASSERT_FALSE(zero.ok());
-  EXPECT_NE(zero.error().message().find("must be positive"), std::string::npos)
-      << zero.error().to_string();
-  auto huge = parse_store_url("fake://h:1?timeout_ms=99999999999999999999", d);
-  ASSERT_FALSE(huge.ok());
-  EXPECT_EQ(huge.error().code(), Errc::invalid_argument);
 }
 
 }  // namespace
