@@ -87,10 +87,16 @@ class AcquireCall {
     return arrived_late(spec_.name);
   }
 
+  // Gives a lease back by the call's deadline (rule 7: a blocking acquire
+  // answers by the end of its wait + the grace); a release that has not
+  // answered by then is finished in the background.
   void give_back(const Grant& g) {
-    (void)e_.call([&](const CallContext& c) {
-      return e_.store().release(g.name, g.token, c);
-    });
+    auto r = e_.call(
+        [&](const CallContext& c) {
+          return e_.store().release(g.name, g.token, c);
+        },
+        true, ctx_.deadline());
+    if (!r.ok()) e_.settler_->withdraw(e_.store_ptr(), {g.name}, g.token);
   }
 
   Result<Timed> one_request() {

@@ -17,8 +17,10 @@
 //     more);
 //   - retrying after `unavailable` with the same owner token (rule 17),
 //     with jittered exponential backoff, up to max_retries;
-//   - a grant that arrives after its own safe deadline is given back and
-//     the wait goes on with a fresh owner token (rule 14);
+//   - a grant that arrives after its own safe deadline is given back (by
+//     the call's deadline; a release that has not answered by then goes
+//     to the Settler) and the wait goes on with a fresh owner token (rule
+//     14);
 //   - acquire_some / acquire_all waits;
 //   - every error message a wait can produce.
 //

@@ -72,11 +72,18 @@ class MultiCall {
     return !a.grants.empty() || a.pending == 0 || is_try_;
   }
 
+  // As AcquireCall::give_back: by the call's deadline, the rest in the
+  // background.
   void give_back(const std::vector<Timed>& leases) {
     for (const auto& t : leases) {
-      (void)e_.call([&](const CallContext& c) {
-        return e_.store().release(t.grant.name, t.grant.token, c);
-      });
+      auto r = e_.call(
+          [&](const CallContext& c) {
+            return e_.store().release(t.grant.name, t.grant.token, c);
+          },
+          true, ctx_.deadline());
+      if (!r.ok()) {
+        e_.settler_->withdraw(e_.store_ptr(), {t.grant.name}, t.grant.token);
+      }
     }
   }
   void give_back(const std::vector<Grant>& grants) {

@@ -112,12 +112,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_postgres_store(url);
   }
 #endif
-#if BATON_WITH_REDIS
-  if (url.scheme == "redis" || url.scheme == "rediss") {
-    return open_redis_store(url);
-  }
-  if (url.scheme == "redlock") return open_redlock_store(url);
-#endif
 #if BATON_WITH_MYSQL
   if (url.scheme == "mysql" || url.scheme == "mariadb") {
     return open_mysql_store(url);
@@ -229,6 +223,10 @@ std::vector<const StoreDescriptor*> builtin() {
 #endif
 #if BATON_WITH_ETCD
   out.push_back(&store::etcd_descriptor());
+#endif
+#if BATON_WITH_REDIS
+  out.push_back(&store::redis_descriptor());
+  out.push_back(&store::redlock_descriptor());
 #endif
   return out;
 }

@@ -20,10 +20,8 @@
 #include <vector>
 
 #include "baton/client.h"
+#include "baton/store_descriptor.h"
 #include "child_process.h"
-#include "core/url.h"
-#include "stores/redis/redis_store.h"
-#include "stores/redis/redlock_store.h"
 
 namespace baton::testing {
 
@@ -127,16 +125,11 @@ class RedisProcess {
   std::uint16_t plain_port_ = 0;  // with TLS: the plain port (ping)
 };
 
-// Opens redis:// or redlock:// directly (the registry does not list them
-// until the lead wires the schemes).
-inline Result<std::shared_ptr<store::Store>> open_store(
-    const std::string& url) {
-  auto u = core::parse_url(url);
-  if (!u.ok()) return std::move(u).error();
-  auto s = u->scheme == "redlock" ? store::open_redlock_store(*u)
-                                  : store::open_redis_store(*u);
+// Opens a redis://, rediss:// or redlock:// store through the registry.
+inline Result<std::shared_ptr<Store>> open_store(const std::string& url) {
+  auto s = baton::open_store(url);
   if (!s.ok()) return std::move(s).error();
-  return std::shared_ptr<store::Store>(std::move(*s));
+  return std::shared_ptr<Store>(std::move(*s));
 }
 
 inline Result<Client> open_client(const std::string& url,
@@ -144,6 +137,15 @@ inline Result<Client> open_client(const std::string& url,
   auto s = open_store(url);
   if (!s.ok()) return std::move(s).error();
   return Client::wrap(*s, options);
+}
+
+// A lease of `name` under `token`, as release() takes it (a request that a
+// release withdraws, or a lease another client holds).
+inline Lease lease_of(const std::string& name, const OwnerToken& token) {
+  Lease l;
+  l.name = name;
+  l.token = token;
+  return l;
 }
 
 inline std::string redlock_url(

@@ -1,5 +1,5 @@
-// tests/redis/redis_store_test.cc — redis://-specific behaviour: seed 003's
-// inventory, lost replies, dead waiters, key prefixes, URLs.
+// tests/redis/redis_store_test.cc — redis://-specific behaviour: a guarded
+// inventory, lost replies, dead waiters, key prefixes, URLs, wake-ups.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -39,9 +39,9 @@ AcquireOptions opts(std::chrono::milliseconds ttl, std::string label = {}) {
   return o;
 }
 
-// Seed 003: a Redis inventory of 10 prizes handed out 14 times. The guarded
-// take is one script: 50 concurrent takers, exactly 10 winners.
-TEST(RedisStore, Seed003TenPrizesFiftyTakersExactlyTenWin) {
+// An inventory of 10 prizes must not be handed out 14 times: the guarded
+// take is one script, so of 50 concurrent takers exactly 10 win.
+TEST(RedisStore, TenPrizesFiftyTakersExactlyTenWin) {
   auto c = open_client(server().url());
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   Counter prizes = c->counter(unique("prizes"));
@@ -76,24 +76,22 @@ TEST(RedisStore, Seed003TenPrizesFiftyTakersExactlyTenWin) {
 // Rule 17: the acquire script ran but its reply was lost; the retry with the
 // same owner token returns the same lease: one lease, never two.
 TEST(RedisStore, LostReplyIsResolvedByTheOwnerToken) {
-  auto s = open_store(server().url());
-  ASSERT_TRUE(s.ok());
-  store::AcquireSpec spec;
-  spec.name = unique("lost-reply");
-  spec.token = OwnerToken::random();
-  spec.ttl = 10s;
-  spec.label = "first";
-  auto first = (*s)->acquire(spec, 0ms);  // "the reply was lost"
+  auto c = open_client(server().url());
+  ASSERT_TRUE(c.ok());
+  const std::string name = unique("lost-reply");
+  AcquireOptions o = opts(10s, "first");
+  o.token = OwnerToken::random();
+  auto first = c->try_acquire(name, o);  // "the reply was lost"
   ASSERT_TRUE(first.ok()) << first.error().to_string();
-  auto retry = (*s)->acquire(spec, 5s);
+  auto retry = c->acquire(name, 5s, o);
   ASSERT_TRUE(retry.ok()) << retry.error().to_string();
   EXPECT_EQ(retry->fencing_token, first->fencing_token);
-  EXPECT_EQ(retry->token, spec.token);
-  auto info = (*s)->describe(spec.name);
+  EXPECT_EQ(retry->token, *o.token);
+  auto info = c->describe(name);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->holders.size(), 1u);
-  EXPECT_TRUE((*s)->release(spec.name, spec.token)->was_held);
-  EXPECT_FALSE((*s)->release(spec.name, spec.token)->was_held);
+  EXPECT_TRUE(*c->release(*retry));
+  EXPECT_FALSE(*c->release(*retry));
 }
 
 // Rule 9: a waiter whose client died (stops refreshing) leaves the queue
@@ -109,12 +107,12 @@ TEST(RedisStore, DeadWaiterIsPrunedByItsHeartbeat) {
   store::redis::Target t;
   t.port = server().port();
   store::redis::Instance dead(t, "baton:", notifier);
-  store::AcquireSpec spec;
+  AcquireSpec spec;
   spec.name = name;
   spec.token = OwnerToken::random();
   spec.ttl = 10s;
   spec.label = "dead";
-  auto q = dead.acquire(spec, store::redis::kWait, 600'000);
+  auto q = dead.acquire(spec, store::redis::kWait, 600'000, CallContext());
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->kind, store::redis::AcqReply::Kind::queued);
   EXPECT_EQ(c->describe(name)->waiters.size(), 1u);
@@ -510,78 +508,64 @@ TEST(RedisStore, ScriptsFallBackToEvalshaWhenFunctionsAreForbidden) {
   EXPECT_TRUE(*c->release(*l));
 }
 
-store::MultiSpec all_of(std::vector<std::string> names, OwnerToken r) {
-  store::MultiSpec m;
-  m.names = std::move(names);
-  m.reservation = r;
-  m.ttl = 30s;
-  m.all_or_nothing = true;
-  return m;
-}
-
 // acquire_all: one reservation is queued on one set of locks at a time (as
 // core::LockTable); a second arrival elsewhere is refused, and a release()
 // that withdraws the queued reservation stops its waiting call.
 TEST(RedisStore, AcquireAllReservationQueuesOnOneSetOfLocks) {
-  auto s = open_store(server().url());
+  ClientOptions no_retry;
+  no_retry.max_retries = 0;
+  auto s = open_client(server().url(), no_retry);
   ASSERT_TRUE(s.ok());
   const std::string a = unique("all-a"), b = unique("all-b"),
                     c = unique("all-c"), d = unique("all-d");
-  store::AcquireSpec hold;
+  AcquireOptions hold = opts(60s);
   hold.token = OwnerToken::random();
-  hold.ttl = 60s;
-  for (const auto& n : {a, c}) {
-    hold.name = n;
-    ASSERT_TRUE((*s)->acquire(hold, 0ms).ok());
-  }
+  for (const auto& n : {a, c}) ASSERT_TRUE(s->try_acquire(n, hold).ok());
   const OwnerToken r = OwnerToken::random();
-  Result<std::vector<store::Grant>> first = Error(Errc::internal, "not run");
-  std::thread waiting([&] {
-    first = (*s)->acquire_multi(all_of({a, b}, r), 20s);
-  });
-  ASSERT_TRUE(
-      eventually([&] { return (*s)->describe(b)->waiters.size() == 1; }));
+  AcquireOptions all = opts(30s);
+  all.token = r;
+  using Names = std::vector<std::string>;
+  Result<std::vector<Lease>> first = Error(Errc::internal, "not run");
+  std::thread waiting([&] { first = s->acquire_all(Names{a, b}, 20s, all); });
+  ASSERT_TRUE(eventually([&] { return s->describe(b)->waiters.size() == 1; }));
 
   // The same reservation on other locks: refused, nothing changes.
-  auto other = (*s)->acquire_multi(all_of({c, d}, r), 2s);
+  auto other = s->acquire_all(Names{c, d}, 2s, all);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().code(), Errc::invalid_argument)
       << other.error().to_string();
   EXPECT_NE(other.error().message().find("already queued on other locks"),
             std::string::npos)
       << other.error().to_string();
-  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
-  EXPECT_TRUE((*s)->describe(d)->waiters.empty());
+  EXPECT_TRUE(s->describe(c)->waiters.empty());
+  EXPECT_TRUE(s->describe(d)->waiters.empty());
 
   // The holder of a leaves: the reservation gets {a, b} at once.
-  ASSERT_TRUE((*s)->release(a, hold.token)->was_held);
+  ASSERT_TRUE(*s->release(lease_of(a, *hold.token)));
   waiting.join();
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   EXPECT_EQ(first->size(), 2u);
-  for (const auto& n : {a, b}) EXPECT_TRUE((*s)->release(n, r)->was_held);
+  for (const auto& n : {a, b}) EXPECT_TRUE(*s->release(lease_of(n, r)));
 
   // Granted and released: the reservation may queue elsewhere again.
-  auto again = (*s)->acquire_multi(all_of({c, d}, r), 300ms);
+  auto again = s->acquire_all(Names{c, d}, 300ms, all);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code(), Errc::timeout) << again.error().to_string();
-  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
+  EXPECT_TRUE(s->describe(c)->waiters.empty());
 
   // Queued again, then withdrawn by release(): the waiting call stops
   // (not_acquired) instead of queueing again at the tail.
-  Result<std::vector<store::Grant>> third = Error(Errc::internal, "not run");
-  std::thread withdrawn([&] {
-    third = (*s)->acquire_multi(all_of({c, d}, r), 20s);
-  });
-  ASSERT_TRUE(
-      eventually([&] { return (*s)->describe(d)->waiters.size() == 1; }));
-  EXPECT_FALSE((*s)->release(c, r)->was_held);
+  Result<std::vector<Lease>> third = Error(Errc::internal, "not run");
+  std::thread withdrawn([&] { third = s->acquire_all(Names{c, d}, 20s, all); });
+  ASSERT_TRUE(eventually([&] { return s->describe(d)->waiters.size() == 1; }));
+  EXPECT_FALSE(*s->release(lease_of(c, r)));
   withdrawn.join();
   ASSERT_FALSE(third.ok());
   EXPECT_EQ(third.error().code(), Errc::not_acquired)
       << third.error().to_string();
-  EXPECT_TRUE((*s)->describe(c)->waiters.empty());
-  EXPECT_TRUE((*s)->describe(d)->waiters.empty());
-  EXPECT_TRUE((*s)->release(c, hold.token)->was_held);
+  EXPECT_TRUE(s->describe(c)->waiters.empty());
+  EXPECT_TRUE(s->describe(d)->waiters.empty());
+  EXPECT_TRUE(*s->release(lease_of(c, *hold.token)));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "stores/redis/common.h"
 #include "stores/redis/conn.h"
 #include "stores/redis/instance.h"
+#include "stores/redis/redis_store.h"
 #include "test_certs.h"
 
 namespace baton::testing {
@@ -72,18 +73,18 @@ std::string unique(const std::string& what) {
 // Runs a command on the main server over TLS (the store's own plumbing).
 void config_set(const std::string& key, const std::string& value) {
   // With a client certificate: also accepted once one is required.
-  auto u =
-      core::parse_url(world().url("&cert=" + world().certs.path("client.pem") +
-                                  "&key=" + world().certs.path("client.key")));
-  ASSERT_TRUE(u.ok());
-  auto cfg = store::redis::parse_config(*u, 2000ms);
+  auto u = parse_store_url(
+      world().url("&timeout=2000&cert=" + world().certs.path("client.pem") +
+                  "&key=" + world().certs.path("client.key")),
+      store::redis_descriptor());
+  ASSERT_TRUE(u.ok()) << u.error().to_string();
+  auto cfg = store::redis::config_of(*u);
   ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();
-  store::redis::Target t;
-  t.port = world().main->port();
-  t.tls = cfg->tls;
-  auto conn = store::redis::connect(t);
+  const store::redis::Target& t = cfg->targets[0];
+  auto conn = store::redis::connect(t, CallContext());
   ASSERT_TRUE(conn.ok()) << conn.error().to_string();
-  auto r = store::redis::command(conn->get(), t, {"CONFIG", "SET", key, value});
+  auto r = store::redis::command(conn->get(), t, {"CONFIG", "SET", key, value},
+                                 CallContext());
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   ASSERT_EQ((*r)->type, REDIS_REPLY_STATUS) << std::string((*r)->str);
 }
@@ -264,14 +265,15 @@ TEST(Rediss, OptionErrorsNameTheProblem) {
                "ca is a TLS option but TLS is off (write rediss://");
   expect_error("redlock://" + hp + "," + hp + "," + hp + "?ca=" + ca,
                Errc::invalid_argument, "add tls=1");
-  expect_error("redlock://" + hp + "," + hp + "," + hp + "?tls=yes",
-               Errc::invalid_argument, "tls \"yes\" must be");
+  expect_error("redlock://" + hp + "," + hp + "," + hp + "?tls=maybe",
+               Errc::invalid_argument, "tls: \"maybe\" is not a flag");
   expect_error("rediss://" + hp + "?tls=1", Errc::invalid_argument,
                "unknown option \"tls\"");
   expect_error("rediss://" + hp + "?ca=" + ca + "&bogus=1",
                Errc::invalid_argument, "unknown option \"bogus\"");
   expect_error("rediss://" + hp + "?ca=/nonexistent/ca.pem",
-               Errc::invalid_argument, "TLS option ca=/nonexistent/ca.pem");
+               Errc::invalid_argument,
+               "ca: /nonexistent/ca.pem: cannot read it: No such file");
   expect_error("rediss://" + hp + "?ca=" + ca +
                    "&cert=" + world().certs.path("client.pem"),
                Errc::invalid_argument, "cert and key go together");

@@ -153,20 +153,19 @@ TEST(Redlock, PausedInstanceDoesNotStallAcquire) {
 
 TEST(Redlock, LostReplyIsResolvedByTheOwnerToken) {
   Servers s = make(3);
-  auto st = open_store(redlock_url(s));
+  auto st = open_client(redlock_url(s));
   ASSERT_TRUE(st.ok());
-  store::AcquireSpec spec;
-  spec.name = unique("lost-reply");
-  spec.token = OwnerToken::random();
-  spec.ttl = 10s;
-  auto first = (*st)->acquire(spec, 0ms);
+  const std::string name = unique("lost-reply");
+  AcquireOptions o = opts(10s);
+  o.token = OwnerToken::random();
+  auto first = st->try_acquire(name, o);
   ASSERT_TRUE(first.ok()) << first.error().to_string();
-  auto retry = (*st)->acquire(spec, 2s);
+  auto retry = st->acquire(name, 2s, o);
   ASSERT_TRUE(retry.ok()) << retry.error().to_string();
   EXPECT_EQ(retry->fencing_token, first->fencing_token);
-  for (auto& p : s) EXPECT_EQ(on(*p, spec.name).holders.size(), 1u);
-  EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
-  EXPECT_FALSE((*st)->release(spec.name, spec.token)->was_held);
+  for (auto& p : s) EXPECT_EQ(on(*p, name).holders.size(), 1u);
+  EXPECT_TRUE(*st->release(*retry));
+  EXPECT_FALSE(*st->release(*retry));
 }
 
 // Rule 10 on Redlock: a release grants the waiter on every instance, and
@@ -328,9 +327,9 @@ void set_counter(const RedisProcess& p, const std::string& name, int v) {
 // Fencing uniqueness across a majority: the grant's token is the maximum
 // over the instances that granted. If another grant already holds that
 // value on an instance outside this majority (here: a holder on C whose
-// INCR there issued 5), raising C to 5 must not hand out 5 a second time.
-// Before the fix the raise saw "counter == 5" as settled and returned 5
-// (the torture test's duplicate fencing tokens).
+// INCR there issued 5), raising C to 5 must not hand out 5 a second time:
+// a raise that took "counter == 5" as settled would return 5 (duplicate
+// fencing tokens).
 TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
   Servers s = make(3);
   const std::string name = unique("fence-unique");
@@ -362,9 +361,9 @@ TEST(Redlock, FencingTokenIsNeverOneAnotherGrantHolds) {
 // waits with the lowest ticket; Y arrives after X and queues everywhere.
 // When X's split lasts longer than the split timeout it gives C back; it
 // must keep its ticket (C goes back to X, the head), so that when A and B
-// are released X — not Y — reaches the quorum. Before the fix X queued
-// again at the tail with a new ticket: C went to Y at once, then A as well,
-// and Y overtook X (checker 6 of the torture test).
+// are released X — not Y — reaches the quorum. Had X queued again at the
+// tail with a new ticket, C would go to Y at once, then A as well, and Y
+// would overtake X.
 TEST(Redlock, SplitWaiterKeepsItsPlaceInTheQueue) {
   Servers s = make(3);
   const std::string name = unique("split-order");
@@ -412,29 +411,28 @@ TEST(Redlock, SplitWaiterKeepsItsPlaceInTheQueue) {
 // on its own to a retry with the same owner token, under a local counter
 // far above the quorum's token: the extend must not report C's token (a
 // resource would then see two holders' writes under one token, as in the
-// torture test's seed 14057).
+// torture test's duplicate tokens).
 TEST(Redlock, ExtendReportsTheQuorumsTokenNotAMinoritys) {
   Servers s = make(3);
-  auto st = open_store(redlock_url(s));
+  auto st = open_client(redlock_url(s));
   ASSERT_TRUE(st.ok());
-  store::AcquireSpec spec;
-  spec.name = unique("extend-token");
-  spec.token = OwnerToken::random();
-  spec.ttl = 30s;
-  auto g = (*st)->acquire(spec, 0ms);
+  const std::string name = unique("extend-token");
+  AcquireOptions o = opts(30s);
+  o.token = OwnerToken::random();
+  auto g = st->try_acquire(name, o);
   ASSERT_TRUE(g.ok()) << g.error().to_string();
   s[2]->kill9();
   s[2]->start();  // empty: no appendonly file
-  set_counter(*s[2], spec.name, 100);
-  auto c = open_store(s[2]->url());
+  set_counter(*s[2], name, 100);
+  auto c = open_client(s[2]->url());
   ASSERT_TRUE(c.ok());
-  auto local = (*c)->acquire(spec, 0ms);  // the same owner token, on C only
+  auto local = c->try_acquire(name, o);  // the same owner token, on C only
   ASSERT_TRUE(local.ok()) << local.error().to_string();
   ASSERT_EQ(local->fencing_token, 101u);
-  auto e = (*st)->extend(spec.name, spec.token, 30s);
+  auto e = st->extend(*g, 30s);
   ASSERT_TRUE(e.ok()) << e.error().to_string();
   EXPECT_EQ(e->fencing_token, g->fencing_token);
-  EXPECT_TRUE((*st)->release(spec.name, spec.token)->was_held);
+  EXPECT_TRUE(*st->release(*g));
 }
 
 }  // namespace

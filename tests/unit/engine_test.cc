@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -86,6 +87,9 @@ class ScriptedStore final : public Store {
       withdraws;
   std::deque<std::optional<Grant>> pushes;  // what wait_change returns
   std::function<void()> on_wait;            // e.g. a stop request
+  // Answers release (null: was_held = false at once). Called from the
+  // engine's background threads too: it may capture only what it owns.
+  std::function<Result<ReleaseResult>(const CallContext&)> on_release;
   std::vector<Call> calls;
   int releases = 0;
   milliseconds recheck{100};
@@ -112,10 +116,13 @@ class ScriptedStore final : public Store {
     return Error(Errc::lock_lost, "scripted");
   }
   Result<ReleaseResult> release(std::string_view, const OwnerToken& token,
-                                const CallContext&) override {
-    std::lock_guard<std::mutex> g(mu_);
-    ++releases;
-    calls.push_back({"release", clock_->now(), {}, token, {}});
+                                const CallContext& ctx) override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++releases;
+      calls.push_back({"release", clock_->now(), {}, token, {}});
+    }
+    if (on_release) return on_release(ctx);
     return ReleaseResult{};
   }
   Result<LockInfo> describe(std::string_view, const CallContext&) override {
@@ -596,6 +603,48 @@ TEST(EngineTest, ALateMultiGrantGivesEveryLeaseBack) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Errc::timeout);
   EXPECT_EQ(f.store->releases, 2);
+}
+
+// A release that does not answer, e.g. a grant given back through a
+// silent network: the first release waits until its context's deadline.
+std::function<Result<ReleaseResult>(const CallContext&)> first_release_silent(
+    std::shared_ptr<JumpClock> clock) {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  return [clock, calls](const CallContext& ctx) -> Result<ReleaseResult> {
+    if (calls->fetch_add(1) > 0) return ReleaseResult{};
+    clock->sleep_until(ctx.deadline());
+    return Error(Errc::timeout, "silent");
+  };
+}
+
+// Rule 7: giving back a grant that came too late ends by the call's
+// deadline (the end of the wait + the grace), not request_timeout later;
+// the release is finished in the background.
+TEST(EngineTest, AGiveBackThatDoesNotAnswerEndsByTheDeadline) {
+  Fixture f;
+  f.policy.fresh = [](const Grant&, TP) { return false; };
+  f.store->on_release = first_release_silent(f.clock);
+  f.store->asks.push_back(grant());
+  const TP start = f.clock->now();
+  auto r = f.e().acquire(f.spec(), 2s, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::timeout) << r.error().to_string();
+  EXPECT_LE(f.clock->now(), start + 2s + kReplyGrace);
+  EXPECT_GE(f.e().pending_withdrawals(), 1u);
+}
+
+TEST(EngineTest, AMultiGiveBackThatDoesNotAnswerEndsByTheDeadline) {
+  Fixture f;
+  f.policy.fresh = [](const Grant&, TP) { return false; };
+  f.store->on_release = first_release_silent(f.clock);
+  auto s = multi(true);
+  f.store->multi_asks.push_back(progress({"a", "b"}, 0, s.reservation));
+  const TP start = f.clock->now();
+  auto r = f.e().acquire_multi(s, 2s, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::timeout) << r.error().to_string();
+  EXPECT_LE(f.clock->now(), start + 2s + kReplyGrace);
+  EXPECT_GE(f.e().pending_withdrawals(), 1u);
 }
 
 TEST(EngineTest, ACancelledMultiWaitReleasesEveryName) {

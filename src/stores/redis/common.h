@@ -1,49 +1,26 @@
-// stores/redis/common.h — input checks and wait helpers shared by the
-// redis:// and redlock:// stores (internal).
+// stores/redis/common.h — what the redis:// and redlock:// stores share
+// besides the connection layer (internal): the steady clock of their own
+// measurements, the re-check interval, and test hooks.
 #ifndef BATON_STORES_REDIS_COMMON_H_
 #define BATON_STORES_REDIS_COMMON_H_
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <random>
-#include <string_view>
-#include <vector>
+#include <cstdint>
+#include <utility>
 
-#include "core/request.h"
-#include "core/validate.h"
-#include "stores/store.h"
+#include "baton/store.h"
 
 namespace baton::store::redis {
 
 using Steady = std::chrono::steady_clock;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
 
-// Waits at least this long are "forever" (no overflow in deadlines).
-inline constexpr milliseconds kForever = core::kForeverWait;
-
-inline Status check_acquire(const AcquireSpec& s, milliseconds wait) {
-  return core::validate(s, wait);
-}
-
-inline Status check_multi(const MultiSpec& s, milliseconds wait) {
-  return core::validate(s, wait);
-}
-
-inline Steady::time_point wait_end(milliseconds wait) {
-  if (wait >= kForever) return Steady::now() + kForever;
-  return Steady::now() + wait;
-}
-
-// Milliseconds left until `end`, rounded up (0 if passed).
-inline std::int64_t ms_left(Steady::time_point end) {
-  const auto now = Steady::now();
-  if (now >= end) return 0;
-  return std::chrono::ceil<milliseconds>(end - now).count();
-}
-
-// Test hooks: a fixed re-check period, dropped wake-up messages.
+// Test hooks: a fixed re-check interval, dropped wake-up messages, and
+// counts of what the wake-ups did.
 struct TestHooks {
-  std::atomic<int> recheck_ms{0};  // > 0: re-check every that many ms
+  std::atomic<int> recheck_ms{0};  // > 0: the stores' recheck_interval()
   std::atomic<bool> drop_messages{false};
   std::atomic<std::uint64_t> delivered{0};      // messages passed to a Notifier
   std::atomic<std::uint64_t> dropped{0};        // messages dropped by the hook
@@ -51,14 +28,44 @@ struct TestHooks {
 };
 TestHooks& test_hooks();
 
-// The jittered re-check period of a waiter (a missed wake-up costs at most
-// this): uniform in [50, 200] ms.
-inline milliseconds recheck_period() {
+// How long a waiter goes without a look when no message wakes it (the
+// engine looks after 1x..3x this: 60-180 ms). A missed message costs at
+// most that; each look also renews the waiter's 2 s heartbeat, which
+// 3 x 60 ms keeps far from.
+inline milliseconds recheck_interval() {
   if (const int fixed = test_hooks().recheck_ms.load(); fixed > 0) {
     return milliseconds(fixed);
   }
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return milliseconds(std::uniform_int_distribution<int>(50, 200)(rng));
+  return milliseconds(60);
+}
+
+// `t` on ctx's clock as a steady_clock instant (the connection layer and
+// the subscriber wait on steady_clock).
+inline Steady::time_point steady_at(const CallContext& ctx,
+                                    Clock::time_point t) {
+  if (t == Clock::time_point::max()) return Steady::time_point::max();
+  return Steady::now() + (t - ctx.now());
+}
+
+// The store ended the request on its side and left no trace of it.
+inline Answer expired_answer() {
+  Answer a;
+  a.kind = Answer::Kind::expired;
+  a.gone = true;
+  return a;
+}
+inline MultiAnswer expired_multi() {
+  MultiAnswer a;
+  a.kind = MultiAnswer::Kind::expired;
+  a.gone = true;
+  return a;
+}
+inline MultiAnswer refused_multi(Error e) {
+  MultiAnswer a;
+  a.kind = MultiAnswer::Kind::refused;
+  a.error = std::move(e);
+  a.gone = true;
+  return a;
 }
 
 }  // namespace baton::store::redis

@@ -12,23 +12,20 @@
 #include <cstring>
 #include <utility>
 
-#include "stores/call_deadline.h"
-
 namespace baton::store::redis {
 namespace {
 
-// The I/O timeout of the next step: the target's, capped by the call
-// deadline (store::call_deadline(), rule 7). *capped: the deadline is the
-// nearer limit. 0 ms: the deadline has passed.
-milliseconds io_timeout(const Target& t, bool* capped) {
+using Steady = std::chrono::steady_clock;
+
+// The I/O limit of the next step: the target's timeout, capped by the
+// call context's deadline (rule 7). *capped: the deadline is the nearer
+// limit. 0 ms: the deadline has passed.
+milliseconds io_timeout(const Target& t, const CallContext& ctx, bool* capped) {
   *capped = false;
-  const auto dl = store::call_deadline();
-  if (dl == store::SteadyTime::max()) return t.timeout;
-  const auto left =
-      std::chrono::floor<milliseconds>(dl - std::chrono::steady_clock::now());
+  const milliseconds left = ctx.left();
   if (left >= t.timeout) return t.timeout;
   *capped = true;
-  return std::max(left, milliseconds(0));
+  return left;
 }
 
 Error deadline_passed(const Target& t, const std::string& what) {
@@ -72,27 +69,27 @@ Error from_error_reply(const Target& t, const redisReply* r) {
 
 }  // namespace
 
-Result<ConnPtr> connect(const Target& t) {
+Result<ConnPtr> connect(const Target& t, const CallContext& ctx) {
   bool capped = false;
-  const milliseconds limit = io_timeout(t, &capped);
+  const milliseconds limit = io_timeout(t, ctx, &capped);
   if (limit <= milliseconds(0)) return deadline_passed(t, "no connection");
-  ContextPtr ctx(
+  ContextPtr rc(
       redisConnectWithTimeout(t.host.c_str(), t.port, to_timeval(limit)));
-  if (!ctx) return unavailable(t, "cannot allocate a connection");
-  if (ctx->err != 0) {
-    if (capped && store::call_deadline_passed()) {
-      return deadline_passed(t, std::string("no connection: ") + ctx->errstr);
+  if (!rc) return unavailable(t, "cannot allocate a connection");
+  if (rc->err != 0) {
+    if (capped && ctx.expired()) {
+      return deadline_passed(t, std::string("no connection: ") + rc->errstr);
     }
-    return unavailable(t, ctx->errstr);
+    return unavailable(t, rc->errstr);
   }
-  if (redisSetTimeout(ctx.get(), to_timeval(t.timeout)) != REDIS_OK) {
+  if (redisSetTimeout(rc.get(), to_timeval(t.timeout)) != REDIS_OK) {
     return unavailable(t, "cannot set the socket timeout");
   }
   auto conn = std::make_unique<Conn>();
-  conn->ctx = std::move(ctx);
+  conn->ctx = std::move(rc);
   if (t.tls) {
     // The handshake gets its own I/O timeout, capped by the call deadline.
-    const milliseconds hs = io_timeout(t, &capped);
+    const milliseconds hs = io_timeout(t, ctx, &capped);
     if (hs <= milliseconds(0)) return deadline_passed(t, "no TLS handshake");
     tls::TlsPeer peer;
     peer.host = t.host;  // where: the error is prefixed with t.where()
@@ -105,9 +102,9 @@ Result<ConnPtr> connect(const Target& t) {
     peer.client_cert_hint =
         " (the server requires a client certificate: give cert= and key=)";
     auto s = TlsSession::handshake(t.tls, conn->fd(), std::move(peer),
-                                   std::chrono::steady_clock::now() + hs);
+                                   Steady::now() + hs);
     if (!s.ok()) {
-      if (capped && store::call_deadline_passed()) {
+      if (capped && ctx.expired()) {
         return deadline_passed(t, s.error().message());
       }
       return unavailable(t, s.error().message());
@@ -118,7 +115,7 @@ Result<ConnPtr> connect(const Target& t) {
     std::vector<std::string> auth = {"AUTH"};
     if (!t.user.empty()) auth.push_back(t.user);
     auth.push_back(t.password);
-    auto r = command(conn.get(), t, auth);
+    auto r = command(conn.get(), t, auth, ctx);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Error(Errc::permission_denied,
@@ -127,7 +124,7 @@ Result<ConnPtr> connect(const Target& t) {
     }
   }
   if (t.db != 0) {
-    auto r = command(conn.get(), t, {"SELECT", std::to_string(t.db)});
+    auto r = command(conn.get(), t, {"SELECT", std::to_string(t.db)}, ctx);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Error(Errc::invalid_argument,
@@ -140,32 +137,31 @@ Result<ConnPtr> connect(const Target& t) {
 }
 
 Result<ReplyPtr> command(Conn* conn, const Target& t,
-                         const std::vector<std::string>& args) {
+                         const std::vector<std::string>& args,
+                         const CallContext& cc) {
   redisContext* ctx = conn->get();
   Argv a(args);
   // Rule 7: never wait for a reply past the call deadline. The reply is
   // awaited with poll(), whose timeout the kernel keeps to the millisecond;
   // the socket's SO_RCVTIMEO (hiredis's blocking read) is rounded to
-  // scheduler ticks and overshot a 349 ms limit by 30 ms and more (a
-  // loaded machine: 50-70 ms, torture checker 7). A command that timed out
-  // leaves its reply outstanding, so the caller drops the connection (every
-  // error here does).
+  // scheduler ticks and overshot a 349 ms limit by 30 ms and more on a
+  // loaded machine. A command that timed out leaves its reply outstanding,
+  // so the caller drops the connection (every error here does).
   bool capped = false;
-  const milliseconds limit = io_timeout(t, &capped);
+  const milliseconds limit = io_timeout(t, cc, &capped);
   if (limit <= milliseconds(0)) {
     return deadline_passed(t, "no time left to send the command");
   }
-  // Capped: the call deadline itself, so that a timeout here is seen as
-  // the call deadline passing (a blocking acquire answers `timeout`).
-  const auto until = capped ? store::call_deadline()
-                            : std::chrono::steady_clock::now() + limit;
+  // Capped: up to the call deadline itself, so that a timeout here is seen
+  // as the call deadline passing (a blocking acquire answers `timeout`).
+  const auto until = Steady::now() + limit;
   if (redisAppendCommandArgv(ctx, a.count(), a.argv.data(), a.lens.data()) !=
       REDIS_OK) {
     return unavailable(t, ctx->errstr);
   }
   std::string why;
   if (!flush(conn, until, &why)) {
-    if (capped && store::call_deadline_passed()) {
+    if (capped && cc.expired()) {
       return deadline_passed(t, "cannot send the command: " + why);
     }
     new_connection_hint(conn, &why);
@@ -184,8 +180,7 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
       if (!read_in(conn, &why)) return unavailable(t, why);
       continue;
     }
-    const auto left = std::chrono::ceil<milliseconds>(
-        until - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<milliseconds>(until - Steady::now());
     if (left <= milliseconds(0)) {
       const std::string late =
           "no reply within " + std::to_string(limit.count()) + "ms";
@@ -202,7 +197,7 @@ Result<ReplyPtr> command(Conn* conn, const Target& t,
   }
 }
 
-Result<ConnPtr> Pool::take(bool* reused, bool probe) {
+Result<ConnPtr> Pool::take(bool* reused, bool probe, const CallContext& ctx) {
   for (;;) {
     ConnPtr c;
     {
@@ -219,7 +214,7 @@ Result<ConnPtr> Pool::take(bool* reused, bool probe) {
     return c;
   }
   *reused = false;
-  return connect(target_);
+  return connect(target_, ctx);
 }
 
 void Pool::give(ConnPtr ctx) {
@@ -228,14 +223,15 @@ void Pool::give(ConnPtr ctx) {
 }
 
 Result<ReplyPtr> Pool::eval(const Script& script,
-                            const std::vector<std::string>& args) {
-  if (store::call_deadline_passed()) {
+                            const std::vector<std::string>& args,
+                            const CallContext& ctx) {
+  if (ctx.expired()) {
     return Error(Errc::timeout,
                  target_.where() +
                      ": not sent (the caller's wait ended: call deadline)");
   }
   bool reused = false;
-  auto r = eval_once(script, args, &reused);
+  auto r = eval_once(script, args, &reused, ctx);
   if (r.ok() || r.error().code() != Errc::unavailable) return r;
   // A pooled connection the server closed meanwhile (restart, idle
   // timeout): lock scripts are idempotent by owner token, so they run once
@@ -250,19 +246,20 @@ Result<ReplyPtr> Pool::eval(const Script& script,
   }
   if (reused &&
       r.error().message().find("no reply within") == std::string::npos) {
-    r = eval_once(script, args, &reused);
+    r = eval_once(script, args, &reused, ctx);
   }
   return r;
 }
 
-Result<ReplyPtr> Pool::read(const std::vector<std::string>& args) {
+Result<ReplyPtr> Pool::read(const std::vector<std::string>& args,
+                            const CallContext& ctx) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
-    auto ctx = take(&reused, false);
-    if (!ctx.ok()) return std::move(ctx).error();
-    auto r = command(ctx->get(), target_, args);
+    auto conn = take(&reused, false, ctx);
+    if (!conn.ok()) return std::move(conn).error();
+    auto r = command(conn->get(), target_, args, ctx);
     if (r.ok()) {
-      give(std::move(*ctx));
+      give(std::move(*conn));
       if ((*r)->type == REDIS_REPLY_ERROR) {
         return from_error_reply(target_, r->get());
       }
@@ -277,12 +274,12 @@ Result<ReplyPtr> Pool::read(const std::vector<std::string>& args) {
 
 Result<ReplyPtr> Pool::eval_once(const Script& script,
                                  const std::vector<std::string>& args,
-                                 bool* reused) {
-  auto ctx = take(reused, !script.idempotent);
+                                 bool* reused, const CallContext& cc) {
+  auto ctx = take(reused, !script.idempotent, cc);
   if (!ctx.ok()) return std::move(ctx).error();
   if (use_functions_.load(std::memory_order_relaxed)) {
     bool fallback = false;
-    auto r = fcall(ctx->get(), script, args, &fallback);
+    auto r = fcall(ctx->get(), script, args, &fallback, cc);
     if (!fallback) {
       if (!r.ok()) return std::move(r).error();  // the context is dropped
       give(std::move(*ctx));
@@ -300,7 +297,7 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
     if (it != sha_.end()) sha = it->second;
   }
   if (sha.empty()) {
-    auto r = command(ctx->get(), target_, {"SCRIPT", "LOAD", script.text});
+    auto r = command(ctx->get(), target_, {"SCRIPT", "LOAD", script.text}, cc);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type != REDIS_REPLY_STRING) {
       if ((*r)->type == REDIS_REPLY_ERROR) {
@@ -314,13 +311,13 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
   }
   std::vector<std::string> cmd = {"EVALSHA", sha, "0"};
   cmd.insert(cmd.end(), args.begin(), args.end());
-  auto r = command(ctx->get(), target_, cmd);
+  auto r = command(ctx->get(), target_, cmd, cc);
   if (!r.ok()) return std::move(r).error();  // the context is dropped
   if ((*r)->type == REDIS_REPLY_ERROR &&
       starts_with((*r)->str, (*r)->len, "NOSCRIPT")) {
     cmd[0] = "EVAL";
     cmd[1] = script.text;
-    r = command(ctx->get(), target_, cmd);
+    r = command(ctx->get(), target_, cmd, cc);
     if (!r.ok()) return std::move(r).error();
   }
   give(std::move(*ctx));
@@ -330,12 +327,12 @@ Result<ReplyPtr> Pool::eval_once(const Script& script,
   return r;
 }
 
-Result<ReplyPtr> Pool::fcall(Conn* ctx, const Script& script,
+Result<ReplyPtr> Pool::fcall(Conn* conn, const Script& script,
                              const std::vector<std::string>& args,
-                             bool* fallback) {
+                             bool* fallback, const CallContext& ctx) {
   std::vector<std::string> cmd = {"FCALL", script.function, "0"};
   cmd.insert(cmd.end(), args.begin(), args.end());
-  auto r = command(ctx, target_, cmd);
+  auto r = command(conn, target_, cmd, ctx);
   if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR) return r;
   const char* e = (*r)->str;
   const std::size_t n = (*r)->len;
@@ -344,14 +341,14 @@ Result<ReplyPtr> Pool::fcall(Conn* ctx, const Script& script,
     return r;
   }
   if (!starts_with(e, n, "ERR Function not found")) return r;
-  auto load =
-      command(ctx, target_, {"FUNCTION", "LOAD", "REPLACE", scripts().library});
+  auto load = command(conn, target_,
+                      {"FUNCTION", "LOAD", "REPLACE", scripts().library}, ctx);
   if (!load.ok()) return std::move(load).error();
   if ((*load)->type == REDIS_REPLY_ERROR) {
     *fallback = true;  // no FUNCTION (Redis < 7) or not allowed by ACL
     return r;
   }
-  return command(ctx, target_, cmd);
+  return command(conn, target_, cmd, ctx);
 }
 
 std::shared_ptr<Notifier::Slot> Notifier::enter(const std::string& token) {
@@ -380,11 +377,6 @@ void Notifier::wake(const std::string& token, std::string payload,
   s.cv.notify_all();
 }
 
-std::string Notifier::take_payload(Slot& slot) {
-  std::vector<Push> all = take_pushes(slot);
-  return all.empty() ? std::string() : std::move(all.back().payload);
-}
-
 std::vector<Notifier::Push> Notifier::take_pushes(Slot& slot) {
   std::lock_guard<std::mutex> lk(mu_);
   return std::exchange(slot.pushes, {});
@@ -393,6 +385,12 @@ std::vector<Notifier::Push> Notifier::take_pushes(Slot& slot) {
 std::uint64_t Notifier::gen(Slot& slot) {
   std::lock_guard<std::mutex> lk(mu_);
   return slot.gen;
+}
+
+void Notifier::poke(Slot& slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++slot.gen;
+  slot.cv.notify_all();
 }
 
 std::uint64_t Notifier::wait(Slot& slot, std::uint64_t seen,
@@ -562,9 +560,9 @@ bool Subscriber::serve(Conn* conn) {
 
 void Subscriber::run() {
   while (!stop_) {
-    auto ctx = connect(target_);
-    if (ctx.ok()) {
-      serve(ctx->get());
+    auto conn = connect(target_, CallContext());  // the target's timeout
+    if (conn.ok()) {
+      serve(conn->get());
       // The server forgot every subscription with the connection.
       std::lock_guard<std::mutex> lk(mu_);
       for (auto& [name, ch] : channels_) {

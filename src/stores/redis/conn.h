@@ -1,17 +1,17 @@
 // stores/redis/conn.h — hiredis plumbing for the redis:// and redlock://
 // stores (internal): a small connection pool that runs scripts (FCALL of the
 // library's function, FUNCTION LOAD when missing; EVALSHA with a NOSCRIPT
-// fallback to EVAL when the server refuses functions), and a per-lock
-// pub/sub subscriber that wakes waiting threads.
+// fallback to EVAL when the server refuses functions), and the pub/sub
+// subscriber that wakes waiting requests.
 //
 // Errors: connect/IO failures and timeouts are `unavailable` naming the
 // instance ("redis 127.0.0.1:6379: Connection refused"); a connection that
 // failed is closed, never reused. Every I/O timeout is capped by the call
-// deadline (stores/call_deadline.h); past it a call fails with `timeout`
+// context's deadline (baton/store.h); past it a call fails with `timeout`
 // and its connection (reply outstanding) is dropped. A counter change that
 // lost its connection after being sent is `unavailable` (outcome unknown),
-// never re-run. Authentication failures are
-// `permission_denied`. Script errors are `internal`.
+// never re-run. Authentication failures are `permission_denied`. Script
+// errors are `internal`.
 //
 // Thread safety: Pool, Notifier and Subscriber are safe for concurrent use.
 #ifndef BATON_STORES_REDIS_CONN_H_
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "baton/error.h"
+#include "baton/store.h"
 #include "stores/redis/common.h"
 #include "stores/redis/scripts.h"
 #include "stores/tls/tls_client.h"
@@ -108,12 +109,15 @@ bool idle_ok(Conn* c);
 void new_connection_hint(const Conn* c, std::string* why);
 
 // Connects (with the TLS handshake when the target has TLS on),
-// authenticates and selects the database.
-Result<ConnPtr> connect(const Target& target);
+// authenticates and selects the database, within the target's timeout
+// capped by ctx's deadline.
+Result<ConnPtr> connect(const Target& target, const CallContext& ctx);
 // Runs one command; an IO failure is `unavailable` (the context is then
-// unusable). A Redis error reply is returned as a reply.
+// unusable), the deadline of ctx passing is `timeout`. A Redis error reply
+// is returned as a reply.
 Result<ReplyPtr> command(Conn* conn, const Target& target,
-                         const std::vector<std::string>& args);
+                         const std::vector<std::string>& args,
+                         const CallContext& ctx);
 
 class Pool {
  public:
@@ -122,24 +126,27 @@ class Pool {
   // Runs `script` with no KEYS and `args` as ARGV. Redis error replies
   // become errors (see header comment).
   Result<ReplyPtr> eval(const Script& script,
-                        const std::vector<std::string>& args);
+                        const std::vector<std::string>& args,
+                        const CallContext& ctx);
   // Runs one read-only command (e.g. SCAN); once more on a fresh
   // connection if a pooled one was closed meanwhile.
-  Result<ReplyPtr> read(const std::vector<std::string>& args);
+  Result<ReplyPtr> read(const std::vector<std::string>& args,
+                        const CallContext& ctx);
   const Target& target() const { return target_; }
 
  private:
   Result<ReplyPtr> eval_once(const Script& script,
-                             const std::vector<std::string>& args,
-                             bool* reused);
+                             const std::vector<std::string>& args, bool* reused,
+                             const CallContext& ctx);
   // FCALL of the script's function (FUNCTION LOAD once if missing). Sets
   // *fallback when the server refuses functions (too old, ACL): then
   // EVALSHA is used from now on.
-  Result<ReplyPtr> fcall(Conn* ctx, const Script& script,
-                         const std::vector<std::string>& args, bool* fallback);
+  Result<ReplyPtr> fcall(Conn* conn, const Script& script,
+                         const std::vector<std::string>& args, bool* fallback,
+                         const CallContext& ctx);
   // An idle connection, or a new one. `probe`: drop idle connections the
   // server has closed (checked without blocking) instead of returning them.
-  Result<ConnPtr> take(bool* reused, bool probe);
+  Result<ConnPtr> take(bool* reused, bool probe, const CallContext& ctx);
   void give(ConnPtr ctx);
 
   const Target target_;
@@ -150,7 +157,7 @@ class Pool {
   std::atomic<bool> use_functions_{true};
 };
 
-// Wake-ups for waiting threads, keyed by owner token (hex).
+// Wake-ups for waiting requests, keyed by owner token (hex).
 class Notifier {
  public:
   // One message: its payload and the subscriber it came from (Redlock
@@ -170,8 +177,6 @@ class Notifier {
   void leave(const std::string& token);
   void wake(const std::string& token, std::string payload = {},
             const void* from = nullptr);
-  // The last payload delivered to the slot; "" if none. Forgets them all.
-  std::string take_payload(Slot& slot);
   // Every message delivered to the slot since the last take, oldest first
   // (the oldest are dropped beyond kMaxPushes), and forgets them.
   std::vector<Push> take_pushes(Slot& slot);
@@ -179,19 +184,21 @@ class Notifier {
   std::uint64_t wait(Slot& slot, std::uint64_t seen,
                      std::chrono::steady_clock::time_point until);
   std::uint64_t gen(Slot& slot);
+  // Wakes the slot's waiter with no message (an interrupted request).
+  void poke(Slot& slot);
 
  private:
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // mu_
 };
 
-// One connection SUBSCRIBEd to the channels ("<prefix>ch:<name>") of the
-// locks that threads of this store wait on. Reference-counted: the first
-// waiter of a lock subscribes, and the channel is unsubscribed once nobody
-// has waited on it for `linger` (so a client that waits on the same lock
-// again and again pays no SUBSCRIBE round trip). Each message's payload is
-// the owner token that was granted (or withdrawn), which wakes only that
-// token's waiter in the Notifier. The connection is opened on the first
+// One connection SUBSCRIBEd to the channels that requests of this store
+// wait on (the store's inbox, see Instance). Reference-counted: the first
+// waiting request subscribes, and the channel is unsubscribed once nobody
+// has waited on it for `linger` (so a client that waits again and again
+// pays no SUBSCRIBE round trip). Each message's payload starts with the
+// owner token that was granted (or withdrawn), which wakes only that
+// token's request in the Notifier. The connection is opened on the first
 // subscribe (uncontended acquires never open it) and reopened after a
 // failure; waiters re-check periodically, so a lost message or a dead
 // subscription costs latency, never correctness.

@@ -146,101 +146,83 @@ std::optional<AcqReply> parse_pushed_grant(std::string_view payload,
   return out;
 }
 
-Result<StoreConfig> parse_config(const core::Url& url,
-                                 milliseconds default_timeout) {
-  StoreConfig c;
-  c.timeout = default_timeout;
-  c.user = url.user;
-  c.password = url.password;
-  const bool redlock = url.scheme == "redlock";
-  bool tls = url.scheme == "rediss";
-  TlsOptions tls_opts;
-  std::string tls_key_seen;  // a ca/cert/key option given (for the error)
-  for (const auto& [k, v] : url.query) {
-    if (k == "ca" || k == "cert" || k == "key") {
-      if (v.empty()) {
-        return Error(
-            Errc::invalid_argument,
-            "store URL \"" + url.safe() + "\": " + k + " needs a file path");
-      }
-      (k == "ca"     ? tls_opts.ca
-       : k == "cert" ? tls_opts.cert
-                     : tls_opts.key) = v;
-      tls_key_seen = k;
-    } else if (k == "tls" && redlock) {
-      if (v == "1" || v == "true") {
-        tls = true;
-      } else if (v != "0" && v != "false") {
-        return Error(Errc::invalid_argument,
-                     "store URL \"" + url.safe() + "\": tls \"" + v +
-                         "\" must be 1, true, 0 or false");
-      }
-    } else if (k == "tls") {
-      return Error(Errc::invalid_argument,
-                   "store URL \"" + url.safe() +
-                       "\": unknown option \"tls\" (for TLS write "
-                       "rediss:// instead of redis://)");
-    } else if (k == "password") {
-      c.password = v;
-    } else if (k == "prefix") {
-      if (v.empty() || v.find('\0') != std::string::npos || v.size() > 256) {
-        return Error(Errc::invalid_argument,
-                     "store URL \"" + url.safe() +
-                         "\": prefix must be 1..256 bytes without NUL");
-      }
-      c.prefix = v;
-    } else if (k == "timeout" || k == "timeout_ms") {
-      char* end = nullptr;
-      const long long ms = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || ms < 1 || ms > 600000) {
-        return Error(Errc::invalid_argument,
-                     "store URL \"" + url.safe() + "\": timeout \"" + v +
-                         "\" must be 1..600000 (milliseconds)");
-      }
-      c.timeout = milliseconds(ms);
-    } else {
-      return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
-                                               "\": unknown option \"" + k +
-                                               "\" (known: password, prefix, "
-                                               "timeout, ca, cert, key" +
-                                               (redlock ? ", tls)" : ")"));
-    }
-  }
-  if (!tls && !tls_key_seen.empty()) {
+std::vector<OptionSpec> common_options(std::string default_timeout) {
+  OptionSpec timeout = request_timeout_option(std::move(default_timeout));
+  timeout.help =
+      "per-instance timeout: connect, and wait for one reply (a bare number "
+      "is milliseconds)";
+  timeout.aliases = {"timeout", "timeout_ms"};
+  return {
+      timeout,
+      prefix_option("baton:",
+                    "every key and channel starts with it: scope Redis ACLs "
+                    "to ~<prefix>* and &<prefix>*"),
+      secret_option("password",
+                    "AUTH password (with the URL's user, if any); overrides "
+                    "the URL's userinfo"),
+      file_option("ca",
+                  "TLS only: PEM file of the CA(s) the server's certificate "
+                  "must chain to (default: the system CAs)"),
+      file_option("cert", "TLS only: client certificate (PEM), with key"),
+      file_option("key", "TLS only: the client certificate's key (PEM)"),
+  };
+}
+
+Result<StoreConfig> config_of(const StoreUrl& url) {
+  auto bad = [&](const std::string& why) {
     return Error(Errc::invalid_argument,
-                 "store URL \"" + url.safe() + "\": " + tls_key_seen +
-                     " is a TLS option but TLS is off (" +
-                     (redlock ? "add tls=1" : "write rediss:// for TLS") + ")");
+                 "store URL \"" + url.safe + "\": " + why);
+  };
+  const OptionValues& o = url.options;
+  const bool redlock = url.scheme == "redlock";
+  const bool tls = url.scheme == "rediss" || (redlock && o.flag("tls"));
+  StoreConfig c;
+  c.prefix = o.text("prefix");
+  if (c.prefix.empty() || c.prefix.find('\0') != std::string::npos ||
+      c.prefix.size() > 256) {
+    return bad("prefix must be 1..256 bytes without NUL");
   }
-  if (tls) {
-    auto ctx = TlsContext::create(tls_opts);
-    if (!ctx.ok()) {
-      return Error(ctx.error().code(), "store URL \"" + url.safe() +
-                                           "\": " + ctx.error().message());
+  for (const char* k : {"ca", "cert", "key"}) {
+    if (!tls && o.given(k)) {
+      return bad(std::string(k) + " is a TLS option but TLS is off (" +
+                 (redlock ? "add tls=1" : "write rediss:// for TLS") + ")");
     }
-    c.tls = std::move(*ctx);
   }
+  Target t;
+  t.user = url.user;
+  t.password = o.given("password") ? o.text("password") : url.password;
+  t.timeout = o.duration("request_timeout");
   if (!url.path.empty()) {
     char* end = nullptr;
     const long db = std::strtol(url.path.c_str(), &end, 10);
     if (*end != '\0' || db < 0 || db > 1000000) {
-      return Error(Errc::invalid_argument, "store URL \"" + url.safe() +
-                                               "\": database \"" + url.path +
-                                               "\" is not a number");
+      return bad("database \"" + url.path + "\" is not a number");
     }
-    c.db = static_cast<int>(db);
+    t.db = static_cast<int>(db);
+  }
+  if (tls) {
+    auto ctx =
+        TlsContext::create({o.text("ca"), o.text("cert"), o.text("key")});
+    if (!ctx.ok()) return bad(ctx.error().message());
+    t.tls = std::move(*ctx);
+  }
+  for (const auto& h : url.hosts) {
+    t.host = h.host;
+    t.port = h.port;
+    c.targets.push_back(t);
   }
   return c;
 }
 
-Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args) {
+Result<ReplyPtr> Instance::run(const Script& s, std::vector<std::string> args,
+                               const CallContext& ctx) {
   args.insert(args.begin(), prefix_);
-  return pool_.eval(s, args);
+  return pool_.eval(s, args, ctx);
 }
 
 Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
-                                   std::int64_t wait_ms, std::int64_t ticket,
-                                   std::int64_t seq) {
+                                   std::int64_t wait_ms, const CallContext& ctx,
+                                   std::int64_t ticket, std::int64_t seq) {
   std::vector<std::string> args = {spec.name,
                                    spec.token.to_string(),
                                    std::to_string(spec.ttl.count()),
@@ -258,7 +240,7 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
     args.push_back(ticket >= 0 ? std::to_string(ticket) : std::string());
   }
   if (seq > 0) args.push_back(std::to_string(seq));
-  auto r = run(scripts().acquire, std::move(args));
+  auto r = run(scripts().acquire, std::move(args), ctx);
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
   const std::string kind = str(at(rep, 0));
@@ -306,9 +288,10 @@ Result<AcqReply> Instance::acquire(const AcquireSpec& spec, const char* mode,
 }
 
 Result<Grant> Instance::extend(std::string_view name, const OwnerToken& token,
-                               milliseconds ttl) {
-  auto r = run(scripts().extend, {std::string(name), token.to_string(),
-                                  std::to_string(ttl.count())});
+                               milliseconds ttl, const CallContext& ctx) {
+  auto r = run(
+      scripts().extend,
+      {std::string(name), token.to_string(), std::to_string(ttl.count())}, ctx);
   if (!r.ok()) return std::move(r).error();
   const std::string kind = str(at(r->get(), 0));
   if (kind == "error") return script_error(r->get());
@@ -318,10 +301,11 @@ Result<Grant> Instance::extend(std::string_view name, const OwnerToken& token,
 
 Result<ReleaseResult> Instance::release(std::string_view name,
                                         const OwnerToken& token,
+                                        const CallContext& ctx,
                                         std::int64_t seq) {
   std::vector<std::string> args = {std::string(name), token.to_string()};
   if (seq > 0) args.push_back(std::to_string(seq));
-  auto r = run(scripts().release, std::move(args));
+  auto r = run(scripts().release, std::move(args), ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) != "released") {
     return bad_reply(target(), "release");
@@ -332,8 +316,9 @@ Result<ReleaseResult> Instance::release(std::string_view name,
   return out;
 }
 
-Result<LockInfo> Instance::describe(std::string_view name) {
-  auto r = run(scripts().describe, {std::string(name)});
+Result<LockInfo> Instance::describe(std::string_view name,
+                                    const CallContext& ctx) {
+  auto r = run(scripts().describe, {std::string(name)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "describe");
   return parse_info(r->get());
@@ -345,13 +330,14 @@ Result<LockInfo> Instance::describe(std::string_view name) {
 // then described in sorted batches by the list script, which skips locks
 // that ended meanwhile.
 Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
-                                             std::size_t limit) {
+                                             std::size_t limit,
+                                             const CallContext& ctx) {
   const std::string keys = prefix_ + "l:";
   const std::string match = glob_escape(keys) + glob_escape(prefix) + "*";
   std::vector<std::string> names;
   std::string cursor = "0";
   do {
-    auto r = pool_.read({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+    auto r = pool_.read({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, ctx);
     if (!r.ok()) return std::move(r).error();
     const redisReply* rep = r->get();
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
@@ -371,8 +357,9 @@ Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
   constexpr std::size_t kBatch = 100;
   for (std::size_t i = 0; i < names.size() && out.size() < limit; i += kBatch) {
     const std::size_t end = std::min(names.size(), i + kBatch);
-    auto r = run(scripts().list, std::vector<std::string>(names.begin() + i,
-                                                          names.begin() + end));
+    auto r = run(
+        scripts().list,
+        std::vector<std::string>(names.begin() + i, names.begin() + end), ctx);
     if (!r.ok()) return std::move(r).error();
     if ((*r)->type != REDIS_REPLY_ARRAY) return bad_reply(target(), "list");
     for (std::size_t j = 0; j < (*r)->elements && out.size() < limit; ++j) {
@@ -383,7 +370,8 @@ Result<std::vector<LockInfo>> Instance::list(std::string_view prefix,
 }
 
 Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
-                                   std::int64_t queue_ms, std::int64_t seq) {
+                                   std::int64_t queue_ms,
+                                   const CallContext& ctx, std::int64_t seq) {
   std::vector<std::string> args = {
       spec.reservation.to_string(),    std::to_string(spec.ttl.count()),
       std::to_string(spec.capacity),   spec.label,
@@ -392,7 +380,7 @@ Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
   args.insert(args.end(), spec.names.begin(), spec.names.end());
   args.push_back(seq > 0 ? std::to_string(seq) : std::string());
   args.push_back(inbox_);
-  auto r = run(scripts().multi, std::move(args));
+  auto r = run(scripts().multi, std::move(args), ctx);
   if (!r.ok()) return std::move(r).error();
   const redisReply* rep = r->get();
   const std::string kind = str(at(rep, 0));
@@ -425,24 +413,28 @@ Result<MultiReply> Instance::multi(const MultiSpec& spec, const char* mode,
 
 Result<std::uint64_t> Instance::fence(std::string_view name,
                                       const OwnerToken& token,
-                                      std::uint64_t floor) {
-  auto r = run(scripts().fence,
-               {std::string(name), token.to_string(), std::to_string(floor)});
+                                      std::uint64_t floor,
+                                      const CallContext& ctx) {
+  auto r =
+      run(scripts().fence,
+          {std::string(name), token.to_string(), std::to_string(floor)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) != "fenced") return bad_reply(target(), "fence");
   return static_cast<std::uint64_t>(num(at(r->get(), 1)));
 }
 
-Result<std::int64_t> Instance::counter_get(std::string_view name) {
-  auto r = run(scripts().counter_get, {std::string(name)});
+Result<std::int64_t> Instance::counter_get(std::string_view name,
+                                           const CallContext& ctx) {
+  auto r = run(scripts().counter_get, {std::string(name)}, ctx);
   if (!r.ok()) return std::move(r).error();
   return num(r->get());
 }
 
 Result<std::int64_t> Instance::counter_add(std::string_view name,
-                                           std::int64_t delta) {
-  auto r =
-      run(scripts().counter_add, {std::string(name), std::to_string(delta)});
+                                           std::int64_t delta,
+                                           const CallContext& ctx) {
+  auto r = run(scripts().counter_add,
+               {std::string(name), std::to_string(delta)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) == "overflow") {
     return Error(Errc::invalid_argument,
@@ -453,8 +445,10 @@ Result<std::int64_t> Instance::counter_add(std::string_view name,
 }
 
 Result<std::int64_t> Instance::counter_take(std::string_view name,
-                                            std::int64_t n) {
-  auto r = run(scripts().counter_take, {std::string(name), std::to_string(n)});
+                                            std::int64_t n,
+                                            const CallContext& ctx) {
+  auto r =
+      run(scripts().counter_take, {std::string(name), std::to_string(n)}, ctx);
   if (!r.ok()) return std::move(r).error();
   if (str(at(r->get(), 0)) == "short") {
     return Error(Errc::not_acquired, "counter " + core::quote_name(name) +

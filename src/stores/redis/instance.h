@@ -2,7 +2,7 @@
 // (internal): typed calls of each script and the parsing of their replies.
 // RedisStore drives one Instance; RedlockStore drives N.
 //
-// Inputs are not validated here (the stores do it first).
+// Inputs are trusted: the client validated them (baton/store.h, "Input").
 //
 // Thread safety: safe for concurrent use.
 #ifndef BATON_STORES_REDIS_INSTANCE_H_
@@ -16,9 +16,9 @@
 
 #include "baton/error.h"
 #include "baton/lease.h"
-#include "core/url.h"
+#include "baton/store.h"
+#include "baton/store_descriptor.h"
 #include "stores/redis/conn.h"
-#include "stores/store.h"
 
 namespace baton::store::redis {
 
@@ -61,20 +61,18 @@ struct MultiReply {
 std::optional<AcqReply> parse_pushed_grant(std::string_view payload,
                                            std::string_view name);
 
-// Options shared by both stores, from the URL query.
+// A store's URL, parsed by its descriptor: the key prefix and one target
+// per host, each with the userinfo or password option, the /db path, the
+// request_timeout, and TLS (rediss://, or redlock://...?tls=1; ca/cert/key
+// only with it; one context per store, shared by its connections).
 struct StoreConfig {
-  std::string prefix = "baton:";
-  std::string user, password;
-  int db = 0;
-  milliseconds timeout{5000};
-  // TLS: rediss://, or redlock://...?tls=1 (every instance); ca/cert/key
-  // only with it. Made once per store, shared by its connections.
-  std::shared_ptr<TlsContext> tls;
+  std::string prefix;
+  std::vector<Target> targets;
 };
-// Reads ?prefix=, ?password=, ?timeout= (ms), ?tls= (redlock://), ?ca=,
-// ?cert=, ?key= (TLS only), the /db path and userinfo.
-Result<StoreConfig> parse_config(const core::Url& url,
-                                 milliseconds default_timeout);
+// invalid_argument naming the URL for a bad prefix, database or TLS file.
+Result<StoreConfig> config_of(const StoreUrl& url);
+// The options both stores' descriptors declare (redlock:// adds `tls`).
+std::vector<OptionSpec> common_options(std::string default_timeout);
 
 class Instance {
  public:
@@ -90,33 +88,37 @@ class Instance {
   // from a round older than the one that last found this token's lease or
   // waiter changes nothing there (a delayed call never undoes a later one).
   Result<AcqReply> acquire(const AcquireSpec& spec, const char* mode,
-                           std::int64_t wait_ms, std::int64_t ticket = -1,
-                           std::int64_t seq = 0);
+                           std::int64_t wait_ms, const CallContext& ctx,
+                           std::int64_t ticket = -1, std::int64_t seq = 0);
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
-                       milliseconds ttl);
+                       milliseconds ttl, const CallContext& ctx);
   // `seq` > 0: a Redlock round's clean-up, which leaves alone a lease or
   // waiter that a later round (seq) of this token created or found; 0: the
   // caller's release (unconditional).
   Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
-                                std::int64_t seq = 0);
-  Result<LockInfo> describe(std::string_view name);
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit);
+                                const CallContext& ctx, std::int64_t seq = 0);
+  Result<LockInfo> describe(std::string_view name, const CallContext& ctx);
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
+                                     const CallContext& ctx);
   // `seq` > 0 (Redlock): the sending round's number, as for acquire.
   Result<MultiReply> multi(const MultiSpec& spec, const char* mode,
-                           std::int64_t queue_ms, std::int64_t seq = 0);
+                           std::int64_t queue_ms, const CallContext& ctx,
+                           std::int64_t seq = 0);
   // Raises the name's fencing counter (and the lease's token) to `floor`.
   Result<std::uint64_t> fence(std::string_view name, const OwnerToken& token,
-                              std::uint64_t floor);
-  Result<std::int64_t> counter_get(std::string_view name);
-  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta);
-  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n);
+                              std::uint64_t floor, const CallContext& ctx);
+  Result<std::int64_t> counter_get(std::string_view name,
+                                   const CallContext& ctx);
+  Result<std::int64_t> counter_add(std::string_view name, std::int64_t delta,
+                                   const CallContext& ctx);
+  Result<std::int64_t> counter_take(std::string_view name, std::int64_t n,
+                                    const CallContext& ctx);
 
   // This store's inbox on this server, "<prefix>in:<id>" (64 random bits
   // per Instance): every waiter record this Instance writes names it, so the
   // grant or withdrawal of one of its waiters is published there alone —
   // one subscriber connection receives it, not every client waiting on the
-  // lock (see Subscriber). Reference-counted by the waiting threads.
+  // lock (see Subscriber). Reference-counted by the waiting requests.
   void subscribe_inbox() { sub_.add(inbox_channel()); }
   std::optional<std::chrono::steady_clock::time_point> await_inbox(
       std::chrono::steady_clock::time_point until) {
@@ -130,7 +132,8 @@ class Instance {
 
  private:
   std::string inbox_channel() const { return prefix_ + "in:" + inbox_; }
-  Result<ReplyPtr> run(const Script& s, std::vector<std::string> args);
+  Result<ReplyPtr> run(const Script& s, std::vector<std::string> args,
+                       const CallContext& ctx);
 
   Pool pool_;
   const std::string prefix_;

@@ -1,161 +1,203 @@
-// stores/redis/redlock_multi.cc — RedlockStore::acquire_multi (acquire_some
-// and acquire_all over N masters; see redlock_store.h and
-// docs/stores/redis.md).
+// stores/redis/redlock_multi.cc — acquire_some and acquire_all over N
+// masters (see redlock_store.h and docs/stores/redis.md): one reservation's
+// rounds of the multi script.
 #include <map>
+#include <string_view>
 
-#include "stores/call_deadline.h"
+#include "stores/redis/inbox.h"
 #include "stores/redis/redlock_impl.h"
 
 namespace baton::store::redis {
+namespace {
 
-Result<std::vector<Grant>> RedlockStore::finish_multi(
-    const MultiSpec& spec, std::vector<Result<MultiReply>>& replies,
-    const std::vector<std::string>& names, Steady::time_point t0,
-    Steady::time_point call_start, std::int64_t seq) {
-  std::vector<Grant> out;
-  for (const auto& name : names) {
-    std::vector<microseconds> vf;
-    std::vector<OwnerToken> tokens(inst_.size(), spec.reservation);
-    std::optional<Grant> g;
-    std::uint64_t top = 0;
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      auto& r = replies[i];
-      if (!r.ok()) continue;
-      for (const auto& gi : r->grants) {
-        if (gi.name != name) continue;
-        tokens[i] = gi.token;  // the lease the fence script raises
-        vf.push_back(gi.valid_for);
-        top = std::max(top, gi.fencing_token);
-        if (!g) g = gi;
-      }
-    }
-    const std::size_t q = quorum_for(spec.capacity);
-    if (!g || !validity(vf, spec.ttl, t0, q)) {
-      release_names(spec.names, spec.reservation, seq);
-      return Error(Errc::unavailable,
-                   "redlock: the majority for lock " + core::quote_name(name) +
-                       " was reached too late to leave any validity");
-    }
-    auto fenced = raise_fence(name, tokens, top);
-    if (!fenced.ok()) {
-      release_names(spec.names, spec.reservation, seq);
-      return std::move(fenced).error();
-    }
-    g->fencing_token = *fenced;
-    g->valid_for = std::chrono::duration_cast<microseconds>(t0 - call_start) +
-                   kth_largest(vf, q);
-    out.push_back(std::move(*g));
+// What one multi round's replies add up to, per name.
+struct MultiTally {
+  Tally t;
+  std::size_t full = 0;               // instances that granted every name
+  std::vector<std::string> majority;  // names granted on a quorum
+  std::vector<std::string> minority;  // names granted on fewer, but some
+};
+
+class RedlockMulti final : public InboxRequest<MultiRequest> {
+ public:
+  RedlockMulti(RedlockStore& s, const MultiSpec& spec)
+      : InboxRequest(s.notifier(), spec.reservation.to_string(), s.instances()),
+        s_(s),
+        spec_(spec),
+        quorum_(s.quorum_for(spec.capacity)) {}
+
+  Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
+                          const CallContext& ctx) override {
+    if (first_ask_ == Steady::time_point{}) first_ask_ = Steady::now();
+    first_ = true;
+    const bool try_all = spec_.all_or_nothing && mode == AskMode::try_only;
+    return round(try_all ? kTry : kWait, wait_left, ctx);
   }
-  return out;
+  Result<MultiAnswer> look(milliseconds wait_left,
+                           const CallContext& ctx) override {
+    return round(first_ ? kWait : kRefresh, wait_left, ctx);
+  }
+  Result<MultiAnswer> withdraw(const CallContext& ctx) override;
+
+ private:
+  Result<MultiAnswer> round(const char* mode, milliseconds left,
+                            const CallContext& ctx);
+  MultiTally tally(const std::vector<Result<MultiReply>>& replies) const;
+  Result<MultiAnswer> not_granted(const MultiTally& m, const CallContext& ctx);
+  Result<MultiAnswer> finish(const std::vector<Result<MultiReply>>& replies,
+                             const std::vector<std::string>& names,
+                             Steady::time_point t0, const CallContext& ctx);
+
+  RedlockStore& s_;
+  const MultiSpec spec_;
+  const std::size_t quorum_;
+  bool first_ = true;     // the next round enqueues (the first, or a requeue)
+  std::int64_t seq_ = 0;  // the last round's number
+  Steady::time_point first_ask_{};
+  Split split_;
+};
+
+// acquire_all queues until the wait's end; acquire_some keeps its requests
+// queued `ttl` after the call and reports what a quorum granted once
+// anything is, or once the wait is over.
+Result<MultiAnswer> RedlockMulti::round(const char* mode, milliseconds left,
+                                        const CallContext& ctx) {
+  const bool all = spec_.all_or_nothing;
+  const bool try_all = std::string_view(mode) == kTry;
+  inbox_.before_send();
+  const auto t0 = Steady::now();
+  seq_ = RedlockStore::next_seq();
+  const std::int64_t qms = all ? left.count() : spec_.ttl.count();
+  auto replies =
+      s_.each<Result<MultiReply>>(ctx, [&](Instance& i, const CallContext& c) {
+        return i.multi(spec_, mode, qms, c, seq_);
+      });
+  MultiTally m = tally(replies);
+  if (m.t.fatal) {
+    if (all) s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
+    return *m.t.fatal;
+  }
+  if (all && m.full >= quorum_) return finish(replies, spec_.names, t0, ctx);
+  if (m.t.withdrawn > 0 || m.t.answered < quorum_ || try_all) {
+    return not_granted(m, ctx);
+  }
+  if (!all && (!m.majority.empty() || left <= milliseconds::zero())) {
+    if (!m.minority.empty()) {
+      s_.release_names(m.minority, spec_.reservation, seq_, ctx);
+    }
+    return finish(replies, m.majority, t0, ctx);
+  }
+  first_ = false;
+  MultiAnswer a;
+  a.pending = spec_.names.size();
+  if (left > milliseconds::zero() && inbox_.subscribe(ctx)) {
+    a.look_at = Clock::time_point::min();  // a push may have been missed
+  } else if (split_.overdue(all ? m.full > 0 || !m.majority.empty() ||
+                                      !m.minority.empty()
+                                : !m.minority.empty())) {
+    // Gives back what it holds (acquire_all: every name; acquire_some: the
+    // minority names) and enqueues again.
+    s_.release_names(all ? spec_.names : m.minority, spec_.reservation, seq_,
+                     ctx);
+    first_ = true;
+    a.look_at = Clock::time_point::min();
+  }
+  return a;
 }
 
-Result<std::vector<Grant>> RedlockStore::acquire_multi(const MultiSpec& spec,
-                                                       milliseconds wait) {
-  using R = Result<std::vector<Grant>>;
-  if (Status st = check_multi(spec, wait); !st.ok()) return st.error();
-  const auto call_start = Steady::now();
-  const std::size_t n = spec.names.size();
-  const bool aon = spec.all_or_nothing;
-  const bool waiting = wait > milliseconds::zero();
-  const std::size_t q = quorum_for(spec.capacity);
-  std::vector<std::string> minority;  // of the last round
-  std::int64_t seq = 0;               // the last round's number
-  // One round: the multi script on every instance in parallel.
-  auto round = [&](bool first, std::int64_t left) -> Round<std::vector<Grant>> {
-    const auto t0 = Steady::now();
-    seq = next_seq();
-    const char* mode = aon && !waiting ? kTry : first ? kWait : kRefresh;
-    const std::int64_t qms = aon ? left : spec.ttl.count();
-    auto replies = each<Result<MultiReply>>(
-        [&](Instance& i) { return i.multi(spec, mode, qms, seq); });
-    std::size_t answered = 0, full = 0, withdrawn = 0;
-    const Error* busy = nullptr;
-    std::string failures;
-    std::map<std::string, std::size_t> count;
-    for (auto& r : replies) {
-      if (!r.ok()) {
-        if (r.error().code() != Errc::unavailable &&
-            r.error().code() != Errc::internal &&
-            r.error().code() != Errc::timeout) {
-          if (aon) release_names(spec.names, spec.reservation, seq);
-          return R(r.error());
-        }
-        failures += "; " + r.error().message();
-        continue;
-      }
-      ++answered;
-      if (r->kind == MultiReply::Kind::busy && busy == nullptr) busy = &r->busy;
-      if (r->kind == MultiReply::Kind::withdrawn) ++withdrawn;
-      if (r->grants.size() == n) ++full;
-      for (const auto& g : r->grants) ++count[g.name];
+MultiTally RedlockMulti::tally(
+    const std::vector<Result<MultiReply>>& replies) const {
+  MultiTally m;
+  std::map<std::string, std::size_t, std::less<>> count;
+  for (const auto& r : replies) {
+    if (!r.ok()) {
+      RedlockStore::note_failure(r, &m.t);
+      continue;
     }
-    std::vector<std::string> majority;
-    minority.clear();
-    for (const auto& name : spec.names) {
-      const std::size_t c = count.count(name) ? count[name] : 0;
-      if (c >= q) {
-        majority.push_back(name);
-      } else if (c > 0) {
-        minority.push_back(name);
-      }
+    ++m.t.answered;
+    if (r->kind == MultiReply::Kind::busy && m.t.busy == nullptr) {
+      m.t.busy = &r->busy;
     }
-    if (aon && full >= q) {
-      return finish_multi(spec, replies, spec.names, t0, call_start, seq);
+    if (r->kind == MultiReply::Kind::withdrawn) ++m.t.withdrawn;
+    if (r->grants.size() == spec_.names.size()) ++m.full;
+    for (const auto& g : r->grants) ++count[g.name];
+  }
+  for (const auto& name : spec_.names) {
+    const auto it = count.find(name);
+    const std::size_t c = it == count.end() ? 0 : it->second;
+    if (c >= quorum_) {
+      m.majority.push_back(name);
+    } else if (c > 0) {
+      m.minority.push_back(name);
     }
-    if (withdrawn > 0) {
-      release_names(spec.names, spec.reservation, seq);
-      return R(Error(Errc::not_acquired,
-                     "the reservation was withdrawn while it waited"));
+  }
+  return m;
+}
+
+Result<MultiAnswer> RedlockMulti::not_granted(const MultiTally& m,
+                                              const CallContext& ctx) {
+  const bool all = spec_.all_or_nothing;
+  if (m.t.withdrawn > 0) {
+    s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
+    return refused_multi(Error(
+        Errc::not_acquired, "the reservation was withdrawn while it waited"));
+  }
+  if (all) s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
+  if (m.t.answered < quorum_) {
+    if (ctx.expired()) {
+      return Error(Errc::timeout,
+                   "redlock: no majority answered before the call deadline" +
+                       m.t.failures);
     }
-    if (answered < q) {
-      if (aon) release_names(spec.names, spec.reservation, seq);
-      if (store::call_deadline_passed()) {  // rule 7: the caller gave up
-        return R(Error(Errc::timeout,
-                       "redlock: no majority answered before the call "
-                       "deadline" +
-                           failures));
-      }
-      return R(too_few(answered, failures));
-    }
-    if (aon && !waiting) {
-      release_names(spec.names, spec.reservation, seq);
-      if (busy != nullptr) return R(*busy);
-      return R(Error(Errc::not_acquired, "not all of the " + std::to_string(n) +
-                                             " locks are free on a majority"));
-    }
-    if (!aon && (!majority.empty() || !waiting || left <= 0)) {
-      if (!minority.empty()) release_names(minority, spec.reservation, seq);
-      return finish_multi(spec, replies, majority, t0, call_start, seq);
-    }
-    return Keep{.split =
-                    aon ? (full > 0 || !majority.empty() || !minority.empty())
-                        : !minority.empty()};
-  };
-  if (!waiting) return std::get<R>(round(true, 0));
-  {
-    Waiter waiter(notifier_, spec.reservation.to_string(), instances());
-    auto out = waiter.run<std::vector<Grant>>(wait_end(wait), aon, round, [&] {
-      release_names(aon ? spec.names : minority, spec.reservation, seq);
-    });
-    if (out) return std::move(*out);
+    return s_.too_few(m.t.answered, m.t.failures);
+  }
+  if (m.t.busy != nullptr) return refused_multi(*m.t.busy);
+  return refused_multi(
+      Error(Errc::not_acquired, "not all of the " +
+                                    std::to_string(spec_.names.size()) +
+                                    " locks are free on a majority"));
+}
+
+Result<MultiAnswer> RedlockMulti::finish(
+    const std::vector<Result<MultiReply>>& replies,
+    const std::vector<std::string>& names, Steady::time_point t0,
+    const CallContext& ctx) {
+  auto g = s_.finish_multi(spec_, replies, names, t0, first_ask_, seq_, ctx);
+  if (!g.ok()) return std::move(g).error();
+  MultiAnswer a;
+  a.pending = spec_.names.size() - g->size();
+  a.grants = std::move(*g);
+  return a;
+}
+
+Result<MultiAnswer> RedlockMulti::withdraw(const CallContext& ctx) {
+  seq_ = RedlockStore::next_seq();
+  if (!spec_.all_or_nothing) {
+    s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
+    return expired_multi();
   }
   const auto t0 = Steady::now();
-  seq = next_seq();
-  auto replies = each<Result<MultiReply>>(
-      [&](Instance& i) { return i.multi(spec, kWithdraw, 0, seq); });
+  auto replies =
+      s_.each<Result<MultiReply>>(ctx, [&](Instance& i, const CallContext& c) {
+        return i.multi(spec_, kWithdraw, 0, c, seq_);
+      });
   std::size_t full = 0;
-  for (auto& r : replies) {
-    if (r.ok() && r->kind == MultiReply::Kind::ok && r->grants.size() == n) {
+  for (const auto& r : replies) {
+    if (r.ok() && r->kind == MultiReply::Kind::ok &&
+        r->grants.size() == spec_.names.size()) {
       ++full;
     }
   }
-  if (full >= q) {
-    return finish_multi(spec, replies, spec.names, t0, call_start, seq);
-  }
-  release_names(spec.names, spec.reservation, seq);
-  return Error(Errc::timeout, "not all of the " + std::to_string(n) +
-                                  " locks were granted on a majority within " +
-                                  std::to_string(wait.count()) + "ms");
+  if (full >= quorum_) return finish(replies, spec_.names, t0, ctx);
+  s_.release_names(spec_.names, spec_.reservation, seq_, ctx);
+  return expired_multi();
+}
+
+}  // namespace
+
+std::unique_ptr<MultiRequest> RedlockStore::request_multi(
+    const MultiSpec& spec) {
+  return std::make_unique<RedlockMulti>(*this, spec);
 }
 
 }  // namespace baton::store::redis

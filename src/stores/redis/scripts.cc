@@ -38,7 +38,7 @@ namespace {
 // `withdraw` from an older round changes nothing: a script whose call
 // timed out on the client may still reach the server after a later round
 // of the same token was granted (a delayed network), and must not undo
-// that grant (finding 10, see "Stale clean-ups" in docs/stores/redis.md).
+// that grant (see "Stale clean-ups" in docs/stores/redis.md).
 const char* const kAcquireBody = R"LUA(
 local name, tok = ARGV[2], ARGV[3]
 local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])

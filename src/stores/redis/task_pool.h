@@ -3,8 +3,9 @@
 // the others on pooled threads (started on demand, kept for reuse, so a
 // call costs no thread creation in the steady state). Tasks never wait for
 // other tasks, so the pool cannot deadlock; it grows to the peak number of
-// concurrently running tasks. Pooled tasks inherit the caller's call
-// deadline (stores/call_deadline.h).
+// concurrently running tasks. Each task gets its own copy of the caller's
+// CallContext, so every task's I/O — hence the whole round — ends by the
+// caller's deadline.
 //
 // Thread safety: safe for concurrent use; the destructor joins the threads
 // (no task may be running).
@@ -19,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "stores/call_deadline.h"
+#include "baton/store.h"
 
 namespace baton::store::redis {
 
@@ -37,22 +38,19 @@ class TaskPool {
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;
 
-  // Runs task(0) .. task(n - 1) in parallel; returns when all finished.
-  void run_all(std::size_t n, const std::function<void(std::size_t)>& task) {
+  using Task = std::function<void(std::size_t, const CallContext&)>;
+
+  // Runs task(0, ctx) .. task(n - 1, ctx) in parallel; returns when all
+  // finished.
+  void run_all(std::size_t n, const CallContext& ctx, const Task& task) {
     std::mutex done_mu;
     std::condition_variable done_cv;
     std::size_t left = n > 0 ? n - 1 : 0;
-    // Each task runs under the caller's call deadline (rule 7), so every
-    // task's I/O, hence the whole round, ends by it.
-    const store::SteadyTime deadline = store::call_deadline();
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (std::size_t i = 1; i < n; ++i) {
-        queue_.push_back([&, i, deadline] {
-          {
-            store::CallDeadlineScope scope(deadline);
-            task(i);
-          }
+        queue_.push_back([&, i, ctx] {  // the context travels as a copy
+          task(i, ctx);
           std::lock_guard<std::mutex> dl(done_mu);
           if (--left == 0) done_cv.notify_one();
         });
@@ -64,7 +62,7 @@ class TaskPool {
       }
     }
     cv_.notify_all();
-    if (n > 0) task(0);
+    if (n > 0) task(0, ctx);
     std::unique_lock<std::mutex> dl(done_mu);
     done_cv.wait(dl, [&] { return left == 0; });
   }
