@@ -36,11 +36,22 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// A duration option's value: "5s", "250ms", ... or a bare number of
+// milliseconds (how older spellings such as timeout_ms were written).
+Result<milliseconds> option_duration(const std::string& value) {
+  std::int64_t ms = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+  if (!value.empty() && ec == std::errc() && p == value.data() + value.size()) {
+    return milliseconds(ms);
+  }
+  return parse_duration(value);
+}
+
 // Checks `value` against `spec`'s type; "" = fine, else why not.
 std::string check_value(const OptionSpec& spec, const std::string& value) {
   switch (spec.type) {
     case OptionType::duration: {
-      auto d = parse_duration(value);
+      auto d = option_duration(value);
       if (!d.ok()) return d.error().message();
       if (d->count() <= 0) return "must be positive";
       return "";
@@ -259,7 +270,7 @@ const std::string& OptionValues::raw(std::string_view key) const {
 milliseconds OptionValues::duration(std::string_view key) const {
   const std::string& v = raw(key);
   if (v.empty()) return milliseconds::zero();
-  auto d = parse_duration(v);
+  auto d = option_duration(v);
   return d.ok() ? *d : milliseconds::zero();
 }
 
