@@ -75,11 +75,6 @@ constexpr KnownStore kKnown[] = {
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
-#if BATON_WITH_SERVER
-  if (url.scheme == "baton" || url.scheme == "batons") {
-    return open_baton_store(url);
-  }
-#endif
 #if BATON_WITH_POSTGRES
   if (url.scheme == "postgres" || url.scheme == "postgresql") {
     return open_postgres_store(url);
@@ -184,7 +179,12 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  return {
+    &store::memory_descriptor(),
+#if BATON_WITH_SERVER
+        &store::baton_descriptor(),
+#endif
+  };
 }
 
 std::string lower_scheme(std::string_view url) {

@@ -18,11 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/url.h"
+#include "direct_store.h"
 #include "proto/commands.h"
-#include "stores/baton/baton_store.h"
 
-namespace baton::store {
+namespace baton::testing {
 namespace {
 
 // Accepts connections on 127.0.0.1:<free port> and answers each request
@@ -94,13 +93,10 @@ class FakeServer {
 };
 
 // A baton:// store on the fake server (nullptr, with a failure, if none).
-std::unique_ptr<Store> store_on(const FakeServer& fake) {
+std::unique_ptr<DirectStore> store_on(const FakeServer& fake) {
   EXPECT_NE(fake.port(), 0);
-  auto url = core::parse_url(
+  auto store = DirectStore::open(
       "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
-  EXPECT_TRUE(url) << url.error().to_string();
-  if (!url) return nullptr;
-  auto store = open_baton_store(*url);
   EXPECT_TRUE(store) << store.error().to_string();
   return store ? std::move(*store) : nullptr;
 }
@@ -179,4 +175,4 @@ TEST(BatonStoreFaults, GarbageIsRefused) {
 }
 
 }  // namespace
-}  // namespace baton::store
+}  // namespace baton::testing
