@@ -36,13 +36,13 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
-// A duration option's value: "5s", "250ms", ... or a bare number of
-// milliseconds (how older spellings such as timeout_ms were written).
+// A bare whole number in a duration option means milliseconds (the older
+// `timeout_ms=5000` spellings); anything else is a duration as written.
 Result<milliseconds> option_duration(const std::string& value) {
-  std::int64_t ms = 0;
-  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-  if (!value.empty() && ec == std::errc() && p == value.data() + value.size()) {
-    return milliseconds(ms);
+  if (!value.empty() &&
+      value.find_first_not_of("0123456789") == std::string::npos &&
+      value.size() < 16) {
+    return milliseconds(std::stoll(value));
   }
   return parse_duration(value);
 }
@@ -302,7 +302,7 @@ Result<StoreUrl> parse_store_url(std::string_view url,
   core::Url& u = *parsed;
   StoreUrl out;
   out.safe = masked(u, d);
-  if (!d.file_url && d.hosts_required && u.opaque.empty() && u.hosts.empty()) {
+  if (!d.file_url && d.hosts_required && u.hosts.empty()) {
     return bad_url(out.safe, d.name + " needs a host (" + d.url_form + ")");
   }
   for (const auto& o : d.options)

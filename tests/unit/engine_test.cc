@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "baton/store.h"
-#include "baton/store_descriptor.h"
 
 namespace baton::engine {
 namespace {
@@ -636,35 +635,6 @@ TEST(EngineTest, ASingleCallIsRetriedAndCutShortAtItsDeadline) {
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code(), Errc::unavailable);
   EXPECT_NE(cut.error().message().find("within 5s"), std::string::npos);
-}
-
-// --- the store URL parser ---------------------------------------------------
-
-// A duration option written as a bare number is milliseconds (older URLs
-// say timeout_ms=3000); a negative or zero one is refused.
-TEST(StoreUrlTest, ABareNumberInADurationOptionIsMilliseconds) {
-  StoreDescriptor d;
-  d.name = "waits";
-  d.schemes = {"waits"};
-  OptionSpec timeout = request_timeout_option("5s");
-  timeout.aliases = {"timeout_ms"};
-  d.options = {timeout};
-  auto bare = parse_store_url("waits://h:1?timeout_ms=3000", d);
-  ASSERT_TRUE(bare.ok()) << bare.error().to_string();
-  EXPECT_EQ(bare->options.duration("request_timeout"), 3000ms);
-  auto unit = parse_store_url("waits://h:1?request_timeout=2s", d);
-  ASSERT_TRUE(unit.ok()) << unit.error().to_string();
-  EXPECT_EQ(unit->options.duration("request_timeout"), 2000ms);
-  auto dflt = parse_store_url("waits://h:1", d);
-  ASSERT_TRUE(dflt.ok());
-  EXPECT_EQ(dflt->options.duration("request_timeout"), 5000ms);
-  for (const char* v : {"0", "-5"}) {
-    auto bad = parse_store_url(std::string("waits://h:1?timeout_ms=") + v, d);
-    ASSERT_FALSE(bad.ok()) << v;
-    EXPECT_NE(bad.error().message().find("request_timeout: must be positive"),
-              std::string::npos)
-        << bad.error().message();
-  }
 }
 
 }  // namespace
