@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# tests/server/two_builds.sh — a rolling upgrade of baton:// clients and
-# batond: two builds of `baton` (an older and a newer one) take turns on one
-# lock of one batond, and must exclude each other and be granted in the
-# order they queued (one FIFO queue). Run once against each build's batond.
-# Not part of scripts/test (it needs an older build); run it by hand:
+# tests/upgrade/batond_two_builds.sh — a rolling upgrade of baton://
+# clients and batond: two builds of `baton` (an older and a newer one) take
+# turns on one lock of one batond, and must exclude each other and be
+# granted in the order they queued (one FIFO queue). Run against each build's batond, so
+# it covers what rolling_upgrade.sh (clients of two builds on the new
+# batond) does not: the newer clients on the older batond. Not part of
+# scripts/test (it needs an older build); run it by hand:
 #
-#   tests/server/two_builds.sh OLD_BATON NEW_BATON OLD_BATOND NEW_BATOND
+#   tests/upgrade/batond_two_builds.sh OLD_BATON NEW_BATON OLD_BATOND NEW_BATOND
 #
 # Each run: 8 `baton run` processes, alternately old and new, started
 # 250 ms apart on one lock; each holds it for 300 ms. Prints the holders'
 # order and "ok", or what went wrong (exit 1). About 10 s.
 set -euo pipefail
-OLD=${1:?usage: two_builds.sh OLD_BATON NEW_BATON OLD_BATOND NEW_BATOND}
+OLD=${1:?usage: batond_two_builds.sh OLD_BATON NEW_BATON OLD_BATOND NEW_BATOND}
 NEW=${2:?usage}
 OLD_D=${3:?usage}
 NEW_D=${4:?usage}
