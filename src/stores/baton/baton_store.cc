@@ -1,6 +1,8 @@
 // stores/baton/baton_store.cc — see baton_store.h.
 #include "stores/baton/baton_store.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -48,10 +50,14 @@ class BatonStore;
 // started (a stop), releases `token` on every name every kRepeat until the
 // ask ends. A release of a waiting token withdraws it, and batond answers
 // the parked ask at once; it is repeated because the release may reach
-// batond before the acquire (they travel on different connections).
+// batond before the acquire (they travel on different connections). If the
+// ask has still not ended kGiveUp after the stop (batond does not answer),
+// its connection is shut down: the ask then fails at once, and batond, if
+// it is alive, drops the closed connection's queued request.
 class Withdrawer {
  public:
   static constexpr milliseconds kRepeat{50};
+  static constexpr milliseconds kGiveUp{1000};
 
   // `names` belong to the request, which outlives its Withdrawer.
   Withdrawer(BatonStore& store, std::span<const std::string> names,
@@ -71,6 +77,18 @@ class Withdrawer {
   // A stop: withdraws the request if an ask is in flight, and refuses
   // later asks.
   void stop();
+  // The socket the ask waits on, while it waits.
+  void attach(int fd) {
+    std::lock_guard<std::mutex> lk(mu_);
+    fd_ = fd;
+  }
+  // The ask's exchange is over; true if its socket was shut down meanwhile
+  // (the connection must then not be reused).
+  bool detach() {
+    std::lock_guard<std::mutex> lk(mu_);
+    fd_ = -1;
+    return std::exchange(shut_, false);
+  }
 
  private:
   void run();
@@ -82,6 +100,8 @@ class Withdrawer {
   std::condition_variable cv_;
   bool stopped_ = false;    // mu_
   bool in_flight_ = false;  // mu_
+  int fd_ = -1;             // mu_; shut down (never closed) here
+  bool shut_ = false;       // mu_: fd_ was shut down
   std::thread thread_;      // started by stop() during an ask
 };
 
@@ -136,7 +156,7 @@ class BatonStore final : public baton::Store {
 
   Result<Grant> extend(std::string_view name, const OwnerToken& token,
                        milliseconds ttl, const CallContext& ctx) override {
-    auto r = call(ctx, milliseconds{0}, [&](proto::RespWriter& w) {
+    auto r = call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
       proto::encode_extend(w, name, token, ttl);
     });
     if (!r) return r.error();
@@ -145,7 +165,7 @@ class BatonStore final : public baton::Store {
 
   Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
                                 const CallContext& ctx) override {
-    auto r = call(ctx, milliseconds{0}, [&](proto::RespWriter& w) {
+    auto r = call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
       proto::encode_release(w, name, token);
     });
     if (!r) return r.error();
@@ -154,7 +174,7 @@ class BatonStore final : public baton::Store {
 
   Result<LockInfo> describe(std::string_view name,
                             const CallContext& ctx) override {
-    auto r = call(ctx, milliseconds{0}, [&](proto::RespWriter& w) {
+    auto r = call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
       proto::encode_describe(w, name);
     });
     if (!r) return r.error();
@@ -163,7 +183,7 @@ class BatonStore final : public baton::Store {
 
   Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
                                      const CallContext& ctx) override {
-    auto r = call(ctx, milliseconds{0}, [&](proto::RespWriter& w) {
+    auto r = call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
       proto::encode_list(w, prefix, limit);
     });
     if (!r) return r.error();
@@ -189,36 +209,38 @@ class BatonStore final : public baton::Store {
   // LOCK.ACQUIRE with BRIEF while batond takes it: batond's reply, or an
   // I/O error.
   Result<Reply> acquire(const AcquireSpec& spec, milliseconds wait,
-                        const CallContext& ctx) {
+                        const CallContext& ctx, Withdrawer& w) {
     // BRIEF: a grant of the lease asked for comes back as its four unknown
     // fields (docs/protocol.md). A batond older than BRIEF refuses the
     // option by name and changes nothing: ask again without it, and no
     // more on this store.
     const bool brief = brief_.load(std::memory_order_relaxed);
-    auto r = call(ctx, wait, [&](proto::RespWriter& w) {
-      proto::encode_acquire(w, spec, wait, brief);
+    auto r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
+      proto::encode_acquire(out, spec, wait, brief);
     });
     if (r && brief && refuses_brief(*r)) {
       brief_.store(false, std::memory_order_relaxed);
-      r = call(ctx, wait, [&](proto::RespWriter& w) {
-        proto::encode_acquire(w, spec, wait, false);
+      r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
+        proto::encode_acquire(out, spec, wait, false);
       });
     }
     return r;
   }
 
   Result<Reply> acquire_multi(const MultiSpec& spec, milliseconds wait,
-                              const CallContext& ctx) {
-    return call(ctx, wait, [&](proto::RespWriter& w) {
-      proto::encode_multi(w, spec, wait);
+                              const CallContext& ctx, Withdrawer& w) {
+    return call(ctx, wait, &w, [&](proto::RespWriter& out) {
+      proto::encode_multi(out, spec, wait);
     });
   }
 
   // One command: batond's reply within request_timeout (+ `wait`, the time
   // batond may park it) and the call's deadline. A deadline of the call
   // that passed with no answer is a timeout; the connection is dropped.
+  // `w`: the ask's Withdrawer, which may shut the connection down while
+  // it waits (null for other calls).
   template <typename Encode>
-  Result<Reply> call(const CallContext& ctx, milliseconds wait,
+  Result<Reply> call(const CallContext& ctx, milliseconds wait, Withdrawer* w,
                      Encode&& encode) {
     const auto now = steady_clock::now();
     const milliseconds own = set_.request_timeout + wait;
@@ -227,9 +249,11 @@ class BatonStore final : public baton::Store {
     const Deadline deadline = now + (ctx_bound ? left : own);
     auto c = take(deadline);
     if (!c) return past_deadline(c.error(), ctx_bound, deadline);
+    if (w != nullptr) w->attach((*c)->fd());
     auto r = (*c)->call(encode, deadline);
+    const bool shut = w != nullptr && w->detach();
     if (!r) return past_deadline(r.error(), ctx_bound, deadline);
-    if (!(*c)->broken()) give_back(std::move(*c));
+    if (!(*c)->broken() && !shut) give_back(std::move(*c));
     return r;
   }
 
@@ -237,7 +261,7 @@ class BatonStore final : public baton::Store {
   Result<std::int64_t> counter(proto::CounterCommand::Op op,
                                std::string_view name, std::int64_t n,
                                const CallContext& ctx) {
-    auto r = call(ctx, milliseconds{0}, [&](proto::RespWriter& w) {
+    auto r = call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
       proto::encode_counter(w, op, name, n);
     });
     if (!r) return r.error();
@@ -340,12 +364,19 @@ void Withdrawer::stop() {
 }
 
 void Withdrawer::run() {
+  const auto give_up = steady_clock::now() + kGiveUp;
   std::unique_lock<std::mutex> lk(mu_);
   while (in_flight_) {
+    if (steady_clock::now() >= give_up && fd_ >= 0) {
+      ::shutdown(fd_, SHUT_RDWR);
+      fd_ = -1;
+      shut_ = true;
+    }
     lk.unlock();
     for (const auto& n : names_) {
+      const CallContext ctx(Clock::steady()->now() + kGiveUp);
       (void)store_.call(
-          CallContext(), milliseconds{0},
+          ctx, milliseconds{0}, nullptr,
           [&](proto::RespWriter& w) { proto::encode_release(w, n, token_); });
     }
     lk.lock();
@@ -381,7 +412,7 @@ Result<Answer> BatonRequest::ask(AskMode mode, milliseconds wait_left,
     return Answer::refused_with(withdrawn_before_sent());
   const milliseconds wait =
       mode == AskMode::wait ? wait_left : milliseconds::zero();
-  auto r = s_.acquire(spec_, wait, ctx);
+  auto r = s_.acquire(spec_, wait, ctx, withdrawer_);
   if (!r) return r.error();
   if (wait > milliseconds::zero() && wait_ran_out(*r)) {
     Answer a;
@@ -423,7 +454,7 @@ Result<MultiAnswer> BatonMulti::ask(AskMode mode, milliseconds wait_left,
   }
   const milliseconds wait =
       mode == AskMode::wait ? wait_left : milliseconds::zero();
-  auto r = s_.acquire_multi(spec_, wait, ctx);
+  auto r = s_.acquire_multi(spec_, wait, ctx, withdrawer_);
   if (!r) return r.error();
   if (wait > milliseconds::zero() && wait_ran_out(*r)) {
     a.kind = MultiAnswer::Kind::expired;

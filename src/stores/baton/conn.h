@@ -51,6 +51,8 @@ class Conn {
   // without asking the kernel (one poll saved per call under load).
   bool healthy() const;
   bool broken() const { return broken_; }
+  // The socket (for a shutdown from another thread that ends a wait).
+  int fd() const { return fd_; }
 
  private:
   Conn() = default;
