@@ -251,11 +251,7 @@ Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
                                            std::size_t limit) const {
   const Impl& impl = *impl_;
   if (!impl.options_status.ok()) return impl.options_status.error();
-  if (!prefix.empty()) {
-    if (Status st = core::validate_name(prefix, "name prefix"); !st.ok()) {
-      return st.error();
-    }
-  }
+  if (Status st = core::validate_prefix(prefix); !st.ok()) return st.error();
   if (limit == 0) {
     return Error(Errc::invalid_argument, "list limit must be at least 1");
   }

@@ -44,7 +44,7 @@ class EndedTokens {
   struct Entry {
     OwnerToken token;
     std::uint64_t name_hash = 0;
-    Instant ended{0};
+    Instant ended{};
   };
   static std::uint64_t key_hash(std::uint64_t name_hash,
                                 const OwnerToken& token);

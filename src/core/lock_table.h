@@ -3,9 +3,10 @@
 // LockTable holds locks (capacity), leases (owner token, fencing token,
 // expiry), per-lock FIFO wait queues, reservations (acquire_some /
 // acquire_all), reentrant hold counts, sessions and counters. It does no I/O
-// and reads time only from its injected Clock. batond and the memory: store
-// drive it; every other store implements the same rules in its engine and is
-// checked against this one by the conformance suite.
+// and reads time only from the baton::Clock it is given (core/clock.h).
+// batond and the memory: store drive it; every other store implements the
+// same rules in its engine and is checked against this one by the
+// conformance suite.
 //
 // Semantics (CONTRACT.md rule numbers in brackets):
 // - A lease is alive while clock.now() < expiry. Every public call first
@@ -120,7 +121,7 @@ struct CoreGrant {
   std::uint32_t holds = 1;
   std::uint32_t capacity = 1;
   bool shared = false;
-  Instant expiry{0};
+  Instant expiry{};
   // expiry − (clock time when the request being answered arrived). For a
   // waiter granted later, the arrival is the request's original arrival.
   Nanos valid_for{0};
@@ -196,7 +197,7 @@ struct LeaseRecord {
   OwnerToken token;
   std::uint64_t fencing_token = 0;
   Nanos ttl{0};
-  Instant expiry{0};
+  Instant expiry{};
   std::uint32_t holds = 1;
   std::uint32_t capacity = 1;
   bool shared = false;  // rule 18

@@ -77,7 +77,7 @@ struct LeaseE : TimerNode {
   OwnerToken token;
   std::uint64_t fencing = 0;
   Nanos ttl{0};
-  Instant expiry{0};
+  Instant expiry{};
   std::uint32_t holds = 0;             // 0: this (inline) slot is unused
   bool shared = false;                 // a shared (read) lease
   const std::string* label = nullptr;  // interned; nullptr = ""
@@ -104,8 +104,8 @@ struct WaiterE : TimerNode {
   SessionId session = 0;
   bool ephemeral = false;
   bool shared = false;
-  Instant arrival{0};
-  Instant deadline{0};
+  Instant arrival{};
+  Instant deadline{};
   GroupE* group = nullptr;  // all-or-nothing reservation, if any
   WaiterLinks::iterator session_link;
 };

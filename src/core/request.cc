@@ -71,6 +71,11 @@ Status validate_lease_call(std::string_view name, const OwnerToken& token,
   return {};
 }
 
+Status validate_prefix(std::string_view prefix) {
+  if (prefix.empty()) return {};
+  return validate_name(prefix, "name prefix");
+}
+
 Grant make_grant(std::string name, const OwnerToken& token,
                  std::uint64_t fencing, Nanos ttl, std::uint32_t holds,
                  std::uint32_t capacity, Nanos valid_for, Instant expiry,

@@ -1,9 +1,10 @@
 // core/request.h — the one request/grant vocabulary of every layer: the
 // client builds an AcquireSpec, a store (or batond, through the wire)
 // answers a Grant; core::LockTable's CoreGrant becomes a Grant through
-// to_grant() only. One input check per request kind (validate()), called
-// once where a request enters: the client, batond's command parser, and
-// stores that other paths reach (docs/contract.md#rule-16).
+// to_grant() only. One input check per request kind (validate() and the
+// checks below it), called where a request enters: the client before
+// anything reaches a store, and batond's command layer on every decoded
+// request (docs/contract.md#rule-16). Stores trust what they receive.
 //
 // Thread safety: plain values and pure functions.
 #ifndef BATON_CORE_REQUEST_H_
@@ -52,6 +53,8 @@ Status validate(const MultiSpec& spec, milliseconds wait);
 // for release (pass 1ms).
 Status validate_lease_call(std::string_view name, const OwnerToken& token,
                            milliseconds ttl = milliseconds{1});
+// list(prefix): empty (every lock), or a valid name prefix.
+Status validate_prefix(std::string_view prefix);
 
 // A grant whose lease ends at `expiry` on a table clock that reads
 // `table_now`, reported with a wall-clock expiry for people to read

@@ -35,7 +35,7 @@ void write_brief_grant(RespWriter& w, const core::Grant& g) {
   w.integer(g.holds);
 }
 
-bool brief_fits(const core::Grant& g, const core::Grant& asked) {
+bool brief_fits(const core::Grant& g, const AcquireSpec& asked) {
   return g.token == asked.token && g.ttl == asked.ttl &&
          g.capacity == asked.capacity && g.shared == asked.shared;
 }
@@ -227,7 +227,7 @@ Result<core::Grant> read_grant(const Reply& r) {
   return g;
 }
 
-Result<core::Grant> read_grant(const Reply& r, const core::Grant& asked) {
+Result<core::Grant> read_grant(const Reply& r, const AcquireSpec& asked) {
   if (r.type != Reply::Type::array || r.elements.size() != 4 ||
       r.elements[0].type != Reply::Type::integer) {
     return read_grant(r);  // the full form (or a failure)
@@ -238,7 +238,12 @@ Result<core::Grant> read_grant(const Reply& r, const core::Grant& asked) {
   if (r.elements[0].integer <= 0 || r.elements[3].integer <= 0) {
     return bad("brief grant fields");
   }
-  core::Grant g = asked;
+  core::Grant g;
+  g.name = asked.name;
+  g.token = asked.token;
+  g.ttl = asked.ttl;
+  g.capacity = asked.capacity;
+  g.shared = asked.shared;
   g.fencing_token = static_cast<std::uint64_t>(r.elements[0].integer);
   g.valid_for = std::chrono::microseconds(r.elements[1].integer);
   g.store_expires_at_ms = r.elements[2].integer;

@@ -1,6 +1,24 @@
-// proto/commands.h — the batond command set: reply shapes shared by the
-// server (encode) and the baton:// store (decode). docs/protocol.md is the
-// user-facing description of the same formats.
+// proto/commands.h — the batond command set, one codec for both sides: the
+// baton:// store encodes requests and decodes replies, batond decodes
+// requests and encodes replies, with these functions only.
+// docs/protocol.md is the user-facing description of the same formats.
+//
+// Requests (RESP2 arrays of bulk strings; numbers in decimal):
+//   LOCK.ACQUIRE name token ttl_ms [WAIT ms] [CAPACITY n] [LABEL s]
+//                [REENTRANT key] [SHARED] [EPHEMERAL] [BRIEF]
+//   LOCK.EXTEND name token ttl_ms
+//   LOCK.RELEASE name token
+//   LOCK.DESCRIBE name
+//   LOCK.LIST prefix limit
+//   LOCK.ACQUIRE_SOME|LOCK.ACQUIRE_ALL token ttl_ms wait_ms capacity label
+//                name...
+//   COUNTER.GET name | COUNTER.ADD name delta | COUNTER.TAKE name n
+// Decoding checks what the wire form itself bounds — arity, integers, the
+// owner token, the TTL, WAIT/CAPACITY/limit ranges, known options — in the
+// words batond has always answered with (invalid_argument). The contract's
+// checks of the decoded values (names, labels, shared mode, ...) are
+// core::validate's: batond runs them on every decoded request, as the
+// client does before anything is sent.
 //
 // Reply shapes (RESP2):
 //   grant         *19 "granted" "name" $ "token" $ "fencing" : "ttl_ms" :
@@ -19,6 +37,8 @@
 #ifndef BATON_PROTO_COMMANDS_H_
 #define BATON_PROTO_COMMANDS_H_
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +50,67 @@
 
 namespace baton::proto {
 
+using std::chrono::milliseconds;
+
 inline constexpr std::uint16_t kDefaultPort = 7420;
+
+// --- Requests ----------------------------------------------------------------
+
+// LOCK.ACQUIRE.
+struct AcquireCommand {
+  AcquireSpec spec;
+  milliseconds wait{0};    // 0: answer at once (a try)
+  bool ephemeral = false;  // the lease is bound to the connection
+  bool brief = false;      // an immediate grant of what was asked: brief form
+};
+// LOCK.EXTEND (ttl) and LOCK.RELEASE (no ttl).
+struct LeaseCommand {
+  std::string name;
+  OwnerToken token;
+  milliseconds ttl{0};
+};
+// LOCK.LIST.
+struct ListCommand {
+  std::string prefix;
+  std::size_t limit = 0;
+};
+// LOCK.ACQUIRE_SOME / LOCK.ACQUIRE_ALL (spec.all_or_nothing).
+struct MultiCommand {
+  MultiSpec spec;
+  milliseconds wait{0};
+};
+// COUNTER.*.
+struct CounterCommand {
+  enum class Op { get, add, take };
+  Op op = Op::get;
+  std::string name;
+  std::int64_t n = 0;  // add: the delta; take: how many
+};
+
+// Encoders (the baton:// store). WAIT is sent only for a wait > 0.
+void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
+                    bool brief);
+void encode_extend(RespWriter& w, std::string_view name,
+                   const OwnerToken& token, milliseconds ttl);
+void encode_release(RespWriter& w, std::string_view name,
+                    const OwnerToken& token);
+void encode_describe(RespWriter& w, std::string_view name);
+void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit);
+void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait);
+void encode_counter(RespWriter& w, CounterCommand::Op op, std::string_view name,
+                    std::int64_t n = 0);
+
+// Decoders (batond): `req` is the whole request, command name first (any
+// case). invalid_argument naming the problem.
+Result<AcquireCommand> decode_acquire(const Request& req);
+Result<LeaseCommand> decode_extend(const Request& req);
+Result<LeaseCommand> decode_release(const Request& req);
+Result<std::string> decode_describe(const Request& req);
+Result<ListCommand> decode_list(const Request& req);
+Result<MultiCommand> decode_multi(const Request& req);
+Result<CounterCommand> decode_counter(const Request& req);
+
+// --- Replies -----------------------------------------------------------------
 
 void write_grant(RespWriter& w, const core::Grant& g);
 // The reply to `LOCK.ACQUIRE … BRIEF` when the grant is the lease the
@@ -39,7 +119,7 @@ void write_grant(RespWriter& w, const core::Grant& g);
 // (docs/protocol.md).
 void write_brief_grant(RespWriter& w, const core::Grant& g);
 // Whether `g` may be answered briefly to a request for `asked`.
-bool brief_fits(const core::Grant& g, const core::Grant& asked);
+bool brief_fits(const core::Grant& g, const AcquireSpec& asked);
 void write_not_acquired(RespWriter& w, const Error& e);
 void write_error(RespWriter& w, const Error& e);  // -code message
 void write_holder(RespWriter& w, const HolderInfo& h);
@@ -54,7 +134,7 @@ Result<core::Grant> read_grant(const Reply& r);
 // A reply to `LOCK.ACQUIRE … BRIEF`: the brief form, completed from
 // `asked` (the request's name, token, TTL, capacity and mode), or the full
 // one (a reentrant join, a grant after a wait).
-Result<core::Grant> read_grant(const Reply& r, const core::Grant& asked);
+Result<core::Grant> read_grant(const Reply& r, const AcquireSpec& asked);
 Result<std::vector<core::Grant>> read_grants(const Reply& r);
 Result<LockInfo> read_lock_info(const Reply& r);
 Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);

@@ -1,15 +1,13 @@
-// The batond command handlers (see docs/protocol.md). Each parses its
-// arguments, makes one LockTable call and stages one reply; every rule is
-// the table's.
+// The batond command handlers (see docs/protocol.md). Each decodes its
+// request with proto/commands.h, checks it with core's validation (the
+// client's own checks), makes one LockTable call and stages one reply;
+// every rule is the table's.
 #include "proto/commands.h"
 
 #include <spdlog/spdlog.h>
 #include <strings.h>
 
-#include <algorithm>
-#include <cctype>
-#include <charconv>
-
+#include "core/request.h"
 #include "core/validate.h"
 #include "server/connection.h"
 
@@ -23,58 +21,6 @@ bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
          ::strncasecmp(a.data(), b.data(), a.size()) == 0;
 }
-
-bool parse_int(std::string_view s, std::int64_t* v) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-Error bad(std::string m) { return Error(Errc::invalid_argument, std::move(m)); }
-
-Result<std::int64_t> int_arg(std::string_view s, std::string_view what,
-                             std::int64_t min, std::int64_t max) {
-  std::int64_t v = 0;
-  if (!parse_int(s, &v)) {
-    return bad(std::string(what) + " must be an integer, got " +
-               core::quote_name(s));
-  }
-  if (v < min || v > max) {
-    return bad(std::string(what) + " " + std::to_string(v) +
-               " is out of range (" + std::to_string(min) + ".." +
-               std::to_string(max) + ")");
-  }
-  return v;
-}
-
-// ttl_ms: any out-of-range value, also one beyond int64, reports the
-// accepted range in the words of core::validate_ttl.
-Result<std::int64_t> ttl_arg(std::string_view s) {
-  std::int64_t v = 0;
-  if (!s.empty()) {
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc::result_out_of_range && p == s.data() + s.size()) {
-      return core::ttl_out_of_range(std::string(s) + "ms");
-    }
-  }
-  if (!parse_int(s, &v)) {
-    return bad("ttl_ms must be an integer, got " + core::quote_name(s));
-  }
-  if (Status st = core::validate_ttl_ms(v); !st.ok()) {
-    return std::move(st).error();
-  }
-  return v;
-}
-
-Result<OwnerToken> token_arg(std::string_view s) {
-  auto t = OwnerToken::parse(s);
-  if (!t) return bad("owner token must be 32 hex digits");
-  if (t->is_zero()) return bad("owner token must not be zero");
-  return *t;
-}
-
-constexpr std::int64_t kMaxMs = 7LL * 24 * 3600 * 1000;
-constexpr std::int64_t kMaxU32 = 0xFFFFFFFFLL;
 
 bool is_mutating(std::string_view cmd) {
   return cmd == "LOCK.ACQUIRE" || cmd == "LOCK.EXTEND" ||
@@ -180,8 +126,9 @@ void Connection::execute(const proto::Request& req) {
   if (cmd == "LOCK.RELEASE") return cmd_release(req);
   if (cmd == "LOCK.DESCRIBE") return cmd_describe(req);
   if (cmd == "LOCK.LIST") return cmd_list(req);
-  if (cmd == "LOCK.ACQUIRE_SOME") return cmd_multi(req, false);
-  if (cmd == "LOCK.ACQUIRE_ALL") return cmd_multi(req, true);
+  if (cmd == "LOCK.ACQUIRE_SOME" || cmd == "LOCK.ACQUIRE_ALL") {
+    return cmd_multi(req);
+  }
   return cmd_counter(req);
 }
 
@@ -295,48 +242,23 @@ void Connection::cmd_hello(const proto::Request& req) {
 }
 
 void Connection::cmd_acquire(const proto::Request& req) {
-  auto token = token_arg(req[2]);
-  if (!token) return reply_result_error(token.error());
-  auto ttl = ttl_arg(req[3]);
-  if (!ttl) return reply_result_error(ttl.error());
+  auto c = proto::decode_acquire(req);
+  if (!c) return reply_result_error(c.error());
+  const AcquireSpec& spec = c->spec;
+  if (Status st = core::validate(spec, c->wait); !st.ok()) {
+    return reply_result_error(st.error());
+  }
   core::AcquireRequest r;
-  r.name = req[1];
-  r.token = *token;
-  r.ttl = std::chrono::milliseconds(*ttl);
+  r.name = spec.name;
+  r.token = spec.token;
+  r.ttl = spec.ttl;
+  r.capacity = spec.capacity;
+  r.label = spec.label;
+  r.reentrancy_key = spec.reentrancy_key;
+  r.shared = spec.shared;
+  r.ephemeral = c->ephemeral;
   r.session = session_;
-  std::int64_t wait_ms = 0;
-  bool brief = false;
-  for (std::size_t i = 4; i < req.size(); ++i) {
-    const std::string_view opt = req[i];
-    bool has_value = i + 1 < req.size();
-    if (iequals(opt, "EPHEMERAL")) {
-      r.ephemeral = true;
-    } else if (iequals(opt, "BRIEF")) {
-      brief = true;
-    } else if (iequals(opt, "SHARED")) {
-      r.shared = true;
-    } else if (iequals(opt, "WAIT") && has_value) {
-      auto w = int_arg(req[++i], "WAIT", 0, kMaxMs);
-      if (!w) return reply_result_error(w.error());
-      wait_ms = *w;
-    } else if (iequals(opt, "CAPACITY") && has_value) {
-      auto c = int_arg(req[++i], "CAPACITY", 1, kMaxU32);
-      if (!c) return reply_result_error(c.error());
-      r.capacity = static_cast<std::uint32_t>(*c);
-    } else if (iequals(opt, "LABEL") && has_value) {
-      r.label = req[++i];
-    } else if (iequals(opt, "REENTRANT") && has_value) {
-      r.reentrancy_key = req[++i];
-    } else {
-      return reply_error(Errc::invalid_argument,
-                         "unknown or incomplete LOCK.ACQUIRE option " +
-                             core::quote_name(req[i]));
-    }
-  }
-  if (wait_ms > 0) {
-    r.wait_deadline =
-        server_.clock().now() + std::chrono::milliseconds(wait_ms);
-  }
+  if (c->wait.count() > 0) r.wait_deadline = server_.clock().now() + c->wait;
   auto out = server_.table().acquire(r);
   if (r.ephemeral && out) had_ephemeral_ = true;
   if (!out) {
@@ -345,12 +267,7 @@ void Connection::cmd_acquire(const proto::Request& req) {
     std::string bytes;
     proto::RespWriter w(bytes);
     const core::Grant g = server_.to_grant(out->grant);
-    core::Grant asked;
-    asked.token = r.token;
-    asked.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(r.ttl);
-    asked.capacity = r.capacity;
-    asked.shared = r.shared;
-    if (brief && proto::brief_fits(g, asked)) {
+    if (c->brief && proto::brief_fits(g, spec)) {
       proto::write_brief_grant(w, g);
     } else {
       proto::write_grant(w, g);
@@ -367,19 +284,19 @@ void Connection::cmd_acquire(const proto::Request& req) {
     ++server_.stats().waits;
     parked_ = true;
     ++park_id_;
-    server_.park_single(std::string(r.name), r.token, shared_from_this(),
-                        park_id_);
+    server_.park_single(spec.name, spec.token, shared_from_this(), park_id_);
   }
   server_.after_table_call();
 }
 
 void Connection::cmd_extend(const proto::Request& req) {
-  auto token = token_arg(req[2]);
-  if (!token) return reply_result_error(token.error());
-  auto ttl = ttl_arg(req[3]);
-  if (!ttl) return reply_result_error(ttl.error());
-  auto g =
-      server_.table().extend(req[1], *token, std::chrono::milliseconds(*ttl));
+  auto c = proto::decode_extend(req);
+  if (!c) return reply_result_error(c.error());
+  if (Status st = core::validate_lease_call(c->name, c->token, c->ttl);
+      !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  auto g = server_.table().extend(c->name, c->token, c->ttl);
   if (!g) {
     reply_result_error(g.error());
   } else {
@@ -392,9 +309,12 @@ void Connection::cmd_extend(const proto::Request& req) {
 }
 
 void Connection::cmd_release(const proto::Request& req) {
-  auto token = token_arg(req[2]);
-  if (!token) return reply_result_error(token.error());
-  auto r = server_.table().release(req[1], *token);
+  auto c = proto::decode_release(req);
+  if (!c) return reply_result_error(c.error());
+  if (Status st = core::validate_lease_call(c->name, c->token); !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  auto r = server_.table().release(c->name, c->token);
   if (!r) {
     reply_result_error(r.error());
   } else {
@@ -405,13 +325,18 @@ void Connection::cmd_release(const proto::Request& req) {
     // lease comes back and ends at its TTL (the safe direction). The journal
     // keeps its order, so a grant that follows it is durable only with it.
     reply(std::move(bytes), {}, /*durable=*/false);
-    if (r->withdrew_waiter) server_.withdrawn(req[1], *token);
+    if (r->withdrew_waiter) server_.withdrawn(c->name, c->token);
   }
   server_.after_table_call();
 }
 
 void Connection::cmd_describe(const proto::Request& req) {
-  auto info = server_.table().describe(req[1]);
+  auto name = proto::decode_describe(req);
+  if (!name) return reply_result_error(name.error());
+  if (Status st = core::validate_name(*name); !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  auto info = server_.table().describe(*name);
   if (!info) {
     reply_result_error(info.error());
   } else {
@@ -424,15 +349,20 @@ void Connection::cmd_describe(const proto::Request& req) {
 }
 
 void Connection::cmd_list(const proto::Request& req) {
-  auto limit = int_arg(req[2], "limit", 0, 100'000);
-  if (!limit) return reply_result_error(limit.error());
+  auto c = proto::decode_list(req);
+  if (!c) return reply_result_error(c.error());
+  if (Status st = core::validate_prefix(c->prefix); !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  const std::string& prefix = c->prefix;
+  const std::size_t limit = c->limit;
   std::vector<LockInfo> infos;
   if (user_ == nullptr) {
-    infos = server_.table().list(req[1], static_cast<std::size_t>(*limit));
+    infos = server_.table().list(prefix, limit);
   } else {
     // Only the locks this user may read (a prefix wider than its rules).
-    for (auto& i : server_.table().list(req[1], 100'000)) {
-      if (infos.size() >= static_cast<std::size_t>(*limit)) break;
+    for (auto& i : server_.table().list(prefix, 100'000)) {
+      if (infos.size() >= limit) break;
       if ((perms_on(*user_, i.name) & kRead) != 0) {
         infos.push_back(std::move(i));
       }
@@ -446,29 +376,26 @@ void Connection::cmd_list(const proto::Request& req) {
   server_.after_table_call();
 }
 
-// LOCK.ACQUIRE_SOME|ALL token ttl_ms wait_ms capacity label name...
-void Connection::cmd_multi(const proto::Request& req, bool all) {
-  auto token = token_arg(req[1]);
-  if (!token) return reply_result_error(token.error());
-  auto ttl = ttl_arg(req[2]);
-  if (!ttl) return reply_result_error(ttl.error());
-  auto wait = int_arg(req[3], "wait_ms", 0, kMaxMs);
-  if (!wait) return reply_result_error(wait.error());
-  auto cap = int_arg(req[4], "capacity", 1, kMaxU32);
-  if (!cap) return reply_result_error(cap.error());
+void Connection::cmd_multi(const proto::Request& req) {
+  auto c = proto::decode_multi(req);
+  if (!c) return reply_result_error(c.error());
+  if (Status st = core::validate(c->spec, c->wait); !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  const bool all = c->spec.all_or_nothing;
   Server::MultiPark p;
-  p.reservation = *token;
-  p.ttl = std::chrono::milliseconds(*ttl);
-  p.capacity = static_cast<std::uint32_t>(*cap);
-  p.label = req[5];
+  p.reservation = c->spec.reservation;
+  p.ttl = c->spec.ttl;
+  p.capacity = c->spec.capacity;
+  p.label = std::move(c->spec.label);
   p.all_or_nothing = all;
   p.session = session_;
-  p.names.assign(req.begin() + 6, req.end());
+  p.names = std::move(c->spec.names);
   const auto now = server_.clock().now();
-  const auto wait_d = std::chrono::milliseconds(*wait);
+  const auto wait_d = c->wait;
   std::optional<core::Instant> deadline;
   if (all) {
-    if (*wait > 0) deadline = now + wait_d;
+    if (wait_d.count() > 0) deadline = now + wait_d;
   } else {
     // Not-yet-granted requests stay queued ttl after this call returns.
     deadline = now + wait_d + p.ttl;
@@ -478,8 +405,8 @@ void Connection::cmd_multi(const proto::Request& req, bool all) {
   if (!out) {
     reply_result_error(out.error());
   } else if ((all && out->pending == 0 && !out->granted.empty()) ||
-             (!all &&
-              (!out->granted.empty() || *wait == 0 || out->pending == 0))) {
+             (!all && (!out->granted.empty() || wait_d.count() == 0 ||
+                       out->pending == 0))) {
     std::string bytes;
     proto::RespWriter w(bytes);
     std::vector<std::pair<std::string, OwnerToken>> grants;
@@ -489,7 +416,7 @@ void Connection::cmd_multi(const proto::Request& req, bool all) {
       grants.emplace_back(g.name, g.token);
     }
     reply(std::move(bytes), std::move(grants));
-  } else if (all && *wait == 0) {
+  } else if (all && wait_d.count() == 0) {
     reply_result_error(Error(Errc::not_acquired,
                              "not every lock is free; nothing was acquired"));
   } else {
@@ -502,19 +429,17 @@ void Connection::cmd_multi(const proto::Request& req, bool all) {
 }
 
 void Connection::cmd_counter(const proto::Request& req) {
-  const std::string_view cmd = req[0];
-  Result<std::int64_t> v = std::int64_t{0};
-  if (iequals(cmd, "COUNTER.GET")) {
-    v = server_.table().counter_get(req[1]);
-  } else {
-    std::int64_t n = 0;
-    if (!parse_int(req[2], &n)) {
-      return reply_error(Errc::invalid_argument,
-                         "counter argument must be an integer");
-    }
-    v = iequals(cmd, "COUNTER.ADD") ? server_.table().counter_add(req[1], n)
-                                    : server_.table().counter_take(req[1], n);
+  using Op = proto::CounterCommand::Op;
+  auto c = proto::decode_counter(req);
+  if (!c) return reply_result_error(c.error());
+  if (Status st = core::validate_name(c->name, "counter name"); !st.ok()) {
+    return reply_result_error(st.error());
   }
+  core::LockTable& table = server_.table();
+  Result<std::int64_t> v = c->op == Op::get ? table.counter_get(c->name)
+                           : c->op == Op::add
+                               ? table.counter_add(c->name, c->n)
+                               : table.counter_take(c->name, c->n);
   if (!v) {
     reply_result_error(v.error());
   } else {

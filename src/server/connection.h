@@ -119,7 +119,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void cmd_release(const proto::Request& req);
   void cmd_describe(const proto::Request& req);
   void cmd_list(const proto::Request& req);
-  void cmd_multi(const proto::Request& req, bool all);
+  void cmd_multi(const proto::Request& req);
   void cmd_counter(const proto::Request& req);
   void cmd_hello(const proto::Request& req);
   void cmd_auth(const proto::Request& req);

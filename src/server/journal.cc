@@ -170,7 +170,7 @@ std::int64_t last_write_wall_ms(const std::vector<DataFile>& files) {
 
 }  // namespace
 
-Journal::Journal(JournalOptions options, const core::Clock& clock)
+Journal::Journal(JournalOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
 
 Journal::~Journal() {
@@ -223,7 +223,7 @@ std::int64_t Journal::to_wall_ms(core::Instant expiry) const {
 
 Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options,
                                                core::LockTable& table,
-                                               const core::Clock& clock) {
+                                               const Clock& clock) {
   if (options.fencing_block == 0) {
     return Error(Errc::invalid_argument, "fencing_block must be at least 1");
   }
@@ -306,7 +306,7 @@ Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options,
 }
 
 void Journal::restore(const DurableState& st, core::LockTable& table,
-                      const core::Clock& clock,
+                      const Clock& clock,
                       std::optional<std::int64_t> last_write_ms) {
   // Newest first: if a lost release left two leases competing for one
   // place, the later grant (the one its holder was told about last) wins.
@@ -320,7 +320,7 @@ void Journal::restore(const DurableState& st, core::LockTable& table,
   const core::Instant now = clock.now();
   for (const core::LeaseRecord* rec : order) {
     core::LeaseRecord r = *rec;
-    std::int64_t expiry_ms = rec->expiry.count();
+    std::int64_t expiry_ms = wall_expiry_ms(rec->expiry);
     if (last_write_ms) {
       const std::int64_t ttl_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(rec->ttl)
@@ -358,7 +358,7 @@ void Journal::lease_put(const core::LeaseRecord& lease) {
     append(encode_fence(reserved_));
   }
   core::LeaseRecord r = lease;
-  r.expiry = core::Instant(to_wall_ms(lease.expiry));
+  r.expiry = wall_expiry(to_wall_ms(lease.expiry));
   append(encode_lease_put(r));
 }
 void Journal::lease_removed(std::string_view name, const OwnerToken& token) {
@@ -482,7 +482,7 @@ Status Journal::compact(const core::LockTable& table) {
   };
   table.for_each_lease([&](const core::LeaseRecord& lease) {
     core::LeaseRecord r = lease;
-    r.expiry = core::Instant(to_wall_ms(lease.expiry));
+    r.expiry = wall_expiry(to_wall_ms(lease.expiry));
     snap += encode_lease_put(r);
     spill(false);
   });

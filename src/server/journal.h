@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "baton/clock.h"
 #include "baton/error.h"
 #include "core/lock_table.h"
 
@@ -91,8 +92,18 @@ struct DurableState {
 // CRC32C (Castagnoli).
 std::uint32_t crc32c(const void* data, std::size_t size);
 
-// Record codec (exposed for tests). `expiry` of a LeaseRecord is Unix ms in
-// records.
+// In records and in DurableState, a LeaseRecord's `expiry` is a Unix
+// wall-clock time: that many milliseconds after the Instant epoch.
+inline core::Instant wall_expiry(std::int64_t unix_ms) {
+  return core::Instant(std::chrono::milliseconds(unix_ms));
+}
+inline std::int64_t wall_expiry_ms(core::Instant expiry) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             expiry.time_since_epoch())
+      .count();
+}
+
+// Record codec (exposed for tests).
 std::string encode_lease_put(const core::LeaseRecord& lease_wall_ms);
 std::string encode_lease_del(std::string_view name, const OwnerToken& token);
 std::string encode_counter(std::string_view name, std::int64_t value);
@@ -121,7 +132,7 @@ class Journal final : public core::ChangeSink {
   // a fresh snapshot so the journal starts empty.
   static Result<std::unique_ptr<Journal>> open(JournalOptions options,
                                                core::LockTable& table,
-                                               const core::Clock& clock);
+                                               const Clock& clock);
   ~Journal() override;
 
   void lease_put(const core::LeaseRecord& lease) override;
@@ -173,13 +184,12 @@ class Journal final : public core::ChangeSink {
   const Stats& stats() const { return stats_; }
 
  private:
-  Journal(JournalOptions options, const core::Clock& clock);
+  Journal(JournalOptions options, const Clock& clock);
   Status compact(const core::LockTable& table);
   // Puts what was read into `table` (newest lease first). With
   // `last_write_ms` (repair) no lease ends before last_write_ms + its ttl.
   void restore(const DurableState& st, core::LockTable& table,
-               const core::Clock& clock,
-               std::optional<std::int64_t> last_write_ms);
+               const Clock& clock, std::optional<std::int64_t> last_write_ms);
   void append(std::string record);
   void fail(std::string why);
   void record_sync(std::chrono::microseconds took);
@@ -189,7 +199,7 @@ class Journal final : public core::ChangeSink {
   std::uint64_t fence_mark(const core::LockTable& table) const;
 
   JournalOptions options_;
-  const core::Clock& clock_;
+  const Clock& clock_;
   int fd_ = -1;
   std::string buffer_;
   std::uint64_t appended_ = 0, written_ = 0, durable_ = 0;

@@ -133,7 +133,7 @@ std::optional<Record> decode(std::string_view payload) {
       }
       r.fencing_token = fencing;
       r.ttl = core::Nanos(static_cast<std::int64_t>(ttl));
-      r.expiry = core::Instant(static_cast<std::int64_t>(expiry));
+      r.expiry = wall_expiry(static_cast<std::int64_t>(expiry));
       r.holds = holds;
       r.capacity = cap;
       // Optional trailing flags (bit 0: a shared lease, rule 18); absent in
@@ -276,7 +276,7 @@ std::string encode_lease_put(const core::LeaseRecord& r) {
   e.token(r.token);
   e.u64(r.fencing_token);
   e.u64(static_cast<std::uint64_t>(r.ttl.count()));
-  e.u64(static_cast<std::uint64_t>(r.expiry.count()));
+  e.u64(static_cast<std::uint64_t>(wall_expiry_ms(r.expiry)));
   e.u32(r.holds);
   e.u32(r.capacity);
   e.str(r.label);

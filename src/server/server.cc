@@ -61,8 +61,8 @@ Status bind_listener(asio::ip::tcp::acceptor& a, const std::string& text,
 
 Server::Server(ServerConfig config)
     : config_(std::move(config)),
-      table_(clock_, core::Limits{config_.max_waiters_per_lock,
-                                  core::Limits{}.max_locks}),
+      table_(*clock_, core::Limits{config_.max_waiters_per_lock,
+                                   core::Limits{}.max_locks}),
       acceptor_(io_),
       metrics_acceptor_(io_),
       tls_acceptor_(io_),
@@ -82,7 +82,7 @@ Status Server::start() {
     jo.compact_factor = config_.compact_factor;
     jo.compact_min_bytes = config_.compact_min_bytes;
     jo.repair = config_.repair;
-    auto j = Journal::open(jo, table_, clock_);
+    auto j = Journal::open(jo, table_, *clock_);
     if (!j) return j.error();
     journal_ = std::move(*j);
     table_.set_change_sink(journal_.get());
@@ -210,7 +210,7 @@ bool Server::persistence_failed() const {
 }
 
 core::Grant Server::to_grant(const core::CoreGrant& g) const {
-  return core::to_grant(g, clock_.now(),
+  return core::to_grant(g, clock_->now(),
                         std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count());
@@ -333,7 +333,7 @@ void Server::answer_multi(
     const auto& p = pm.request;
     // acquire_some: refresh (queued requests stay ttl after this answer);
     // acquire_all: keep its deadline (a try would withdraw it).
-    std::optional<core::Instant> deadline = clock_.now() + p.ttl;
+    std::optional<core::Instant> deadline = clock_->now() + p.ttl;
     if (p.all_or_nothing) deadline = p.all_deadline;
     auto out = run_multi(p, deadline);
     std::string bytes;
@@ -493,8 +493,7 @@ void Server::arm_deadline_timer() {
   if (!next) return;  // an armed timer fires once, harmlessly
   if (armed_ && *armed_ <= *next) return;
   armed_ = next;
-  deadline_timer_.expires_at(std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*next)));
+  deadline_timer_.expires_at(*next);  // the table reads the steady clock
   deadline_timer_.async_wait([this](std::error_code ec) {
     if (ec) return;
     armed_.reset();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/clock.h"
 #include "core/lock_table.h"
 #include "proto/resp.h"
 #include "server/config.h"
@@ -59,7 +60,7 @@ class Server {
   // --- used by Connection / command handlers (io thread) -----------------
   const ServerConfig& config() const { return config_; }
   core::LockTable& table() { return table_; }
-  const core::Clock& clock() const { return clock_; }
+  const Clock& clock() const { return *clock_; }
   ServerStats& stats() { return stats_; }
   // User name -> quick_digest of the password last verified for it (acl.h):
   // AUTH runs PBKDF2 only for a password not seen before.
@@ -165,7 +166,7 @@ class Server {
 
   ServerConfig config_;
   asio::io_context io_;
-  core::SteadyClock clock_;
+  const std::shared_ptr<const Clock> clock_ = Clock::steady();
   core::LockTable table_;
   std::unique_ptr<Journal> journal_;
   asio::ip::tcp::acceptor acceptor_;

@@ -102,11 +102,6 @@ constexpr KnownStore kKnown[] = {
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
-#if BATON_WITH_SERVER
-  if (url.scheme == "baton" || url.scheme == "batons") {
-    return open_baton_store(url);
-  }
-#endif
 #if BATON_WITH_POSTGRES
   if (url.scheme == "postgres" || url.scheme == "postgresql") {
     return open_postgres_store(url);
@@ -227,6 +222,9 @@ std::vector<const StoreDescriptor*> builtin() {
 #if BATON_WITH_REDIS
   out.push_back(&store::redis_descriptor());
   out.push_back(&store::redlock_descriptor());
+#endif
+#if BATON_WITH_SERVER
+  out.push_back(&store::baton_descriptor());
 #endif
   return out;
 }

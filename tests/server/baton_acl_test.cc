@@ -13,23 +13,23 @@
 
 #include "baton/lease.h"
 #include "baton_test_server.h"
+#include "direct_store.h"
 #include "raw_resp.h"
-#include "stores/registry.h"
 
 namespace baton::testing {
 namespace {
 
 using std::chrono::milliseconds;
 
-std::unique_ptr<store::Store> open_as(const std::string& user,
-                                      const std::string& password) {
-  auto s = store::open_store(baton_url(user, password));
+std::unique_ptr<DirectStore> open_as(const std::string& user,
+                                     const std::string& password) {
+  auto s = DirectStore::open(baton_url(user, password));
   if (!s) throw std::runtime_error(s.error().to_string());
   return std::move(*s);
 }
 
-store::AcquireSpec spec(const std::string& name, const OwnerToken& token) {
-  store::AcquireSpec a;
+AcquireSpec spec(const std::string& name, const OwnerToken& token) {
+  AcquireSpec a;
   a.name = name;
   a.token = token;
   a.ttl = milliseconds(30'000);
@@ -95,7 +95,7 @@ TEST(BatonAcl, UserLimitedToJobsLocksOnlyThere) {
   auto r6 = jobs->counter_add("other/c", 1);
   ASSERT_FALSE(r6);
   expect_denied(r6.error(), "COUNTER.ADD", "other/c");
-  store::MultiSpec m;
+  MultiSpec m;
   m.names = {"jobs/b", "other/b"};
   m.reservation = OwnerToken::random();
   m.ttl = milliseconds(10'000);
@@ -187,7 +187,7 @@ TEST(BatonAcl, AuthIsRequiredAndFailedAuthIsSlowed) {
 TEST(BatonAcl, ClientCertificateMapsToUser) {
   // batons:// with client.pem (CN client1) and no AUTH: the user "jobs".
   TestCertificates& c = test_certs();
-  auto s = store::open_store(
+  auto s = DirectStore::open(
       "batons://127.0.0.1:" + std::to_string(test_server().tls_port()) +
       "?ca=" + c.path("ca.pem") + "&cert=" + c.path("client.pem") +
       "&key=" + c.path("client.key"));
@@ -200,7 +200,7 @@ TEST(BatonAcl, ClientCertificateMapsToUser) {
   ASSERT_FALSE(denied);
   expect_denied(denied.error(), "LOCK.ACQUIRE", "other/by-cert");
   // Without a mapped certificate the plain port still asks for AUTH.
-  auto anon = store::open_store("baton://127.0.0.1:" +
+  auto anon = DirectStore::open("baton://127.0.0.1:" +
                                 std::to_string(test_server().port()));
   ASSERT_TRUE(anon);
   auto r = (*anon)->describe("jobs/by-cert");

@@ -18,7 +18,7 @@
 
 #include "baton/lease.h"
 #include "baton_test_server.h"
-#include "stores/registry.h"
+#include "direct_store.h"
 
 namespace baton::testing {
 namespace {
@@ -97,14 +97,14 @@ std::string get(const std::string& target, const std::string& basic) {
   return Http(target, basic).all();
 }
 
-std::unique_ptr<store::Store> admin_store() {
-  auto s = store::open_store(baton_url());
+std::unique_ptr<DirectStore> admin_store() {
+  auto s = DirectStore::open(baton_url());
   if (!s) throw std::runtime_error(s.error().to_string());
   return std::move(*s);
 }
 
-store::AcquireSpec spec(const std::string& name, const std::string& label) {
-  store::AcquireSpec a;
+AcquireSpec spec(const std::string& name, const std::string& label) {
+  AcquireSpec a;
   a.name = name;
   a.token = OwnerToken::random();
   a.ttl = milliseconds(60'000);

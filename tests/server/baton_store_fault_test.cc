@@ -12,17 +12,18 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include "core/url.h"
+#include "baton/store_descriptor.h"
+#include "direct_store.h"
 #include "proto/commands.h"
-#include "stores/baton/baton_store.h"
 
-namespace baton::store {
+namespace baton::testing {
 namespace {
 
 // Accepts connections on 127.0.0.1:<free port> and answers each request
@@ -94,13 +95,10 @@ class FakeServer {
 };
 
 // A baton:// store on the fake server (nullptr, with a failure, if none).
-std::unique_ptr<Store> store_on(const FakeServer& fake) {
+std::unique_ptr<DirectStore> store_on(const FakeServer& fake) {
   EXPECT_NE(fake.port(), 0);
-  auto url = core::parse_url(
+  auto store = DirectStore::open(
       "baton://127.0.0.1:" + std::to_string(fake.port()) + "?timeout_ms=3000");
-  EXPECT_TRUE(url) << url.error().to_string();
-  if (!url) return nullptr;
-  auto store = open_baton_store(*url);
   EXPECT_TRUE(store) << store.error().to_string();
   return store ? std::move(*store) : nullptr;
 }
@@ -160,6 +158,36 @@ TEST(BatonStoreFaults, AnOlderBatondThatRefusesBriefIsAskedInFull) {
   EXPECT_EQ(plain.load(), 2);
 }
 
+// A stop ends an ask even when batond never answers it (nor the releases
+// that would withdraw it): its connection is shut down and the ask fails
+// long before the 30 s it asked to wait.
+TEST(BatonStoreFaults, AStopEndsAnAskThatBatondNeverAnswers) {
+  FakeServer fake([](std::string_view) { return std::string(); });
+  auto store = open_store("baton://127.0.0.1:" + std::to_string(fake.port()) +
+                          "?timeout_ms=3000");
+  ASSERT_TRUE(store) << store.error().to_string();
+  AcquireSpec spec;
+  spec.name = "silent";
+  spec.token = OwnerToken::random();
+  spec.ttl = std::chrono::milliseconds(5000);
+  auto req = (*store)->request(spec);
+  auto asked = std::async(std::launch::async, [&] {
+    return req->ask(AskMode::wait, std::chrono::seconds(30), CallContext());
+  });
+  // Bounded: the acquire reaches the fake server.
+  for (int i = 0; i < 500 && fake.requests() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(fake.requests(), 1);
+  req->interrupt();
+  ASSERT_EQ(asked.wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
+  auto a = asked.get();
+  ASSERT_FALSE(a) << "an ask nobody answered returned an answer";
+  EXPECT_EQ(a.error().code(), Errc::unavailable) << a.error().to_string();
+  EXPECT_GE(fake.requests(), 2) << "no release tried to withdraw it first";
+}
+
 TEST(BatonStoreFaults, HugeArrayIsRefused) {
   expect_refused("*2000000000\r\n", "reply array of 2000000000 elements");
 }
@@ -179,4 +207,4 @@ TEST(BatonStoreFaults, GarbageIsRefused) {
 }
 
 }  // namespace
-}  // namespace baton::store
+}  // namespace baton::testing

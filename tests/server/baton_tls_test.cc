@@ -16,13 +16,15 @@
 #include <string>
 
 #include "baton_test_server.h"
+#include "direct_store.h"
 #include "eventually.h"
-#include "stores/registry.h"
 
 namespace baton::testing {
 namespace {
 
-using store::open_store;
+Result<std::unique_ptr<DirectStore>> open_store(const std::string& url) {
+  return DirectStore::open(url);
+}
 
 // The error of one call on a store opened from `url` (must open).
 Error call_error(const std::string& url) {

@@ -1,4 +1,4 @@
-// tests/server/batond_replies_test.cc — what batond answers (issue 12):
+// tests/server/batond_replies_test.cc — what batond answers:
 // error messages that name the real problem and the accepted range, a full
 // queue as `unavailable`, describe's last_fencing of a free lock, and a late
 // duplicate acquire of an ended lease.
@@ -37,7 +37,7 @@ TEST(BatondReplies, BriefGrantCarriesOnlyWhatTheClientDoesNotKnow) {
   for (const auto& e : g.elements) {
     EXPECT_EQ(e.type, proto::Reply::Type::integer);
   }
-  core::Grant asked;
+  AcquireSpec asked;
   asked.name = "b";
   asked.token = *OwnerToken::parse(kTok1);
   asked.ttl = 30000ms;

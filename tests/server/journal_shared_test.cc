@@ -14,7 +14,7 @@ core::LeaseRecord lease(std::string name, std::uint64_t fencing,
   r.token = OwnerToken{fencing, 99};
   r.fencing_token = fencing;
   r.ttl = std::chrono::seconds(30);
-  r.expiry = core::Instant(expiry_ms);
+  r.expiry = wall_expiry(expiry_ms);
   r.label = "host:1:test";
   r.aliases = {OwnerToken{5, 6}};
   return r;

@@ -21,7 +21,7 @@ core::LeaseRecord lease(std::string name, std::uint64_t fencing,
   r.token = OwnerToken{fencing, 99};
   r.fencing_token = fencing;
   r.ttl = std::chrono::seconds(30);
-  r.expiry = core::Instant(expiry_ms);
+  r.expiry = wall_expiry(expiry_ms);
   r.label = "host:1:test";
   r.aliases = {OwnerToken{5, 6}};
   return r;
@@ -46,7 +46,7 @@ TEST(JournalRecords, RoundTrip) {
   ASSERT_EQ(st.leases.size(), 1u);
   const auto& b = st.leases.begin()->second;
   EXPECT_EQ(b.name, "b");
-  EXPECT_EQ(b.expiry.count(), 6000);
+  EXPECT_EQ(wall_expiry_ms(b.expiry), 6000);
   EXPECT_EQ(b.label, "host:1:test");
   ASSERT_EQ(b.aliases.size(), 1u);
   EXPECT_EQ(b.aliases[0], (OwnerToken{5, 6}));
@@ -177,7 +177,7 @@ class JournalDir : public ::testing::Test {
   // The reported case: four locks granted and acknowledged (journal: fence,
   // l1..l4), then the process dies. Returns their fencing tokens.
   std::vector<std::uint64_t> four_grants() {
-    core::SteadyClock clock;
+    const baton::Clock& clock = *baton::Clock::steady();
     core::LockTable table(clock);
     auto j = Journal::open(options(), table, clock);
     EXPECT_TRUE(j);
@@ -195,7 +195,7 @@ class JournalDir : public ::testing::Test {
 };
 
 TEST_F(JournalDir, LeasesCountersAndFencingSurviveReopen) {
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   OwnerToken t{1, 2};
   std::uint64_t fencing = 0;
   {
@@ -234,7 +234,7 @@ TEST_F(JournalDir, LeasesCountersAndFencingSurviveReopen) {
 }
 
 TEST_F(JournalDir, CompactionKeepsState) {
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open({dir_, FsyncPolicy::never, 1.0, 1}, table, clock);
   ASSERT_TRUE(j);
@@ -256,7 +256,7 @@ TEST_F(JournalDir, CompactionKeepsState) {
 // applied by finish_sync() on the calling thread; records appended while it
 // is in flight are not covered by it.
 TEST_F(JournalDir, StartSyncRunsOnTheSyncThread) {
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open({dir_, FsyncPolicy::batch, 1.0, 1}, table, clock);
   ASSERT_TRUE(j);
@@ -314,7 +314,7 @@ TEST_F(JournalDir, StartSyncRunsOnTheSyncThread) {
 // A synchronous sync() (shutdown) while the sync thread is busy waits for it
 // and goes further; the late result does not move durable_seq back.
 TEST_F(JournalDir, SyncWhileInFlightAndLateResult) {
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j =
       Journal::open({dir_, FsyncPolicy::always, 4.0, 1 << 20}, table, clock);
@@ -350,7 +350,7 @@ TEST_F(JournalDir, SyncWhileInFlightAndLateResult) {
 // grant that crosses the mark and made durable by the same fsync (no fsync
 // of its own).
 TEST_F(JournalDir, FenceRecordRidesOnTheGrantsSync) {
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open(options(false, 4), table, clock);
   ASSERT_TRUE(j);
@@ -377,9 +377,10 @@ TEST_F(JournalDir, FenceRecordRidesOnTheGrantsSync) {
   EXPECT_EQ(records[5].type, 4);
 }
 
-// Issue 12 §3: one flipped byte in record 2 of 4 made batond drop records
-// 2..4 as a "torn tail", rewrite the files and reuse fencing token 2. Now
-// open() refuses, names the file and the offset, and writes nothing.
+// One flipped byte in record 2 of 4 is corruption, not a torn tail (valid
+// records follow it): dropping records 2..4 would rewrite the files and
+// reuse fencing token 2. open() refuses, names the file and the offset, and
+// writes nothing.
 TEST_F(JournalDir, MidFileCorruptionRefusesToStartAndTouchesNothing) {
   ASSERT_EQ(four_grants().size(), 4u);
   std::string bytes = slurp(dir_ + "/journal");
@@ -388,7 +389,7 @@ TEST_F(JournalDir, MidFileCorruptionRefusesToStartAndTouchesNothing) {
   bytes[leases[1].offset + 20] ^= 0x01;
   spit(dir_ + "/journal", bytes);
   const auto before = contents(dir_);
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open(options(), table, clock);
   ASSERT_FALSE(j);
@@ -412,7 +413,7 @@ TEST_F(JournalDir, RepairKeepsCopiesRestoresValidRecordsAndRaisesTheFloor) {
   spit(dir_ + "/journal", bytes);
   const std::string snapshot = slurp(dir_ + "/snapshot");
   {
-    core::SteadyClock clock;
+    const baton::Clock& clock = *baton::Clock::steady();
     core::LockTable table(clock);
     auto j = Journal::open(options(true), table, clock);
     ASSERT_TRUE(j) << j.error().to_string();
@@ -437,7 +438,7 @@ TEST_F(JournalDir, RepairKeepsCopiesRestoresValidRecordsAndRaisesTheFloor) {
   }
   EXPECT_EQ(copies, 2);
   // The repaired files are clean: a plain start accepts them.
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open(options(), table, clock);
   ASSERT_TRUE(j) << j.error().to_string();
@@ -454,7 +455,7 @@ TEST_F(JournalDir, TornTailStillRecoversSilently) {
   ASSERT_EQ(leases.size(), 4u);
   const std::size_t cut = leases[3].offset + leases[3].size / 2;
   spit(dir_ + "/journal", bytes.substr(0, cut));
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open(options(), table, clock);
   ASSERT_TRUE(j) << j.error().to_string();
@@ -473,7 +474,7 @@ TEST_F(JournalDir, CorruptSnapshotRefusesToStartAndRepairs) {
   ASSERT_EQ(fencing.size(), 4u);
   {
     // Reopening compacts: the four leases move into the snapshot.
-    core::SteadyClock clock;
+    const baton::Clock& clock = *baton::Clock::steady();
     core::LockTable table(clock);
     ASSERT_TRUE(Journal::open(options(), table, clock));
   }
@@ -487,7 +488,7 @@ TEST_F(JournalDir, CorruptSnapshotRefusesToStartAndRepairs) {
   for (const std::string& bad : {flipped, clean.substr(0, clean.size() - 3)}) {
     spit(dir_ + "/snapshot", bad);
     const auto before = contents(dir_);
-    core::SteadyClock clock;
+    const baton::Clock& clock = *baton::Clock::steady();
     core::LockTable table(clock);
     auto j = Journal::open(options(), table, clock);
     ASSERT_FALSE(j);
@@ -500,7 +501,7 @@ TEST_F(JournalDir, CorruptSnapshotRefusesToStartAndRepairs) {
     EXPECT_EQ(contents(dir_), before);
   }
   spit(dir_ + "/snapshot", flipped);
-  core::SteadyClock clock;
+  const baton::Clock& clock = *baton::Clock::steady();
   core::LockTable table(clock);
   auto j = Journal::open(options(true), table, clock);
   ASSERT_TRUE(j) << j.error().to_string();
@@ -536,7 +537,7 @@ TEST_F(JournalDir, LosingAnySingleRecordNeverLowersTheFencingFloor) {
     const std::string src = dir_ + "/src" + std::to_string(after_compaction);
     std::uint64_t highest = 0;
     {
-      core::SteadyClock clock;
+      const baton::Clock& clock = *baton::Clock::steady();
       core::LockTable table(clock);
       auto j = Journal::open(options(false, 4, src), table, clock);
       ASSERT_TRUE(j);
@@ -550,7 +551,7 @@ TEST_F(JournalDir, LosingAnySingleRecordNeverLowersTheFencingFloor) {
     }
     {
       // Reopen: compaction puts the state (and fence mark) in the snapshot.
-      core::SteadyClock clock;
+      const baton::Clock& clock = *baton::Clock::steady();
       core::LockTable table(clock);
       auto j = Journal::open(options(false, 4, src), table, clock);
       ASSERT_TRUE(j);
@@ -586,7 +587,7 @@ TEST_F(JournalDir, LosingAnySingleRecordNeverLowersTheFencingFloor) {
           }
           spit(dir + "/" + files[f], bytes);
           spit(dir + "/" + files[1 - f], orig[1 - f]);
-          core::SteadyClock clock;
+          const baton::Clock& clock = *baton::Clock::steady();
           core::LockTable table(clock);
           auto j = Journal::open(options(false, 4, dir), table, clock);
           if (!j) {

@@ -1,4 +1,4 @@
-// Unit tests of core::LockTable (issue 12): what the table says about leases
+// Unit tests of core::LockTable: what the table says about leases
 // that ended — a late duplicate of the acquire that created one is refused
 // (lock_lost), within a bounded memory (EndedTokens); undo_grant() forgets;
 // describe()'s last_fencing of a free lock; a full queue is unavailable.
@@ -157,7 +157,7 @@ TEST(EndedTokens, FindsExactlyTheRecentEntries) {
   EndedTokens ended(kCap, Nanos(std::chrono::hours(1)));
   std::mt19937_64 rng(12);
   std::vector<std::pair<std::string, OwnerToken>> added;
-  const Instant now{0};
+  const Instant now{};
   for (int i = 0; i < 20'000; ++i) {
     std::string name = "n" + std::to_string(rng() % 50);
     OwnerToken t{rng(), rng()};

@@ -46,7 +46,7 @@ struct MWaiter {
 struct Out {
   int code = 0;  // 0 ok, else Errc
   bool granted = false;
-  Instant expiry{0};
+  Instant expiry{};
   std::size_t position = 0;
   std::vector<std::pair<std::string, Instant>> leases;  // multi
   std::size_t pending = 0;
@@ -57,14 +57,15 @@ struct Out {
 
 inline std::string show(const Out& o) {
   std::string s = "code=" + std::to_string(o.code) +
-                  " granted=" + std::to_string(o.granted) +
-                  " expiry=" + std::to_string(o.expiry.count()) +
+                  " granted=" + std::to_string(o.granted) + " expiry=" +
+                  std::to_string(o.expiry.time_since_epoch().count()) +
                   " pos=" + std::to_string(o.position) +
                   " pending=" + std::to_string(o.pending) +
                   " held=" + std::to_string(o.was_held) +
                   " withdrew=" + std::to_string(o.withdrew) +
                   " value=" + std::to_string(o.value) + " leases=";
-  for (auto& [n, e] : o.leases) s += n + "@" + std::to_string(e.count()) + ",";
+  for (auto& [n, e] : o.leases)
+    s += n + "@" + std::to_string(e.time_since_epoch().count()) + ",";
   return s;
 }
 

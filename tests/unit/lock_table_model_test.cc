@@ -95,7 +95,7 @@ class ModelRun {
           to = from_error(res.error());
         } else {
           to.granted = res->granted;
-          to.expiry = res->granted ? res->grant.expiry : Instant{0};
+          to.expiry = res->granted ? res->grant.expiry : Instant{};
           to.position = res->position;
         }
         compare(to, model_acquire(r, now), what);

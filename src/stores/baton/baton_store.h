@@ -1,31 +1,34 @@
 // stores/baton/baton_store.h — the baton:// store: a client of batond.
 //
-//   baton://host:port[?password=...&timeout_ms=5000&pool=4]
-//   baton://:password@host:port      (password in the userinfo also works)
+//   baton://[user:password@]host[:port][?request_timeout=5s&...]
+//   batons://host[:port]?ca=ca.pem[&cert=client.pem&key=client.key]
 //
-// Each Store call is one batond command on a pooled RESP connection (plain
-// blocking sockets; deadlines via SO_RCVTIMEO/SO_SNDTIMEO, so a call is one
-// send and one recv). Replies are size-checked (proto::ReplyLimits): an
-// oversize or malformed reply is `unavailable` and drops the connection. A
-// blocking acquire holds one connection for its wait. Connect/IO failures and
-// timeouts are `unavailable`: the client retries with the same owner token,
-// which batond answers idempotently (docs/contract.md#rule-17). A connection
-// that failed is dropped, never reused; new connections back off after failures
-// (50 ms doubling to 1 s).
+// Each primitive is one batond command (proto/commands.h) on a pooled RESP
+// connection (stores/baton/conn.h). batond parks a waiting LOCK.ACQUIRE
+// (and ACQUIRE_SOME/ALL) and answers it once it is decided, so ask(wait)
+// sends the wait left and returns only with batond's answer: granted, or
+// `-timeout` when batond's wait ran out (expired, nothing left of the
+// request). That parked reply is the request's wake-up source: the engine
+// never has to look again. A stop interrupts the ask by withdrawing the
+// request by its owner token (LOCK.RELEASE), repeated until the ask
+// returns, since the release may overtake the acquire on another
+// connection; batond then answers the parked ask at once.
+//
+// Connect and I/O failures are `unavailable` (a deadline that passed with
+// no answer: `timeout`); the engine repeats with the same owner token,
+// which batond answers idempotently (docs/contract.md#rule-17). New
+// connections back off after failures (50 ms doubling to 1 s).
 //
 // Thread safety: safe for concurrent use (Store contract).
 #ifndef BATON_STORES_BATON_BATON_STORE_H_
 #define BATON_STORES_BATON_BATON_STORE_H_
 
-#include <memory>
-
-#include "baton/error.h"
-#include "core/url.h"
-#include "stores/store.h"
+#include "baton/store_descriptor.h"
 
 namespace baton::store {
 
-Result<std::unique_ptr<Store>> open_baton_store(const core::Url& url);
+// baton:// and batons://, their options and their open function.
+const StoreDescriptor& baton_descriptor();
 
 }  // namespace baton::store
 

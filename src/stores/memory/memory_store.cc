@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "baton/clock.h"
-#include "core/clock.h"
 #include "core/lock_table.h"
 #include "core/validate.h"
 
@@ -45,26 +44,6 @@ struct ParkedMulti {
   std::vector<core::CoreGrant> granted;
 };
 
-// The store's time, read from a baton::Clock (the steady clock, or a test's
-// ManualClock shared with the client).
-class TableClock final : public core::Clock {
- public:
-  explicit TableClock(std::shared_ptr<const baton::Clock> c)
-      : c_(std::move(c)) {}
-  Instant now() const override {
-    return duration_cast<Instant>(c_->now().time_since_epoch());
-  }
-  const baton::Clock& source() const { return *c_; }
-
- private:
-  std::shared_ptr<const baton::Clock> c_;
-};
-
-baton::Clock::time_point to_time_point(Instant t) {
-  return baton::Clock::time_point(
-      duration_cast<baton::Clock::time_point::duration>(t));
-}
-
 std::int64_t wall_now_ms() {
   return duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -90,8 +69,8 @@ class MemRequest final : public Request {
 
   MemoryStore& s_;
   const AcquireSpec spec_;
-  bool parked_ = false;   // counted in the store's record (s_.mu_)
-  Instant first_ask_{0};  // table time of the first ask
+  bool parked_ = false;  // counted in the store's record (s_.mu_)
+  Instant first_ask_{};  // table time of the first ask
 };
 
 class MemMulti final : public MultiRequest {
@@ -118,7 +97,7 @@ class MemMulti final : public MultiRequest {
 class MemoryStore final : public baton::Store {
  public:
   MemoryStore(std::string url, std::shared_ptr<const baton::Clock> clock)
-      : url_(std::move(url)), clock_(std::move(clock)), table_(clock_) {}
+      : url_(std::move(url)), clock_(std::move(clock)), table_(*clock_) {}
 
   std::unique_ptr<Request> request(const AcquireSpec& spec) override {
     return std::make_unique<MemRequest>(*this, spec);
@@ -250,21 +229,17 @@ class MemoryStore final : public baton::Store {
   void nap_locked(std::unique_lock<std::mutex>& lk, Instant until) {
     Instant wake = until;
     if (auto next = table_.next_deadline(); next && *next < wake) wake = *next;
-    clock_.source().wait_until(cv_, lk, to_time_point(wake));
+    clock_->wait_until(cv_, lk, wake);
     table_.advance();
     drain_locked();
   }
 
-  Instant table_time(baton::Clock::time_point t) const {
-    return duration_cast<Instant>(t.time_since_epoch());
-  }
-
   Grant to_grant(const core::CoreGrant& g) const {
-    return core::to_grant(g, clock_.now(), wall_now_ms());
+    return core::to_grant(g, clock_->now(), wall_now_ms());
   }
 
   const std::string url_;
-  TableClock clock_;
+  const std::shared_ptr<const baton::Clock> clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   core::LockTable table_;  // guarded by mu_
@@ -309,8 +284,8 @@ Answer MemRequest::answer_locked(const Parked& p) const {
 Result<Answer> MemRequest::ask(AskMode mode, milliseconds wait_left,
                                const CallContext&) {
   std::lock_guard<std::mutex> lk(s_.mu_);
-  const Instant now = s_.clock_.now();
-  if (first_ask_ == Instant{0}) first_ask_ = now;
+  const Instant now = s_.clock_->now();
+  if (first_ask_ == Instant{}) first_ask_ = now;
   core::AcquireRequest req;
   req.name = spec_.name;
   req.token = spec_.token;
@@ -375,10 +350,10 @@ Result<Answer> MemRequest::withdraw(const CallContext&) {
 std::optional<Grant> MemRequest::wait_change(baton::Clock::time_point until,
                                              const CallContext& ctx) {
   std::unique_lock<std::mutex> lk(s_.mu_);
-  const Instant end = s_.table_time(ctx.cap(until));
+  const Instant end = ctx.cap(until);
   auto it = s_.parked_.find({spec_.name, spec_.token});
   if (it == s_.parked_.end()) return std::nullopt;
-  while (!it->second.done && !interrupted() && s_.clock_.now() < end) {
+  while (!it->second.done && !interrupted() && s_.clock_->now() < end) {
     s_.nap_locked(lk, end);
   }
   if (it->second.granted) return answer_locked(it->second).grant;
@@ -423,7 +398,7 @@ Result<MultiAnswer> MemMulti::ask(AskMode mode, milliseconds wait_left,
                                   const CallContext&) {
   std::lock_guard<std::mutex> lk(s_.mu_);
   auto r = s_.table_.acquire_multi(table_request(
-      s_.clock_.now(),
+      s_.clock_->now(),
       mode == AskMode::try_only ? milliseconds::zero() : wait_left));
   s_.drain_locked();
   if (!r.ok()) return std::move(r).error();
@@ -499,12 +474,12 @@ Result<MultiAnswer> MemMulti::withdraw(const CallContext& ctx) {
 std::optional<Grant> MemMulti::wait_change(baton::Clock::time_point until,
                                            const CallContext& ctx) {
   std::unique_lock<std::mutex> lk(s_.mu_);
-  const Instant end = s_.table_time(ctx.cap(until));
+  const Instant end = ctx.cap(until);
   auto it = s_.multi_.find(spec_.reservation);
   if (it == s_.multi_.end()) return std::nullopt;
   const std::size_t seen = it->second.granted.size();
   while (it->second.granted.size() == seen && !it->second.timed_out &&
-         !it->second.withdrawn && !interrupted() && s_.clock_.now() < end) {
+         !it->second.withdrawn && !interrupted() && s_.clock_->now() < end) {
     s_.nap_locked(lk, end);
   }
   return std::nullopt;
