@@ -80,11 +80,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_baton_store(url);
   }
 #endif
-#if BATON_WITH_POSTGRES
-  if (url.scheme == "postgres" || url.scheme == "postgresql") {
-    return open_postgres_store(url);
-  }
-#endif
 #if BATON_WITH_REDIS
   if (url.scheme == "redis" || url.scheme == "rediss") {
     return open_redis_store(url);
@@ -184,7 +179,11 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  std::vector<const StoreDescriptor*> all{&store::memory_descriptor()};
+#if BATON_WITH_POSTGRES
+  all.push_back(&store::postgres_descriptor());
+#endif
+  return all;
 }
 
 std::string lower_scheme(std::string_view url) {

@@ -35,7 +35,7 @@ std::string schema_script(std::string_view schema) {
 }
 
 Status install_schema(PgConn& conn, std::string_view schema,
-                      TimePoint deadline) {
+                      Deadline deadline) {
   const std::string s(schema);
   // One lock per schema name; held until COMMIT/ROLLBACK.
   auto begin = conn.exec(

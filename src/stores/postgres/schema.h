@@ -7,7 +7,6 @@
 #ifndef BATON_STORES_POSTGRES_SCHEMA_H_
 #define BATON_STORES_POSTGRES_SCHEMA_H_
 
-#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -16,6 +15,7 @@
 namespace baton::store::pg {
 
 class PgConn;
+struct Deadline;
 
 inline constexpr int kSchemaVersion = 7;
 
@@ -32,8 +32,7 @@ bool valid_schema_name(std::string_view schema);
 
 // Creates or migrates the schema to kSchemaVersion: one transaction under
 // pg_advisory_xact_lock, so concurrent first starts do not race.
-Status install_schema(PgConn& conn, std::string_view schema,
-                      std::chrono::steady_clock::time_point deadline);
+Status install_schema(PgConn& conn, std::string_view schema, Deadline deadline);
 
 }  // namespace baton::store::pg
 

@@ -6,7 +6,7 @@
 namespace baton::store::pg {
 
 const char* const kSchemaScheduler = R"SQL(
--- The scheduling pass for one name (seed 000: every process schedules for
+-- The scheduling pass for one name (every process schedules for
 -- everyone). The caller holds the name's advisory lock and has expired what
 -- is due. Grants the oldest live requests while capacity allows; an
 -- acquire_all head is granted only when it heads every queue it is in and

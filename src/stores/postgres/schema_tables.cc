@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS @S@.holders (
   PRIMARY KEY (name, token)
 );
 
--- The request queue (seed 000's lock_requests). seq is the arrival order;
+-- The request queue. seq is the arrival order;
 -- the requests of one acquire_all reservation share one seq.
 CREATE SEQUENCE IF NOT EXISTS @S@.request_seq;
 CREATE TABLE IF NOT EXISTS @S@.requests (
@@ -174,7 +174,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT n * interval '1 millisecond' $$;
 
 -- Advisory lock key of a name: a 64-bit hash (a collision only serializes
 -- two names), or one key for everything when the session sets
--- baton.serialize = 'global' (seed 000's single scheduler lock).
+-- baton.serialize = 'global' (one scheduler lock for all names).
 CREATE OR REPLACE FUNCTION @S@._key(p_name text) RETURNS bigint
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN current_setting('baton.serialize', true) = 'global'
