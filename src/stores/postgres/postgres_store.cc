@@ -4,6 +4,7 @@
 #include "stores/postgres/postgres_store.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
 #include "stores/postgres/schema.h"
@@ -41,10 +42,14 @@ Stmt::Stmt(std::string sql)
     : name("baton_" + std::to_string(std::hash<std::string>{}(sql))),
       text(std::move(sql)) {}
 
-// The fast paths are one statement each: what acquire's and release's own
-// fast paths do, without the PL/pgSQL call around them. No row: the
-// function decides. Times are the statement's start, before any wait
-// (docs/stores/postgres.md, "Fast paths").
+// The fast paths are one statement each: an UPDATE of the name's locks
+// row that decides from that row alone (its holder and its counts of
+// requests and holders rows, docs/stores/postgres.md "Fast paths"). No
+// row: the function decides. The name's advisory lock is taken in the
+// condition (after the column tests); if a pass held it and changed the
+// row, the UPDATE checks the row's newest version again. Times are the
+// statement's start, before any wait. The acquire returns the fencing token
+// and that start (µs); the rest of the grant is the request's own.
 Statements::Statements(const std::string& s)
     : acquire("SELECT * FROM " + s +
               ".acquire($1::text, $2::uuid, $3::bigint, $4::int, $5::text, "
@@ -67,24 +72,26 @@ Statements::Statements(const std::string& s)
           "._ms($3::bigint), h_label = $5::text, h_rkey = '', h_shared = "
           "false, h_granted = statement_timestamp() WHERE l.name = $1::text "
           "AND (l.h_token IS NULL OR l.h_expires <= statement_timestamp()) "
-          "AND " +
+          "AND l.n_queued = 0 AND l.n_holders = 0 AND "
+          "pg_advisory_xact_lock(" +
           s +
-          "._claim($1::text, true) RETURNING 'grant'::text, l.name, "
-          "l.h_token, l.h_fencing, l.h_ttl_ms, 1, l.capacity, " +
-          s + "._us(l.h_expires), " + s +
-          "._us(l.h_granted), l.h_label, NULL::bigint, l.h_shared, "
-          "NULL::text, NULL::text"),
+          "._key($1::text))::text IS NOT NULL AND "
+          // A grant commits durably, whatever the server's default.
+          "(current_setting('synchronous_commit') <> 'off' OR "
+          "set_config('synchronous_commit', 'on', true) IS NOT NULL) "
+          "RETURNING l.h_fencing, " +
+          s + "._us(statement_timestamp())"),
       fast_release(
           "UPDATE " + s +
           ".locks l SET h_token = NULL WHERE l.name = $1::text AND l.h_token "
-          "= $2::uuid AND l.h_expires > statement_timestamp() AND " +
+          "= $2::uuid AND l.h_expires > statement_timestamp() AND "
+          "l.n_queued = 0 AND pg_advisory_xact_lock(" +
           s +
-          "._claim($1::text, false) RETURNING 'status'::text, l.name, "
-          "NULL::uuid, NULL::bigint, NULL::bigint, 0, NULL::int, "
-          "NULL::bigint, " +
-          s +
-          "._us(statement_timestamp()), NULL::text, 0::bigint, true, "
-          "NULL::text, NULL::text") {}
+          "._key($1::text))::text IS NOT NULL AND "
+          // Nothing is handed over: the commit need not wait for the
+          // flush (docs/stores/postgres.md, "Durability").
+          "set_config('synchronous_commit', 'off', true) IS NOT NULL "
+          "RETURNING 1") {}
 
 PgStore::PgStore(StoreOptions o, ConnParams params, std::string where,
                  std::string safe_url)
@@ -162,15 +169,31 @@ bool PgStore::try_fast(const AcquireSpec& spec) {
   return !spec.shared && spec.reentrancy_key.empty() && !busy_.busy(spec.name);
 }
 
-std::optional<Row> PgStore::fast_acquire(const AcquireSpec& spec,
-                                         const CallContext& ctx) {
-  auto f =
-      rows(sql_.fast_acquire,
-           {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
-            std::to_string(spec.capacity), spec.label},
-           ctx, /*may_be_empty=*/true);
-  if (!f.ok() || f->empty() || (*f)[0].kind != "grant") return std::nullopt;
-  return std::move((*f)[0]);
+std::optional<Grant> PgStore::fast_acquire(const AcquireSpec& spec,
+                                           const CallContext& ctx) {
+  const Deadline deadline = Deadline::within(ctx, o_.request_timeout);
+  auto c = pool_.get(deadline);
+  if (!c.ok()) return std::nullopt;
+  auto res = (*c)->query_prepared(
+      sql_.fast_acquire.name, sql_.fast_acquire.text,
+      {spec.name, spec.token.to_string(), std::to_string(spec.ttl.count()),
+       std::to_string(spec.capacity), spec.label},
+      deadline);
+  if (!res.ok() || PQntuples(res->get()) != 1 || PQnfields(res->get()) != 2) {
+    return std::nullopt;
+  }
+  const std::int64_t now_us =
+      std::strtoll(PQgetvalue(res->get(), 0, 1), nullptr, 10);
+  Grant g;
+  g.name = spec.name;
+  g.token = spec.token;
+  g.fencing_token = std::strtoull(PQgetvalue(res->get(), 0, 0), nullptr, 10);
+  g.ttl = spec.ttl;
+  g.capacity = spec.capacity;
+  // The lease ends at the statement's start + ttl (h_expires).
+  g.valid_for = std::chrono::duration_cast<std::chrono::microseconds>(spec.ttl);
+  g.store_expires_at_ms = now_us / 1000 + spec.ttl.count();
+  return g;
 }
 
 Result<Grant> PgStore::extend(std::string_view name, const OwnerToken& token,
@@ -193,9 +216,13 @@ Result<ReleaseResult> PgStore::release(std::string_view name,
   const std::string n(name);
   const bool tried_fast = !busy_.busy(n);
   if (tried_fast) {
-    auto f = rows(sql_.fast_release, {n, token.to_string()}, ctx,
-                  /*may_be_empty=*/true);
-    if (f.ok() && !f->empty()) return ReleaseResult{true, 0};
+    const Deadline deadline = Deadline::within(ctx, o_.request_timeout);
+    auto c = pool_.get(deadline);
+    if (!c.ok()) return std::move(c).error();
+    auto f =
+        (*c)->query_prepared(sql_.fast_release.name, sql_.fast_release.text,
+                             {n, token.to_string()}, deadline);
+    if (f.ok() && PQntuples(f->get()) == 1) return ReleaseResult{true, 0};
   }
   auto r = call(sql_.release, {n, token.to_string()}, ctx);
   if (!r.ok()) return std::move(r).error();

@@ -70,7 +70,9 @@ class PgRequest final : public Request {
     if (waits) wakeup_.listen(s_.listener(), spec_.token);
     const bool tried_fast = s_.try_fast(spec_);
     if (tried_fast) {
-      if (auto g = s_.fast_acquire(spec_, ctx)) return answer({std::move(*g)});
+      if (auto g = s_.fast_acquire(spec_, ctx)) {
+        return Answer::granted_with(std::move(*g));
+      }
     }
     auto r = s_.call_acquire(spec_, waits ? "wait" : "try", wait_left, ctx);
     // A name the fast path failed on whose full pass did not grant at once

@@ -17,7 +17,7 @@ namespace baton::store::pg {
 class PgConn;
 struct Deadline;
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 extern const char* const kSchemaTables;
 extern const char* const kSchemaScheduler;

@@ -5,7 +5,7 @@
 
 namespace baton::store::pg {
 
-// Version 7 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// Version 8 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
 // CREATE OR REPLACE) and the whole script runs under a transaction-scoped
 // advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
@@ -91,6 +91,61 @@ ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_label text;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_rkey text;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_shared boolean;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_granted timestamptz;
+
+-- Version 8: how many requests and holders rows each name has, kept
+-- exact by triggers on those two tables, so that the one-statement fast
+-- paths decide from the name's locks row alone (docs/stores/postgres.md,
+-- "Fast paths"). Counted here from scratch: the ALTER TABLEs above hold
+-- ACCESS EXCLUSIVE locks on holders, requests and locks until this
+-- script commits, so no write comes between the counts and the triggers.
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS n_queued int NOT NULL
+  DEFAULT 0;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS n_holders int NOT NULL
+  DEFAULT 0;
+INSERT INTO @S@.locks (name)
+  SELECT name FROM @S@.requests UNION SELECT name FROM @S@.holders
+ON CONFLICT DO NOTHING;
+UPDATE @S@.locks SET n_queued = 0, n_holders = 0
+ WHERE n_queued <> 0 OR n_holders <> 0;
+UPDATE @S@.locks l SET n_queued = c.n
+  FROM (SELECT name, count(*)::int AS n FROM @S@.requests GROUP BY name) c
+ WHERE l.name = c.name;
+UPDATE @S@.locks l SET n_holders = c.n
+  FROM (SELECT name, count(*)::int AS n FROM @S@.holders GROUP BY name) c
+ WHERE l.name = c.name;
+
+-- A row of requests (or holders) came or went: its name's count follows,
+-- in the same transaction. The locks row exists whenever a request or a
+-- lease does; the insert covers a name without one all the same, so a
+-- count is never lost.
+CREATE OR REPLACE FUNCTION @S@._count() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE v_queued int := CASE WHEN TG_TABLE_NAME = 'requests' THEN 1 ELSE 0 END;
+BEGIN
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN
+    UPDATE @S@.locks SET n_queued = n_queued - v_queued,
+                         n_holders = n_holders - (1 - v_queued)
+     WHERE name = OLD.name;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    UPDATE @S@.locks SET n_queued = n_queued + v_queued,
+                         n_holders = n_holders + (1 - v_queued)
+     WHERE name = NEW.name;
+    IF NOT FOUND THEN
+      INSERT INTO @S@.locks AS l (name, n_queued, n_holders)
+      VALUES (NEW.name, v_queued, 1 - v_queued)
+      ON CONFLICT (name) DO UPDATE SET n_queued = l.n_queued + v_queued,
+                                       n_holders = l.n_holders + 1 - v_queued;
+    END IF;
+  END IF;
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS requests_count ON @S@.requests;
+CREATE TRIGGER requests_count AFTER INSERT OR DELETE OR UPDATE OF name
+  ON @S@.requests FOR EACH ROW EXECUTE FUNCTION @S@._count();
+DROP TRIGGER IF EXISTS holders_count ON @S@.holders;
+CREATE TRIGGER holders_count AFTER INSERT OR DELETE OR UPDATE OF name
+  ON @S@.holders FOR EACH ROW EXECUTE FUNCTION @S@._count();
 
 -- Every holder: the holders rows and the inline ones (same columns as
 -- holders, so a row of it reads into a @S@.holders variable).
@@ -193,9 +248,11 @@ BEGIN
   END LOOP;
 END $$;
 
--- Version 6: the condition of the one-statement fast paths the store
--- sends (an UPDATE of the name's locks row, docs/stores/postgres.md "Fast
--- paths"). Takes the name's advisory lock, sets the commit's durability
+-- Versions 6 and 7: the condition of the one-statement fast paths that
+-- builds of those versions send (an UPDATE of the name's locks row), kept
+-- for such a process that still runs beside this version (it refuses the
+-- schema only when it opens it again). Takes the name's advisory lock,
+-- sets the commit's durability
 -- (on to grant, off to release) and answers whether the name has no
 -- queued request (and, to grant, no holders row), read after the lock:
 -- each query of a VOLATILE PL/pgSQL function takes a new snapshot, so it

@@ -79,12 +79,12 @@ class PgStore final : public baton::Store {
   // Whether to try the one-statement grant first (a plain request on a
   // name not marked busy).
   bool try_fast(const AcquireSpec& spec);
-  // The one-statement grant of an idle name; nullopt if it did not grant
-  // (the name is busy or new, or the outcome is unknown: the function's
-  // pass with the same owner token then finds the lease if the statement
-  // committed, rule 17).
-  std::optional<Row> fast_acquire(const AcquireSpec& spec,
-                                  const CallContext& ctx);
+  // The one-statement grant of an idle name (valid_for: from the
+  // statement's start); nullopt if it did not grant (the name is busy or
+  // new, or the outcome is unknown: the function's pass with the same
+  // owner token then finds the lease if the statement committed, rule 17).
+  std::optional<Grant> fast_acquire(const AcquireSpec& spec,
+                                    const CallContext& ctx);
   BusyNames& busy() { return busy_; }
   Listener& listener() { return *listener_; }
 
