@@ -31,7 +31,9 @@ std::string schema_script(std::string_view schema);
 bool valid_schema_name(std::string_view schema);
 
 // Creates or migrates the schema to kSchemaVersion: one transaction under
-// pg_advisory_xact_lock, so concurrent first starts do not race.
+// pg_advisory_xact_lock, so concurrent first starts do not race. A
+// migration takes the tables it alters all at once; while clients keep
+// them busy it tries again (until `deadline`).
 Status install_schema(PgConn& conn, std::string_view schema, Deadline deadline);
 
 }  // namespace baton::store::pg
