@@ -43,8 +43,9 @@ Stmt::Stmt(std::string sql)
       text(std::move(sql)) {}
 
 // The fast paths are one statement each: an UPDATE of the name's locks
-// row that decides from that row alone (its holder and its counts of
-// requests and holders rows, docs/stores/postgres.md "Fast paths"). No
+// row that decides from that row alone (its holder, and whether the name
+// may have requests or holders rows; docs/stores/postgres.md "Fast
+// paths"). No
 // row: the function decides. The name's advisory lock is taken in the
 // condition (after the column tests); if a pass held it and changed the
 // row, the UPDATE checks the row's newest version again. Times are the
@@ -72,7 +73,7 @@ Statements::Statements(const std::string& s)
           "._ms($3::bigint), h_label = $5::text, h_rkey = '', h_shared = "
           "false, h_granted = statement_timestamp() WHERE l.name = $1::text "
           "AND (l.h_token IS NULL OR l.h_expires <= statement_timestamp()) "
-          "AND l.n_queued = 0 AND l.n_holders = 0 AND "
+          "AND NOT l.has_queue AND NOT l.has_holders AND "
           "pg_advisory_xact_lock(" +
           s +
           "._key($1::text))::text IS NOT NULL AND "
@@ -85,7 +86,7 @@ Statements::Statements(const std::string& s)
           "UPDATE " + s +
           ".locks l SET h_token = NULL WHERE l.name = $1::text AND l.h_token "
           "= $2::uuid AND l.h_expires > statement_timestamp() AND "
-          "l.n_queued = 0 AND pg_advisory_xact_lock(" +
+          "NOT l.has_queue AND pg_advisory_xact_lock(" +
           s +
           "._key($1::text))::text IS NOT NULL AND "
           // Nothing is handed over: the commit need not wait for the

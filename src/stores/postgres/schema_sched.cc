@@ -103,6 +103,7 @@ BEGIN
                       ':' || g.ttl_ms || ':' || @S@._us(g.expires_at) || ':' ||
                       p_name);
   END LOOP;
+  PERFORM @S@._settle(p_name);
 END $$;
 
 -- Locks, expires and schedules every name; returns the database time the
@@ -541,6 +542,8 @@ BEGIN
       PERFORM @S@._pump(p_name, v_now, true);
     ELSE
       v_void := set_config('synchronous_commit', 'off', true);
+      -- (a queue drained by hand-overs, or the last holders row gone)
+      PERFORM @S@._settle(p_name);
     END IF;
     r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
              @S@._us(v_now), NULL, 0, true, NULL, NULL);

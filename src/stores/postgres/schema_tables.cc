@@ -92,60 +92,78 @@ ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_rkey text;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_shared boolean;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_granted timestamptz;
 
--- Version 8: how many requests and holders rows each name has, kept
--- exact by triggers on those two tables, so that the one-statement fast
--- paths decide from the name's locks row alone (docs/stores/postgres.md,
--- "Fast paths"). Counted here from scratch: the ALTER TABLEs above hold
--- ACCESS EXCLUSIVE locks on holders, requests and locks until this
--- script commits, so no write comes between the counts and the triggers.
-ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS n_queued int NOT NULL
-  DEFAULT 0;
-ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS n_holders int NOT NULL
-  DEFAULT 0;
+-- Version 8: whether a name may have requests (has_queue) or holders
+-- rows (has_holders), in its locks row, so that the one-statement fast
+-- paths decide from that row alone (docs/stores/postgres.md, "Fast
+-- paths"). A flag is set (by the trigger _mark) in the transaction that
+-- inserts the name's first such row, so a name with such rows always has
+-- it set; it is cleared (_settle) only under the name's exclusive advisory
+-- lock, when no such row is left. A flag set without rows only sends calls
+-- to the functions. Computed here from the tables: the ALTER TABLEs above
+-- hold ACCESS EXCLUSIVE locks on holders, requests and locks until this
+-- script commits, so no write comes between these reads and the trigger.
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS has_queue boolean NOT NULL
+  DEFAULT false;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS has_holders boolean NOT NULL
+  DEFAULT false;
 INSERT INTO @S@.locks (name)
   SELECT name FROM @S@.requests UNION SELECT name FROM @S@.holders
 ON CONFLICT DO NOTHING;
-UPDATE @S@.locks SET n_queued = 0, n_holders = 0
- WHERE n_queued <> 0 OR n_holders <> 0;
-UPDATE @S@.locks l SET n_queued = c.n
-  FROM (SELECT name, count(*)::int AS n FROM @S@.requests GROUP BY name) c
- WHERE l.name = c.name;
-UPDATE @S@.locks l SET n_holders = c.n
-  FROM (SELECT name, count(*)::int AS n FROM @S@.holders GROUP BY name) c
- WHERE l.name = c.name;
+UPDATE @S@.locks l SET
+    has_queue = EXISTS (SELECT 1 FROM @S@.requests r WHERE r.name = l.name),
+    has_holders = EXISTS (SELECT 1 FROM @S@.holders h WHERE h.name = l.name)
+ WHERE l.has_queue OR l.has_holders
+    OR l.name IN (SELECT name FROM @S@.requests UNION
+                  SELECT name FROM @S@.holders);
 
--- A row of requests (or holders) came or went: its name's count follows,
--- in the same transaction. The locks row exists whenever a request or a
--- lease does; the insert covers a name without one all the same, so a
--- count is never lost.
-CREATE OR REPLACE FUNCTION @S@._count() RETURNS trigger
+-- A row of requests (or holders) came: its name's flag is set in the same
+-- transaction (the locks row is read first, and written only if the flag
+-- is not set yet, so waiters queueing on a busy name do not queue on that
+-- row). The locks row exists whenever a request or a lease does; the
+-- insert covers a name without one all the same.
+CREATE OR REPLACE FUNCTION @S@._mark() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE v_queued int := CASE WHEN TG_TABLE_NAME = 'requests' THEN 1 ELSE 0 END;
+DECLARE v_queue boolean := TG_TABLE_NAME = 'requests'; v_set boolean;
 BEGIN
-  IF TG_OP IN ('DELETE', 'UPDATE') THEN
-    UPDATE @S@.locks SET n_queued = n_queued - v_queued,
-                         n_holders = n_holders - (1 - v_queued)
-     WHERE name = OLD.name;
-  END IF;
-  IF TG_OP IN ('INSERT', 'UPDATE') THEN
-    UPDATE @S@.locks SET n_queued = n_queued + v_queued,
-                         n_holders = n_holders + (1 - v_queued)
+  SELECT CASE WHEN v_queue THEN has_queue ELSE has_holders END INTO v_set
+    FROM @S@.locks WHERE name = NEW.name;
+  IF v_set IS NULL THEN
+    INSERT INTO @S@.locks AS l (name, has_queue, has_holders)
+    VALUES (NEW.name, v_queue, NOT v_queue)
+    ON CONFLICT (name) DO UPDATE
+      SET has_queue = l.has_queue OR v_queue,
+          has_holders = l.has_holders OR NOT v_queue;
+  ELSIF NOT v_set THEN
+    UPDATE @S@.locks SET has_queue = has_queue OR v_queue,
+                         has_holders = has_holders OR NOT v_queue
      WHERE name = NEW.name;
-    IF NOT FOUND THEN
-      INSERT INTO @S@.locks AS l (name, n_queued, n_holders)
-      VALUES (NEW.name, v_queued, 1 - v_queued)
-      ON CONFLICT (name) DO UPDATE SET n_queued = l.n_queued + v_queued,
-                                       n_holders = l.n_holders + 1 - v_queued;
-    END IF;
   END IF;
   RETURN NULL;
 END $$;
-DROP TRIGGER IF EXISTS requests_count ON @S@.requests;
-CREATE TRIGGER requests_count AFTER INSERT OR DELETE OR UPDATE OF name
-  ON @S@.requests FOR EACH ROW EXECUTE FUNCTION @S@._count();
-DROP TRIGGER IF EXISTS holders_count ON @S@.holders;
-CREATE TRIGGER holders_count AFTER INSERT OR DELETE OR UPDATE OF name
-  ON @S@.holders FOR EACH ROW EXECUTE FUNCTION @S@._count();
+DROP TRIGGER IF EXISTS requests_mark ON @S@.requests;
+CREATE TRIGGER requests_mark AFTER INSERT OR UPDATE OF name
+  ON @S@.requests FOR EACH ROW EXECUTE FUNCTION @S@._mark();
+DROP TRIGGER IF EXISTS holders_mark ON @S@.holders;
+CREATE TRIGGER holders_mark AFTER INSERT OR UPDATE OF name
+  ON @S@.holders FOR EACH ROW EXECUTE FUNCTION @S@._mark();
+
+-- Clears a name's flags that no row backs any more. The caller holds the
+-- name's exclusive advisory lock (nobody adds a row meanwhile); a flag is
+-- written only when it changes.
+CREATE OR REPLACE FUNCTION @S@._settle(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE @S@.locks l SET
+      has_queue = l.has_queue
+                  AND EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name),
+      has_holders = l.has_holders
+                    AND EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name)
+   WHERE l.name = p_name AND (l.has_queue OR l.has_holders)
+     AND ((l.has_queue AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                                        WHERE name = p_name))
+          OR (l.has_holders AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                                             WHERE name = p_name)));
+END $$;
 
 -- Every holder: the holders rows and the inline ones (same columns as
 -- holders, so a row of it reads into a @S@.holders variable).
