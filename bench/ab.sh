@@ -17,6 +17,10 @@
 # Environment: ROUNDS=3 DURATION=4s
 #   WORKLOADS="uncontended:1 uncontended:50 contended:8"  (workload:clients;
 #   contended runs all clients on one lock)
+#   OLD_QUERY, NEW_QUERY: URL options added for that build only, e.g.
+#   OLD_QUERY=schema=old NEW_QUERY=schema=new for a store whose stored
+#   layout has a new version (the newer build migrates it, and the older
+#   one then refuses it)
 set -euo pipefail
 OLD=${1:?usage: bench/ab.sh OLD_BATON NEW_BATON KIND}
 NEW=${2:?usage: bench/ab.sh OLD_BATON NEW_BATON KIND}
@@ -43,9 +47,12 @@ echo "store: $URL"
 
 results=$WORK/results.tsv
 run() {  # run BIN LABEL WORKLOAD CLIENTS ROUND
-  local bin=$1 label=$2 workload=$3 clients=$4 round=$5 locks=() json
+  local bin=$1 label=$2 workload=$3 clients=$4 round=$5 locks=() json url=$URL
+  local query=${OLD_QUERY:-}
+  [[ $label == new ]] && query=${NEW_QUERY:-}
+  [[ -n $query ]] && url+=$([[ $url == *\?* ]] && echo "&" || echo "?")$query
   [[ $workload == contended ]] && locks=(--locks 1)
-  json=$(timeout 120 "$bin" bench --store "$URL" --workload "$workload" \
+  json=$(timeout 120 "$bin" bench --store "$url" --workload "$workload" \
     --clients "$clients" "${locks[@]}" --duration "$DURATION" \
     --prefix "ab-$label-$round-$RANDOM" --json) || {
     echo "ab.sh: $label $workload:$clients failed" >&2

@@ -62,6 +62,8 @@ struct OptionSpec {
   std::vector<std::string> choices;  // OptionType::choice
   std::int64_t min_count = 0;        // OptionType::count
   std::vector<std::string> aliases;  // older spellings, still accepted
+  bool zero_ok = false;  // OptionType::duration: 0 is accepted (e.g. "no
+                         // limit"); otherwise a duration must be positive
 };
 
 // One option of each type (aliases and the rest may be set afterwards).

@@ -53,7 +53,9 @@ std::string check_value(const OptionSpec& spec, const std::string& value) {
     case OptionType::duration: {
       auto d = option_duration(value);
       if (!d.ok()) return d.error().message();
-      if (d->count() <= 0) return "must be positive";
+      if (d->count() < 0 || (d->count() == 0 && !spec.zero_ok)) {
+        return "must be positive";
+      }
       return "";
     }
     case OptionType::count: {

@@ -102,11 +102,6 @@ constexpr KnownStore kKnown[] = {
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
-#if BATON_WITH_POSTGRES
-  if (url.scheme == "postgres" || url.scheme == "postgresql") {
-    return open_postgres_store(url);
-  }
-#endif
 #if BATON_WITH_MYSQL
   if (url.scheme == "mysql" || url.scheme == "mariadb") {
     return open_mysql_store(url);
@@ -225,6 +220,9 @@ std::vector<const StoreDescriptor*> builtin() {
 #endif
 #if BATON_WITH_SERVER
   out.push_back(&store::baton_descriptor());
+#endif
+#if BATON_WITH_POSTGRES
+  out.push_back(&store::postgres_descriptor());
 #endif
   return out;
 }

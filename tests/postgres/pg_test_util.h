@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "baton/client.h"
-#include "core/url.h"
+#include "baton/store_descriptor.h"
 #include "pg_server.h"
 #include "stores/postgres/postgres_store.h"
 
@@ -20,16 +20,21 @@ namespace baton::testing {
 
 using namespace std::chrono_literals;
 
-inline std::shared_ptr<store::Store> open_pg_store(
-    const std::string& query = "") {
-  auto url = core::parse_url(pg_server().url(query));
-  if (!url.ok()) return nullptr;
-  auto s = store::open_postgres_store(*url);
+inline std::shared_ptr<Store> open_pg_store(const std::string& query = "") {
+  auto s = open_store(pg_server().url(query));
   if (!s.ok()) {
     ADD_FAILURE() << s.error().to_string();
     return nullptr;
   }
-  return std::shared_ptr<store::Store>(std::move(*s));
+  return std::shared_ptr<Store>(std::move(*s));
+}
+
+// The store's settings from a URL, as its open function reads them.
+inline Result<store::pg::StoreOptions> pg_settings(
+    const std::string& url, store::pg::ConnParams* params, std::string* where) {
+  auto parsed = parse_store_url(url, store::postgres_descriptor());
+  if (!parsed.ok()) return std::move(parsed).error();
+  return store::pg::settings(*parsed, params, where);
 }
 
 inline Client pg_client(const std::string& query = "",

@@ -53,11 +53,9 @@ TEST(PostgresConfig, YamlPoolSettingsConfigureThePool) {
   auto url = cli::store_url_with_pool(*cfg, *cfg->store);
   ASSERT_TRUE(url.ok()) << url.error().to_string();
   // The settings reach the store's options under their own names.
-  auto parsed = core::parse_url(*url);
-  ASSERT_TRUE(parsed.ok());
   store::pg::ConnParams params;
   std::string where;
-  auto o = store::pg::parse_options(*parsed, &params, &where);
+  auto o = pg_settings(*url, &params, &where);
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->pool.max_open, 2);
   EXPECT_EQ(o->pool.max_idle, 2);

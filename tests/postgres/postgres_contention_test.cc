@@ -434,5 +434,93 @@ TEST(PostgresContention, EveryWaitingCallOfOneProcessHearsItsGrant) {
   }
 }
 
+// The flags in each locks row (has_queue, has_holders) that the fast
+// statements decide from are set whenever the name has requests or holders
+// rows, on every way such a row comes: a semaphore's second holder (the
+// inline one spilled), a waiter queued and handed the lock, an acquire_all
+// queued on two names and granted, shared holders, a lease expired by a
+// pass, a request deleted by hand. A flag missing would let a fast
+// statement grant beside a holder or ahead of the queue. Once the locks
+// are free, releases clear them again (so the fast statements serve the
+// names again).
+TEST(PostgresContention, FlagsFollowTheQueueAndTheHolders) {
+  Client c = pg_client("recheck_interval=60s");
+  Sql sql(pg_server().conninfo());
+  const std::string base = unique_name("flags");
+  const std::string sem = base + "/sem", a = base + "/a", b = base + "/b",
+                    rw = base + "/rw";
+  auto wrong = [&] {
+    return sql.one(
+        "SELECT count(*) FROM baton.locks l WHERE starts_with(l.name, '" +
+        base +
+        "') AND ((NOT has_queue AND EXISTS (SELECT 1 FROM baton.requests r "
+        "WHERE r.name = l.name)) OR (NOT has_holders AND EXISTS (SELECT 1 "
+        "FROM baton.holders h WHERE h.name = l.name)))");
+  };
+  auto flags = [&](const std::string& name) {
+    return sql.one(
+        "SELECT has_queue::text || has_holders::text FROM "
+        "baton.locks WHERE name = '" +
+        name + "'");
+  };
+  AcquireOptions two = ttl_opts(30s);
+  two.capacity = 2;
+  auto s1 = c.try_acquire(sem, two);
+  auto s2 = c.try_acquire(sem, two);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(flags(sem), "falsetrue");
+  auto third =
+      std::async(std::launch::async, [&] { return c.acquire(sem, 20s, two); });
+  ASSERT_TRUE(eventually([&] { return flags(sem) == "truetrue"; }));
+  EXPECT_EQ(wrong(), "0");
+  EXPECT_TRUE(*c.release(*s1));
+  auto s3 = third.get();
+  ASSERT_TRUE(s3.ok()) << s3.error().to_string();
+  EXPECT_EQ(wrong(), "0");
+
+  auto held_a = c.try_acquire(a, ttl_opts(30s));
+  ASSERT_TRUE(held_a.ok());
+  auto both = std::async(std::launch::async, [&] {
+    return c.acquire_all({a, b}, 20s, ttl_opts(30s));
+  });
+  ASSERT_TRUE(eventually([&] { return flags(b) == "truefalse"; }));
+  EXPECT_EQ(flags(a), "truetrue");  // its inline holder was spilled
+  EXPECT_EQ(wrong(), "0");
+  EXPECT_TRUE(*c.release(*held_a));  // the pass grants both names
+  auto ab = both.get();
+  ASSERT_TRUE(ab.ok()) << ab.error().to_string();
+  EXPECT_EQ(flags(a), "falsetrue");
+  EXPECT_EQ(wrong(), "0");
+  for (const auto& l : *ab) EXPECT_TRUE(*c.release(l));
+
+  auto r1 = c.acquire_shared(rw, 0ms, ttl_opts(30s));
+  auto r2 = c.acquire_shared(rw, 0ms, ttl_opts(200ms));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(c.try_acquire(rw, ttl_opts(5s)).ok());  // a pass expires r2
+  EXPECT_EQ(flags(rw), "falsetrue");
+  EXPECT_EQ(wrong(), "0");
+
+  auto held_b = c.try_acquire(b, ttl_opts(30s));
+  ASSERT_TRUE(held_b.ok()) << held_b.error().to_string();
+  auto queued = std::async(std::launch::async,
+                           [&] { return c.acquire(b, 1s, ttl_opts(5s)); });
+  ASSERT_TRUE(eventually([&] { return flags(b) == "truefalse"; }));
+  EXPECT_EQ(sql.one("DELETE FROM baton.requests WHERE name = '" + b +
+                    "' RETURNING 1"),
+            "1");
+  (void)queued.get();
+  EXPECT_EQ(wrong(), "0");
+  EXPECT_TRUE(*c.release(*held_b));
+  auto held_again = c.try_acquire(a, ttl_opts(30s));
+  ASSERT_TRUE(held_again.ok()) << held_again.error().to_string();
+  for (const auto& l : {*s2, *s3, *held_again, *r1}) EXPECT_TRUE(*c.release(l));
+  EXPECT_EQ(wrong(), "0");
+  EXPECT_EQ(sql.one("SELECT count(*) FROM baton.locks WHERE starts_with(name, "
+                    "'" +
+                    base + "') AND (has_queue OR has_holders)"),
+            "0");
+}
+
 }  // namespace
 }  // namespace baton::testing

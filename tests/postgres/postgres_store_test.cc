@@ -124,13 +124,12 @@ TEST(PostgresStore, ConcurrentFirstSchemaCreationFrom8Connections) {
     threads.emplace_back([&, i] {
       ready.fetch_add(1);
       while (ready.load() < 8) std::this_thread::yield();
-      auto url = core::parse_url(pg_server().url("schema=" + schema));
-      auto s = store::open_postgres_store(*url);
+      auto s = open_store(pg_server().url("schema=" + schema));
       if (!s.ok()) {
         errors[i] = s.error().to_string();
         return;
       }
-      Client c = Client::wrap(std::shared_ptr<store::Store>(std::move(*s)));
+      Client c = Client::wrap(std::shared_ptr<Store>(std::move(*s)));
       auto l = c.try_acquire("schema-test/" + std::to_string(i), ttl_opts(5s));
       if (l.ok() && *c.release(*l)) ok.fetch_add(1);
     });
@@ -225,8 +224,7 @@ TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
   ASSERT_EQ(sql.one("INSERT INTO " + schema +
                     ".schema_version (version) VALUES (99)"),
             "");
-  auto url = core::parse_url(pg_server().url("schema=" + schema));
-  auto refused = store::open_postgres_store(*url);
+  auto refused = open_store(pg_server().url("schema=" + schema));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("version 99"), std::string::npos)
       << refused.error().to_string();
@@ -289,14 +287,13 @@ TEST(PostgresStore, Seed000ShardWorkersWithOverlappingNamespaces) {
 }
 
 TEST(PostgresStore, UrlCarriesThePoolSettings) {
-  auto url = core::parse_url(
-      pg_server().url("schema=s1&MaxOpenConnections=3&MaxIdleConnections=2&"
-                      "ConnectionMaxLifetime=10m&ConnectionMaxIdleTime=30s&"
-                      "request_timeout=2s&serialize=global"));
-  ASSERT_TRUE(url.ok());
+  const std::string url = pg_server().url(
+      "schema=s1&MaxOpenConnections=3&MaxIdleConnections=2&"
+      "ConnectionMaxLifetime=10m&ConnectionMaxIdleTime=30s&"
+      "request_timeout=2s&serialize=global");
   store::pg::ConnParams params;
   std::string where;
-  auto o = store::pg::parse_options(*url, &params, &where);
+  auto o = pg_settings(url, &params, &where);
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   EXPECT_EQ(o->schema, "s1");
   EXPECT_EQ(o->pool.max_open, 3);
@@ -306,19 +303,22 @@ TEST(PostgresStore, UrlCarriesThePoolSettings) {
   EXPECT_EQ(o->request_timeout, 2s);
   EXPECT_TRUE(o->global_serialize);
   EXPECT_EQ(where.find("***"), std::string::npos);
+  // 0 = no limit for the pool's ages.
+  auto unlimited = pg_settings(
+      pg_server().url("ConnectionMaxLifetime=0&connection_max_idle_time=0"),
+      &params, &where);
+  ASSERT_TRUE(unlimited.ok()) << unlimited.error().to_string();
+  EXPECT_EQ(unlimited->pool.max_lifetime, 0ms);
+  EXPECT_EQ(unlimited->pool.max_idle_time, 0ms);
   for (const char* bad : {"Bogus=1", "schema=Bad-Name", "MaxOpenConnections=x",
                           "MaxOpenConnections=0", "ConnectionMaxLifetime=soon",
                           "serialize=table"}) {
-    auto u = core::parse_url(pg_server().url(bad));
-    ASSERT_TRUE(u.ok());
-    auto r = store::pg::parse_options(*u, &params, &where);
+    auto r = pg_settings(pg_server().url(bad), &params, &where);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code(), Errc::invalid_argument) << bad;
   }
   // A password never shows in the store's URL or its errors.
-  auto secret = core::parse_url("postgres://u:s3cret@127.0.0.1:1/db");
-  ASSERT_TRUE(secret.ok());
-  auto refused = store::open_postgres_store(*secret);
+  auto refused = open_store("postgres://u:s3cret@127.0.0.1:1/db");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), Errc::unavailable);
   EXPECT_EQ(refused.error().message().find("s3cret"), std::string::npos);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "baton/store.h"
+#include "baton/store_descriptor.h"
 
 namespace baton::engine {
 namespace {
@@ -684,6 +685,29 @@ TEST(EngineTest, ASingleCallIsRetriedAndCutShortAtItsDeadline) {
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code(), Errc::unavailable);
   EXPECT_NE(cut.error().message().find("within 5s"), std::string::npos);
+}
+
+// --- store options ------------------------------------------------------
+
+// A duration option is positive, unless it declares that 0 means something
+// (a pool's "no limit").
+TEST(EngineTest, ADurationOptionTakesZeroOnlyWhereItSaysSo) {
+  StoreDescriptor d;
+  d.name = "opts";
+  d.schemes = {"opts"};
+  OptionSpec limit = duration_option("max_lifetime", "30m", "0 = no limit");
+  limit.zero_ok = true;
+  d.options = {duration_option("request_timeout", "5s", "positive"), limit};
+  auto zero = parse_store_url("opts://h:1/?max_lifetime=0", d);
+  ASSERT_TRUE(zero.ok()) << zero.error().to_string();
+  EXPECT_EQ(zero->options.duration("max_lifetime"), 0ms);
+  EXPECT_TRUE(zero->options.given("max_lifetime"));
+  auto refused = parse_store_url("opts://h:1/?request_timeout=0", d);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Errc::invalid_argument);
+  EXPECT_NE(refused.error().message().find("request_timeout: must be positive"),
+            std::string::npos)
+      << refused.error().to_string();
 }
 
 }  // namespace

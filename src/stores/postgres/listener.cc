@@ -9,8 +9,6 @@
 #include <charconv>
 #include <string_view>
 
-#include "stores/call_deadline.h"
-
 namespace baton::store::pg {
 
 Listener::Listener(Pool& pool, std::string channel)
@@ -63,9 +61,7 @@ Listener::Slot::~Slot() {
   }
 }
 
-bool Listener::Slot::wait(TimePoint until) {
-  // Never past the call deadline of the acquire waiting here (rule 7).
-  const TimePoint end = cap_to_call_deadline(until);
+bool Listener::Slot::wait(TimePoint end) {
   std::unique_lock<std::mutex> lk(l_.mu_);
   if (!woken_ && l_.leader_ == nullptr && l_.conn_ && !l_.broken_ &&
       !l_.stop_ && l_.kick_fd_ >= 0 && l_.lead_fd_ >= 0) {
@@ -87,6 +83,16 @@ bool Listener::Slot::wait(TimePoint until) {
   const bool woken = woken_;
   woken_ = false;
   return woken;
+}
+
+void Listener::Slot::wake() {
+  std::lock_guard<std::mutex> lk(l_.mu_);
+  woken_ = true;
+  if (l_.leader_ == this) {
+    signal(l_.lead_fd_);
+  } else {
+    cv_.notify_all();
+  }
 }
 
 std::optional<Listener::Slot::Granted> Listener::Slot::take_grant() {
@@ -198,10 +204,10 @@ void Listener::run() {
       led = leader_ != nullptr;
     }
     if (!conn) {
-      auto c = pool_.open_dedicated(Clock::now() + milliseconds{5000});
+      auto c = pool_.open_dedicated({Clock::now() + milliseconds{5000}});
       if (c.ok()) {
-        auto st =
-            (*c)->exec("LISTEN " + channel_, Clock::now() + milliseconds{5000});
+        auto st = (*c)->exec("LISTEN " + channel_,
+                             {Clock::now() + milliseconds{5000}});
         if (st.ok()) {
           backoff = milliseconds{50};
           {

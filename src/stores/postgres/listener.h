@@ -53,9 +53,12 @@ class Listener {
     ~Slot();
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
-    // Sleeps until notified (true) or `until` (false). A notification that
-    // arrived since the last wait() returns at once.
+    // Sleeps until notified or woken (true) or `until` (false). A
+    // notification that arrived since the last wait() returns at once.
     bool wait(TimePoint until);
+    // Makes the wait in progress (or the next one) return at once; from
+    // any thread.
+    void wake();
 
     // A single-name grant announced by a notification since the last call
     // (the scheduling pass's payload), taken out of the slot.

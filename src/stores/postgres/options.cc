@@ -1,154 +1,137 @@
-// stores/postgres/options.cc — postgres:// URL settings.
-#include <unistd.h>
+// stores/postgres/options.cc — the postgres:// descriptor's options and
+// what they become: the store's settings and libpq's connection keywords.
+#include <string>
+#include <vector>
 
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <charconv>
-#include <cstring>
-#include <iterator>
-#include <string_view>
-
-#include "core/duration.h"
 #include "stores/postgres/postgres_store.h"
 #include "stores/postgres/schema.h"
 
 namespace baton::store::pg {
 namespace {
 
-// "MaxOpenConnections", "max_open_connections" and "maxopenconnections"
-// are the same setting.
-std::string canonical(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '_' || c == '-') continue;
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
+OptionSpec with_aliases(OptionSpec o, std::vector<std::string> aliases) {
+  o.aliases = std::move(aliases);
+  return o;
 }
 
-Error bad(const core::Url& url, const std::string& why) {
+// A duration where 0 means "no limit".
+OptionSpec limit_option(std::string key, std::string default_value,
+                        std::string help) {
+  OptionSpec o =
+      duration_option(std::move(key), std::move(default_value), help);
+  o.zero_ok = true;
+  return o;
+}
+
+Error bad(const StoreUrl& url, const std::string& why) {
   return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe() + "\": " + why);
+               "store URL \"" + url.safe + "\": " + why);
 }
 
 }  // namespace
 
-Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
-                                   std::string* where) {
+std::vector<OptionSpec> options() {
+  return {
+      text_option("schema", "baton",
+                  "PostgreSQL schema of the store's tables and functions "
+                  "([a-z_][a-z0-9_]*, at most 40 bytes)"),
+      count_option("max_open_connections", "16", 1,
+                   "most pooled connections open at once (the LISTEN "
+                   "connection comes on top)"),
+      count_option("max_idle_connections", "16", 0,
+                   "most idle connections kept (at most "
+                   "max_open_connections)"),
+      limit_option("connection_max_lifetime", "30m",
+                   "a connection this old is closed instead of reused (0 = "
+                   "no limit)"),
+      limit_option("connection_max_idle_time", "5m",
+                   "a connection idle this long is closed instead of reused "
+                   "(0 = no limit)"),
+      connect_timeout_option(),
+      request_timeout_option(),
+      duration_option("waiter_timeout", "5s",
+                      "a waiting request not looked at for this long is "
+                      "dropped from the queue (its heartbeat)"),
+      recheck_interval_option(),
+      choice_option("serialize", "name", {"name", "global"},
+                    "name: one advisory lock per lock name; global: one "
+                    "for all names"),
+      choice_option(
+          "sslmode", "",
+          {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"},
+          "libpq's sslmode (default: libpq's, prefer)"),
+      with_aliases(file_option("ca",
+                               "CA certificates for sslmode=verify-ca "
+                               "or verify-full (libpq's sslrootcert)"),
+                   {"sslrootcert"}),
+      with_aliases(file_option("cert", "client certificate (libpq's sslcert)"),
+                   {"sslcert"}),
+      with_aliases(file_option("key",
+                               "the client certificate's key, "
+                               "unencrypted, mode 0600 (libpq's "
+                               "sslkey)"),
+                   {"sslkey"}),
+      file_option("sslcrl", "certificate revocation list (libpq's)"),
+      file_option("passfile", "libpq's password file"),
+      secret_option("password", "the password (or in the URL's user part)"),
+      secret_option("sslpassword",
+                    "refused: it would put a secret in the URL; use an "
+                    "unencrypted key file (mode 0600)"),
+      text_option("application_name", "baton", "passed to libpq"),
+  };
+}
+
+Result<StoreOptions> settings(const StoreUrl& url, ConnParams* params,
+                              std::string* where) {
+  const OptionValues& v = url.options;
+  if (v.given("sslpassword")) {
+    return bad(url,
+               "sslpassword is not accepted (it would put a secret in the "
+               "URL): use an unencrypted key file readable only by its owner "
+               "(mode 0600)");
+  }
   StoreOptions o;
-  if (url.hosts.empty()) return bad(url, "postgres:// needs a host");
+  o.schema = v.text("schema");
+  if (!valid_schema_name(o.schema)) {
+    return bad(url, "schema \"" + o.schema +
+                        "\" must match [a-z_][a-z0-9_]* (at most 40 bytes)");
+  }
+  o.pool.max_open = static_cast<int>(v.count("max_open_connections"));
+  o.pool.max_idle = static_cast<int>(
+      std::min<std::int64_t>(v.count("max_idle_connections"), o.pool.max_open));
+  o.pool.max_lifetime = v.duration("connection_max_lifetime");
+  o.pool.max_idle_time = v.duration("connection_max_idle_time");
+  o.pool.connect_timeout = v.duration("connect_timeout");
+  o.request_timeout = v.duration("request_timeout");
+  o.waiter_timeout = v.duration("waiter_timeout");
+  o.recheck_interval = v.duration("recheck_interval");
+  o.global_serialize = v.text("serialize") == "global";
+
   std::string hosts, ports;
   for (const auto& hp : url.hosts) {
-    if (!hosts.empty()) {
-      hosts += ',';
-      ports += ',';
-    }
-    hosts += hp.host;
-    ports += std::to_string(hp.port == 0 ? 5432 : hp.port);
+    hosts += (hosts.empty() ? "" : ",") + hp.host;
+    ports += (ports.empty() ? "" : ",") +
+             std::to_string(hp.port == 0 ? 5432 : hp.port);
   }
   params->clear();
   params->emplace_back("host", hosts);
   params->emplace_back("port", ports);
   if (!url.user.empty()) params->emplace_back("user", url.user);
-  if (!url.password.empty()) params->emplace_back("password", url.password);
+  const std::string& password =
+      v.given("password") ? v.text("password") : url.password;
+  if (!password.empty()) params->emplace_back("password", password);
   if (!url.path.empty()) params->emplace_back("dbname", url.path);
+  // Several hosts: libpq tries them in order and takes the primary.
   if (url.hosts.size() > 1) {
     params->emplace_back("target_session_attrs", "read-write");
   }
-  std::string app = "baton";
-  for (const auto& [key, value] : url.query) {
-    const std::string k = canonical(key);
-    auto duration = [&](milliseconds* out) -> Status {
-      auto d = core::parse_duration(value);
-      if (!d.ok()) return bad(url, key + ": " + d.error().message());
-      *out = *d;
-      return {};
-    };
-    auto count = [&](int* out) -> Status {
-      int v = 0;
-      auto [p, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || p != value.data() + value.size() || v < 0) {
-        return bad(url, key + " \"" + value + "\" is not a count");
-      }
-      *out = v;
-      return {};
-    };
-    Status st;
-    if (k == "schema") {
-      if (!valid_schema_name(value)) {
-        return bad(url,
-                   "schema \"" + value +
-                       "\" must match [a-z_][a-z0-9_]* (at most 40 bytes)");
-      }
-      o.schema = value;
-    } else if (k == "maxopenconnections") {
-      st = count(&o.pool.max_open);
-      if (st.ok() && o.pool.max_open < 1) {
-        return bad(url, "MaxOpenConnections must be at least 1");
-      }
-    } else if (k == "maxidleconnections") {
-      st = count(&o.pool.max_idle);
-    } else if (k == "connectionmaxlifetime") {
-      st = duration(&o.pool.max_lifetime);
-    } else if (k == "connectionmaxidletime") {
-      st = duration(&o.pool.max_idle_time);
-    } else if (k == "connecttimeout") {
-      st = duration(&o.pool.connect_timeout);
-    } else if (k == "requesttimeout") {
-      st = duration(&o.request_timeout);
-    } else if (k == "waitertimeout") {
-      st = duration(&o.waiter_timeout);
-    } else if (k == "recheckinterval") {
-      st = duration(&o.recheck_interval);
-    } else if (k == "serialize") {
-      if (value != "name" && value != "global") {
-        return bad(url, "serialize must be \"name\" or \"global\"");
-      }
-      o.global_serialize = value == "global";
-    } else if (k == "sslmode") {
-      static constexpr std::string_view kModes[] = {
-          "disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
-      if (std::find(std::begin(kModes), std::end(kModes), value) ==
-          std::end(kModes)) {
-        return bad(url, "sslmode \"" + value +
-                            "\" must be disable, allow, prefer, require, "
-                            "verify-ca or verify-full");
-      }
-      params->emplace_back("sslmode", value);
-    } else if (k == "passfile" || k == "sslrootcert" || k == "sslcert" ||
-               k == "sslkey" || k == "sslcrl") {
-      // Files libpq reads: a path that cannot be read is a setting error
-      // now, not a connection failure on every later call.
-      if (value.empty() || ::access(value.c_str(), R_OK) != 0) {
-        return bad(url, key + "=" + value + ": cannot read it: " +
-                            (value.empty() ? std::string("empty path")
-                                           : std::strerror(errno)));
-      }
-      params->emplace_back(k, value);
-    } else if (k == "sslpassword") {
-      // A secret in the URL would be echoed wherever the URL is (only
-      // password= is masked): keys must be unencrypted, mode 0600.
-      return bad(url,
-                 "sslpassword is not accepted (it would put a secret in "
-                 "the URL): use an unencrypted sslkey file readable only by "
-                 "its owner (mode 0600)");
-    } else if (k == "password") {
-      params->emplace_back("password", value);
-    } else if (k == "applicationname") {
-      app = value;
-    } else {
-      return bad(url, "unknown setting \"" + key + "\"");
-    }
-    if (!st.ok()) return st.error();
+  const std::pair<const char*, const char*> passed[] = {
+      {"sslmode", "sslmode"}, {"ca", "sslrootcert"}, {"cert", "sslcert"},
+      {"key", "sslkey"},      {"sslcrl", "sslcrl"},  {"passfile", "passfile"}};
+  for (const auto& [key, libpq] : passed) {
+    if (v.given(key)) params->emplace_back(libpq, v.text(key));
   }
-  o.pool.max_idle = std::min(o.pool.max_idle, o.pool.max_open);
-  if (o.request_timeout.count() <= 0 || o.waiter_timeout.count() <= 0 ||
-      o.recheck_interval.count() <= 0 || o.pool.connect_timeout.count() <= 0) {
-    return bad(url, "timeouts and intervals must be positive");
-  }
-  params->emplace_back("application_name", app);
+  params->emplace_back("application_name", v.text("application_name"));
   // The store's statements look rows up by key: generic plans are always
   // right for them, and re-planning every call (plan_cache_mode=auto often
   // picks custom plans for PL/pgSQL statements) costs more than the query.

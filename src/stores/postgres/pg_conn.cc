@@ -7,22 +7,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "stores/call_deadline.h"
-
 namespace baton::store::pg {
 namespace {
-
-// True when `deadline` (a store's own timeout) was cut short by the call
-// deadline of the caller's blocking acquire (stores/call_deadline.h).
-bool cut_by_call_deadline(TimePoint deadline) {
-  return call_deadline() < deadline;
-}
 
 // The error for I/O that ran out of time: past the caller's call deadline
 // it is a timeout (the caller's wait is over), else the server is slow or
 // unreachable (unavailable, retryable).
-Error out_of_time(TimePoint deadline, const std::string& what) {
-  if (cut_by_call_deadline(deadline)) {
+Error out_of_time(Deadline deadline, const std::string& what) {
+  if (deadline.cut()) {
     return Error(Errc::timeout,
                  what + " (the call deadline of the caller's wait passed)");
   }
@@ -66,6 +58,16 @@ bool retryable_state(const std::string& s) {
 
 }  // namespace
 
+Deadline Deadline::within(const CallContext& ctx, milliseconds timeout) {
+  const TimePoint now = Clock::now();
+  Deadline d;
+  d.own = now + timeout;
+  if (ctx.deadline() != CallContext::time_point::max()) {
+    d.call = now + (ctx.deadline() - ctx.now());
+  }
+  return d;
+}
+
 PgConn::PgConn(PGconn* c, std::string where)
     : conn_(c),
       where_(std::move(where)),
@@ -78,10 +80,9 @@ PgConn::~PgConn() {
 
 Result<std::unique_ptr<PgConn>> PgConn::connect(const ConnParams& params,
                                                 const std::string& where,
-                                                TimePoint own_deadline) {
-  const TimePoint deadline = cap_to_call_deadline(own_deadline);
-  if (Clock::now() >= deadline) {
-    return out_of_time(own_deadline,
+                                                Deadline deadline) {
+  if (Clock::now() >= deadline.at()) {
+    return out_of_time(deadline,
                        "no time left to connect to postgres " + where);
   }
   std::vector<const char*> keys, values;
@@ -108,9 +109,9 @@ Result<std::unique_ptr<PgConn>> PgConn::connect(const ConnParams& params,
       }
       return unavailable("cannot connect to postgres " + where + ": " + msg);
     }
-    if (!wait_socket(PQsocket(c), st == PGRES_POLLING_WRITING, deadline)) {
+    if (!wait_socket(PQsocket(c), st == PGRES_POLLING_WRITING, deadline.at())) {
       // Abandoned half-open: PQfinish (in ~PgConn) closes the socket.
-      return out_of_time(own_deadline,
+      return out_of_time(deadline,
                          "connecting to postgres " + where + " timed out");
     }
     st = PQconnectPoll(c);
@@ -132,7 +133,7 @@ Error PgConn::lost(const std::string& what) {
                      trimmed(PQerrorMessage(conn_)));
 }
 
-Error PgConn::abandon(TimePoint own_deadline, const std::string& what) {
+Error PgConn::abandon(Deadline deadline, const std::string& what) {
   // The reply (if any) is still outstanding: a late one must never be read
   // as the answer to a later call, so this connection is closed, not
   // reused. PQcancel is not sent: it opens a new connection and blocks
@@ -140,19 +141,18 @@ Error PgConn::abandon(TimePoint own_deadline, const std::string& what) {
   // defeat the deadline; the server finishes or drops the statement when it
   // notices the closed socket.
   broken_ = true;
-  if (!cut_by_call_deadline(own_deadline)) server_lost_ = true;
-  return out_of_time(own_deadline, "postgres " + where_ + " " + what);
+  if (!deadline.cut()) server_lost_ = true;
+  return out_of_time(deadline, "postgres " + where_ + " " + what);
 }
 
-Result<PgResult> PgConn::finish(TimePoint own_deadline) {
-  const TimePoint deadline = cap_to_call_deadline(own_deadline);
+Result<PgResult> PgConn::finish(Deadline deadline) {
   // Flush what is left of the request.
   for (;;) {
     const int f = PQflush(conn_);
     if (f == 0) break;
     if (f < 0) return lost("sending the request failed");
-    if (!wait_socket(PQsocket(conn_), true, deadline)) {
-      return abandon(own_deadline, "did not accept the request in time");
+    if (!wait_socket(PQsocket(conn_), true, deadline.at())) {
+      return abandon(deadline, "did not accept the request in time");
     }
   }
   PgResult last;
@@ -166,9 +166,8 @@ Result<PgResult> PgConn::finish(TimePoint own_deadline) {
         if (PQconsumeInput(conn_) == 0) return lost("connection lost");
         if (!PQisBusy(conn_)) break;
       }
-      if (!wait_socket(PQsocket(conn_), false, deadline)) {
-        return abandon(own_deadline,
-                       "did not answer in time (outcome unknown)");
+      if (!wait_socket(PQsocket(conn_), false, deadline.at())) {
+        return abandon(deadline, "did not answer in time (outcome unknown)");
       }
       if (PQconsumeInput(conn_) == 0) return lost("connection lost");
     }
@@ -198,7 +197,7 @@ Result<PgResult> PgConn::finish(TimePoint own_deadline) {
 
 Result<PgResult> PgConn::query(const std::string& sql,
                                const std::vector<std::string>& params,
-                               TimePoint deadline) {
+                               Deadline deadline) {
   if (Status st = time_left(deadline); !st.ok()) return st.error();
   std::vector<const char*> values;
   values.reserve(params.size());
@@ -213,7 +212,7 @@ Result<PgResult> PgConn::query(const std::string& sql,
 Result<PgResult> PgConn::query_prepared(const std::string& name,
                                         const std::string& sql,
                                         const std::vector<std::string>& params,
-                                        TimePoint deadline) {
+                                        Deadline deadline) {
   if (Status st = time_left(deadline); !st.ok()) return st.error();
   if (prepared_.count(name) == 0) {
     if (PQsendPrepare(conn_, name.c_str(), sql.c_str(),
@@ -234,14 +233,14 @@ Result<PgResult> PgConn::query_prepared(const std::string& name,
   return finish(deadline);
 }
 
-Status PgConn::time_left(TimePoint own_deadline) const {
+Status PgConn::time_left(Deadline deadline) const {
   // Nothing is sent once the deadline passed: the connection stays clean.
-  if (Clock::now() < cap_to_call_deadline(own_deadline)) return {};
-  return out_of_time(own_deadline,
+  if (Clock::now() < deadline.at()) return {};
+  return out_of_time(deadline,
                      "no time left to send the request to postgres " + where_);
 }
 
-Status PgConn::exec(const std::string& sql, TimePoint deadline) {
+Status PgConn::exec(const std::string& sql, Deadline deadline) {
   if (Status st = time_left(deadline); !st.ok()) return st;
   if (PQsendQuery(conn_, sql.c_str()) == 0) {
     return lost("sending the request failed");
@@ -275,15 +274,14 @@ bool Pool::expired(const PgConn& c, TimePoint now) const {
          now - c.last_used() >= options_.max_idle_time;
 }
 
-Result<Pool::Handle> Pool::get(TimePoint own_deadline) {
+Result<Pool::Handle> Pool::get(Deadline deadline) {
   // Waiting for a free connection, and opening one, both end at the
   // caller's call deadline too (rule 7).
-  const TimePoint deadline = cap_to_call_deadline(own_deadline);
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     const TimePoint now = Clock::now();
-    if (now >= deadline && cut_by_call_deadline(own_deadline)) {
-      return out_of_time(own_deadline,
+    if (now >= deadline.at() && deadline.cut()) {
+      return out_of_time(deadline,
                          "no connection to postgres " + where_ + " in time");
     }
     while (!idle_.empty()) {
@@ -307,10 +305,9 @@ Result<Pool::Handle> Pool::get(TimePoint own_deadline) {
       }
       ++open_;
       lk.unlock();
-      // PgConn::connect caps this at the call deadline as well.
-      const TimePoint until =
-          std::min(own_deadline, Clock::now() + options_.connect_timeout);
-      auto c = PgConn::connect(params_, where_, until);
+      auto c = PgConn::connect(
+          params_, where_,
+          deadline.own_until(Clock::now() + options_.connect_timeout));
       lk.lock();
       if (!c.ok()) {
         --open_;
@@ -331,14 +328,14 @@ Result<Pool::Handle> Pool::get(TimePoint own_deadline) {
       return Handle(this, std::move(*c));
     }
     // Woken by put() (a connection came back or was dropped).
-    const bool freed = wait_until_steady(cv_, lk, deadline, [&] {
+    const bool freed = wait_until_steady(cv_, lk, deadline.at(), [&] {
       return !idle_.empty() || open_ < options_.max_open;
     });
     if (!freed) {
-      return out_of_time(own_deadline, "no free connection to postgres " +
-                                           where_ + " (MaxOpenConnections " +
-                                           std::to_string(options_.max_open) +
-                                           " in use)");
+      return out_of_time(deadline, "no free connection to postgres " + where_ +
+                                       " (MaxOpenConnections " +
+                                       std::to_string(options_.max_open) +
+                                       " in use)");
     }
   }
 }
@@ -371,10 +368,10 @@ void Pool::put(std::unique_ptr<PgConn> c) {
   // `dropped` closes its connections here, outside the lock.
 }
 
-Result<std::unique_ptr<PgConn>> Pool::open_dedicated(TimePoint deadline) {
+Result<std::unique_ptr<PgConn>> Pool::open_dedicated(Deadline deadline) {
   return PgConn::connect(
       params_, where_,
-      std::min(deadline, Clock::now() + options_.connect_timeout));
+      deadline.own_until(Clock::now() + options_.connect_timeout));
 }
 
 }  // namespace baton::store::pg

@@ -1,6 +1,7 @@
 // stores/postgres/pg_conn.h — one libpq connection driven by the async API
 // (PQconnectStartParams/PQconnectPoll, PQsendQueryParams/PQconsumeInput with
-// poll() deadlines), and the connection pool with the seed-002 settings.
+// poll() deadlines), and the connection pool (MaxOpenConnections and the
+// other database/sql-style settings).
 //
 // Errors: connection failures, timeouts, server shutdown, too many
 // connections, serialization failures and deadlocks are `unavailable` (the
@@ -10,13 +11,15 @@
 // point at the same dead server) and backs off new connects (50 ms doubling
 // to 2 s).
 //
-// Call deadline (rule 7, stores/call_deadline.h): every wait here — the
-// asynchronous connect, sending a request, waiting for its reply, waiting
-// for a free pooled connection — also ends at the call deadline of the
-// blocking acquire running on this thread. Cut short by it, the call fails
-// with `timeout` (the message names the call deadline), a
-// connection with a reply outstanding is closed (only that one: the server
-// may be fine), and nothing is sent once the deadline has passed.
+// Deadlines (rule 7): every wait here — the asynchronous connect, sending
+// a request, waiting for its reply, waiting for a free pooled connection —
+// ends at a Deadline: the store's own timeout (request_timeout,
+// connect_timeout; past it the server is slow: `unavailable`) or the
+// caller's call deadline (CallContext::deadline(); past it the caller's
+// wait is over: `timeout`, the message names the call deadline), whichever
+// comes first. A connection with a reply outstanding at that point is
+// closed (only that one: the server may be fine), and nothing is sent once
+// the deadline has passed.
 //
 // Thread safety: a PgConn is used by one thread at a time. Pool is safe for
 // concurrent use.
@@ -37,12 +40,28 @@
 #include <vector>
 
 #include "baton/error.h"
+#include "baton/store.h"
 
 namespace baton::store::pg {
 
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using std::chrono::milliseconds;
+
+// When one piece of I/O must end: `own` (the store's own timeout) or `call`
+// (the caller's call deadline), whichever comes first.
+struct Deadline {
+  TimePoint own = TimePoint::max();
+  TimePoint call = TimePoint::max();
+
+  // The store's `timeout` from now, within the call deadline of `ctx`
+  // (read on ctx's clock and carried over to the steady clock).
+  static Deadline within(const CallContext& ctx, milliseconds timeout);
+  TimePoint at() const { return std::min(own, call); }
+  // True when the call deadline ends it first.
+  bool cut() const { return call < own; }
+  Deadline own_until(TimePoint t) const { return {std::min(own, t), call}; }
+};
 
 // libpq connection keywords and values (host, port, user, password, ...).
 using ConnParams = std::vector<std::pair<std::string, std::string>>;
@@ -80,7 +99,7 @@ class PgConn {
   // `where` names the server in messages (never the password).
   static Result<std::unique_ptr<PgConn>> connect(const ConnParams& params,
                                                  const std::string& where,
-                                                 TimePoint deadline);
+                                                 Deadline deadline);
   ~PgConn();
   PgConn(const PgConn&) = delete;
   PgConn& operator=(const PgConn&) = delete;
@@ -88,15 +107,15 @@ class PgConn {
   // One statement with text parameters; the (last) result.
   Result<PgResult> query(const std::string& sql,
                          const std::vector<std::string>& params,
-                         TimePoint deadline);
+                         Deadline deadline);
   // The same through a prepared statement named `name` (prepared on this
   // connection the first time it is used): no parse or plan per call.
   Result<PgResult> query_prepared(const std::string& name,
                                   const std::string& sql,
                                   const std::vector<std::string>& params,
-                                  TimePoint deadline);
+                                  Deadline deadline);
   // A script of several statements without parameters.
-  Status exec(const std::string& sql, TimePoint deadline);
+  Status exec(const std::string& sql, Deadline deadline);
 
   // Never reused: a connection-level error, or a reply left outstanding.
   bool broken() const { return broken_; }
@@ -110,10 +129,10 @@ class PgConn {
 
  private:
   PgConn(PGconn* c, std::string where);
-  Result<PgResult> finish(TimePoint deadline);
+  Result<PgResult> finish(Deadline deadline);
   Error lost(const std::string& what);
-  Error abandon(TimePoint own_deadline, const std::string& what);
-  Status time_left(TimePoint own_deadline) const;
+  Error abandon(Deadline deadline, const std::string& what);
+  Status time_left(Deadline deadline) const;
 
   PGconn* conn_;
   std::string where_;
@@ -157,9 +176,9 @@ class Pool {
   };
 
   // Waits for a free connection (or opens one) until `deadline`.
-  Result<Handle> get(TimePoint deadline);
+  Result<Handle> get(Deadline deadline);
   // Opens a connection outside the pool (the listener's).
-  Result<std::unique_ptr<PgConn>> open_dedicated(TimePoint deadline);
+  Result<std::unique_ptr<PgConn>> open_dedicated(Deadline deadline);
 
   const std::string& where() const { return where_; }
   int open_count() const;

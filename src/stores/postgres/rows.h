@@ -13,7 +13,7 @@
 
 #include "baton/error.h"
 #include "baton/lease.h"
-#include "stores/store.h"
+#include "baton/store.h"
 
 namespace baton::store::pg {
 

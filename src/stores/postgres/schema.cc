@@ -2,6 +2,7 @@
 #include "stores/postgres/schema.h"
 
 #include <cstdlib>
+#include <thread>
 
 #include "stores/postgres/pg_conn.h"
 
@@ -34,9 +35,36 @@ std::string schema_script(std::string_view schema) {
   return out;
 }
 
-Status install_schema(PgConn& conn, std::string_view schema,
-                      TimePoint deadline) {
-  const std::string s(schema);
+namespace {
+
+// Takes the tables a migration alters (those that exist) in ACCESS
+// EXCLUSIVE mode, all at once, waiting at most 100 ms: a migration that
+// held some while waiting for others could deadlock with a running
+// client's transaction (which takes them in its own order). Once held,
+// nothing else the script takes can be held by a client. Not taken in
+// time: *busy, and the caller tries again.
+Status lock_tables(PgConn& conn, const std::string& s, Deadline deadline,
+                   bool* busy) {
+  auto names = conn.query(
+      "SELECT string_agg(r, ', ') FROM unnest($1::text[]) r "
+      "WHERE to_regclass(r) IS NOT NULL",
+      {"{" + s + ".locks," + s + ".holders," + s + ".requests," + s +
+       ".holders_all}"},
+      deadline);
+  if (!names.ok()) return std::move(names).error();
+  if (PQgetisnull(names->get(), 0, 0)) return {};
+  Status st = conn.exec("SET LOCAL lock_timeout = '100ms'; LOCK TABLE " +
+                            std::string(PQgetvalue(names->get(), 0, 0)) +
+                            " IN ACCESS EXCLUSIVE MODE; SET LOCAL "
+                            "lock_timeout = 0",
+                        deadline);
+  *busy = !st.ok() && st.error().code() == Errc::unavailable && !conn.broken();
+  return st;
+}
+
+// One attempt of install_schema.
+Status install_once(PgConn& conn, const std::string& s, Deadline deadline,
+                    bool* busy) {
   // One lock per schema name; held until COMMIT/ROLLBACK.
   auto begin = conn.exec(
       "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('baton-schema:" +
@@ -66,6 +94,9 @@ Status install_schema(PgConn& conn, std::string_view schema,
             "; this build knows up to " + std::to_string(kSchemaVersion)));
   }
   if (version < kSchemaVersion) {
+    if (Status st = lock_tables(conn, s, deadline, busy); !st.ok()) {
+      return rollback(st);
+    }
     auto st = conn.exec(schema_script(s), deadline);
     if (!st.ok()) return rollback(st);
     auto mark = conn.query("INSERT INTO " + s +
@@ -75,6 +106,20 @@ Status install_schema(PgConn& conn, std::string_view schema,
     if (!mark.ok()) return rollback(std::move(mark).error());
   }
   return conn.exec("COMMIT", deadline);
+}
+
+}  // namespace
+
+Status install_schema(PgConn& conn, std::string_view schema,
+                      Deadline deadline) {
+  const std::string s(schema);
+  for (int attempt = 1;; ++attempt) {
+    bool busy = false;
+    Status st = install_once(conn, s, deadline, &busy);
+    const TimePoint next = Clock::now() + milliseconds{50 * attempt};
+    if (!busy || next >= deadline.at()) return st;
+    std::this_thread::sleep_until(next);
+  }
 }
 
 }  // namespace baton::store::pg

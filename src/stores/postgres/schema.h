@@ -7,7 +7,6 @@
 #ifndef BATON_STORES_POSTGRES_SCHEMA_H_
 #define BATON_STORES_POSTGRES_SCHEMA_H_
 
-#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -16,8 +15,9 @@
 namespace baton::store::pg {
 
 class PgConn;
+struct Deadline;
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 extern const char* const kSchemaTables;
 extern const char* const kSchemaScheduler;
@@ -31,9 +31,10 @@ std::string schema_script(std::string_view schema);
 bool valid_schema_name(std::string_view schema);
 
 // Creates or migrates the schema to kSchemaVersion: one transaction under
-// pg_advisory_xact_lock, so concurrent first starts do not race.
-Status install_schema(PgConn& conn, std::string_view schema,
-                      std::chrono::steady_clock::time_point deadline);
+// pg_advisory_xact_lock, so concurrent first starts do not race. A
+// migration takes the tables it alters all at once; while clients keep
+// them busy it tries again (until `deadline`).
+Status install_schema(PgConn& conn, std::string_view schema, Deadline deadline);
 
 }  // namespace baton::store::pg
 

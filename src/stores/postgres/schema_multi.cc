@@ -1,6 +1,6 @@
-// stores/postgres/schema_multi.cc — acquire_multi (seed 000's reservations),
-// describe / list, counters and the fenced-write helper of the postgres://
-// store (PL/pgSQL in a raw string; "@S@" is the schema).
+// stores/postgres/schema_multi.cc — acquire_multi (reservations over several
+// names), describe / list, counters and the fenced-write helper of the
+// postgres:// store (PL/pgSQL in a raw string; "@S@" is the schema).
 #include "stores/postgres/schema.h"
 
 namespace baton::store::pg {
@@ -235,7 +235,7 @@ BEGIN
   END LOOP;
 END $$;
 
--- Counters (seed 003): get, add, guarded take. One statement each.
+-- Counters: get, add, guarded take. One statement each.
 CREATE OR REPLACE FUNCTION @S@.counter(p_op text, p_name text, p_n bigint)
 RETURNS SETOF @S@.res LANGUAGE plpgsql AS $$
 DECLARE v_msg text; v bigint; r @S@.res;
@@ -283,7 +283,7 @@ BEGIN
   RETURN NEXT r;
 END $$;
 
--- The protected resource's check (seed 004): accepts (true) iff p_token is
+-- The protected resource's check: accepts (true) iff p_token is
 -- at least the highest token seen for p_resource, and records it. Call it
 -- in the same transaction as the write it guards.
 CREATE OR REPLACE FUNCTION @S@.fenced_write(resource text, token bigint)

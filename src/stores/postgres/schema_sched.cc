@@ -6,7 +6,7 @@
 namespace baton::store::pg {
 
 const char* const kSchemaScheduler = R"SQL(
--- The scheduling pass for one name (seed 000: every process schedules for
+-- The scheduling pass for one name (every process schedules for
 -- everyone). The caller holds the name's advisory lock and has expired what
 -- is due. Grants the oldest live requests while capacity allows; an
 -- acquire_all head is granted only when it heads every queue it is in and
@@ -103,6 +103,7 @@ BEGIN
                       ':' || g.ttl_ms || ':' || @S@._us(g.expires_at) || ':' ||
                       p_name);
   END LOOP;
+  PERFORM @S@._settle(p_name);
 END $$;
 
 -- Locks, expires and schedules every name; returns the database time the
@@ -541,6 +542,8 @@ BEGIN
       PERFORM @S@._pump(p_name, v_now, true);
     ELSE
       v_void := set_config('synchronous_commit', 'off', true);
+      -- (a queue drained by hand-overs, or the last holders row gone)
+      PERFORM @S@._settle(p_name);
     END IF;
     r := ROW('status', p_name, NULL, NULL, NULL, 0, NULL, NULL,
              @S@._us(v_now), NULL, 0, true, NULL, NULL);

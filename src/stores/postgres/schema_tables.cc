@@ -5,7 +5,7 @@
 
 namespace baton::store::pg {
 
-// Version 7 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
+// Version 8 (see kSchemaVersion). Every statement is idempotent (IF NOT EXISTS,
 // CREATE OR REPLACE) and the whole script runs under a transaction-scoped
 // advisory lock, so concurrent first starts do not race.
 const char* const kSchemaTables = R"SQL(
@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS @S@.holders (
   PRIMARY KEY (name, token)
 );
 
--- The request queue (seed 000's lock_requests). seq is the arrival order;
+-- The request queue. seq is the arrival order;
 -- the requests of one acquire_all reservation share one seq.
 CREATE SEQUENCE IF NOT EXISTS @S@.request_seq;
 CREATE TABLE IF NOT EXISTS @S@.requests (
@@ -91,6 +91,79 @@ ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_label text;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_rkey text;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_shared boolean;
 ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS h_granted timestamptz;
+
+-- Version 8: whether a name may have requests (has_queue) or holders
+-- rows (has_holders), in its locks row, so that the one-statement fast
+-- paths decide from that row alone (docs/stores/postgres.md, "Fast
+-- paths"). A flag is set (by the trigger _mark) in the transaction that
+-- inserts the name's first such row, so a name with such rows always has
+-- it set; it is cleared (_settle) only under the name's exclusive advisory
+-- lock, when no such row is left. A flag set without rows only sends calls
+-- to the functions. Computed here from the tables: the ALTER TABLEs above
+-- hold ACCESS EXCLUSIVE locks on holders, requests and locks until this
+-- script commits, so no write comes between these reads and the trigger.
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS has_queue boolean NOT NULL
+  DEFAULT false;
+ALTER TABLE @S@.locks ADD COLUMN IF NOT EXISTS has_holders boolean NOT NULL
+  DEFAULT false;
+INSERT INTO @S@.locks (name)
+  SELECT name FROM @S@.requests UNION SELECT name FROM @S@.holders
+ON CONFLICT DO NOTHING;
+UPDATE @S@.locks l SET
+    has_queue = EXISTS (SELECT 1 FROM @S@.requests r WHERE r.name = l.name),
+    has_holders = EXISTS (SELECT 1 FROM @S@.holders h WHERE h.name = l.name)
+ WHERE l.has_queue OR l.has_holders
+    OR l.name IN (SELECT name FROM @S@.requests UNION
+                  SELECT name FROM @S@.holders);
+
+-- A row of requests (or holders) came: its name's flag is set in the same
+-- transaction (the locks row is read first, and written only if the flag
+-- is not set yet, so waiters queueing on a busy name do not queue on that
+-- row). The locks row exists whenever a request or a lease does; the
+-- insert covers a name without one all the same.
+CREATE OR REPLACE FUNCTION @S@._mark() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE v_queue boolean := TG_TABLE_NAME = 'requests'; v_set boolean;
+BEGIN
+  SELECT CASE WHEN v_queue THEN has_queue ELSE has_holders END INTO v_set
+    FROM @S@.locks WHERE name = NEW.name;
+  IF v_set IS NULL THEN
+    INSERT INTO @S@.locks AS l (name, has_queue, has_holders)
+    VALUES (NEW.name, v_queue, NOT v_queue)
+    ON CONFLICT (name) DO UPDATE
+      SET has_queue = l.has_queue OR v_queue,
+          has_holders = l.has_holders OR NOT v_queue;
+  ELSIF NOT v_set THEN
+    UPDATE @S@.locks SET has_queue = has_queue OR v_queue,
+                         has_holders = has_holders OR NOT v_queue
+     WHERE name = NEW.name;
+  END IF;
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS requests_mark ON @S@.requests;
+CREATE TRIGGER requests_mark AFTER INSERT OR UPDATE OF name
+  ON @S@.requests FOR EACH ROW EXECUTE FUNCTION @S@._mark();
+DROP TRIGGER IF EXISTS holders_mark ON @S@.holders;
+CREATE TRIGGER holders_mark AFTER INSERT OR UPDATE OF name
+  ON @S@.holders FOR EACH ROW EXECUTE FUNCTION @S@._mark();
+
+-- Clears a name's flags that no row backs any more. The caller holds the
+-- name's exclusive advisory lock (nobody adds a row meanwhile); a flag is
+-- written only when it changes.
+CREATE OR REPLACE FUNCTION @S@._settle(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE @S@.locks l SET
+      has_queue = l.has_queue
+                  AND EXISTS (SELECT 1 FROM @S@.requests WHERE name = p_name),
+      has_holders = l.has_holders
+                    AND EXISTS (SELECT 1 FROM @S@.holders WHERE name = p_name)
+   WHERE l.name = p_name AND (l.has_queue OR l.has_holders)
+     AND ((l.has_queue AND NOT EXISTS (SELECT 1 FROM @S@.requests
+                                        WHERE name = p_name))
+          OR (l.has_holders AND NOT EXISTS (SELECT 1 FROM @S@.holders
+                                             WHERE name = p_name)));
+END $$;
 
 -- Every holder: the holders rows and the inline ones (same columns as
 -- holders, so a row of it reads into a @S@.holders variable).
@@ -174,7 +247,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT n * interval '1 millisecond' $$;
 
 -- Advisory lock key of a name: a 64-bit hash (a collision only serializes
 -- two names), or one key for everything when the session sets
--- baton.serialize = 'global' (seed 000's single scheduler lock).
+-- baton.serialize = 'global' (one scheduler lock for all names).
 CREATE OR REPLACE FUNCTION @S@._key(p_name text) RETURNS bigint
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN current_setting('baton.serialize', true) = 'global'
@@ -193,9 +266,11 @@ BEGIN
   END LOOP;
 END $$;
 
--- Version 6: the condition of the one-statement fast paths the store
--- sends (an UPDATE of the name's locks row, docs/stores/postgres.md "Fast
--- paths"). Takes the name's advisory lock, sets the commit's durability
+-- Versions 6 and 7: the condition of the one-statement fast paths that
+-- builds of those versions send (an UPDATE of the name's locks row), kept
+-- for such a process that still runs beside this version (it refuses the
+-- schema only when it opens it again). Takes the name's advisory lock,
+-- sets the commit's durability
 -- (on to grant, off to release) and answers whether the name has no
 -- queued request (and, to grant, no holders row), read after the lock:
 -- each query of a VOLATILE PL/pgSQL function takes a new snapshot, so it
