@@ -96,11 +96,6 @@ Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
     return open_zookeeper_store(url);
   }
 #endif
-#if BATON_WITH_MYSQL
-  if (url.scheme == "mysql" || url.scheme == "mariadb") {
-    return open_mysql_store(url);
-  }
-#endif
 #if BATON_WITH_ETCD
   if (url.scheme == "etcd") return open_etcd_store(url);
 #endif
@@ -126,14 +121,6 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
     return Error(Errc::invalid_argument,
                  "memory: is opened with baton::open_store (baton/store.h)");
   }
-#if BATON_WITH_SQLITE
-  // sqlite:///abs/path.db and sqlite://./rel.db are file paths, not
-  // host:port authorities: the store parses its own URL.
-  if (url.size() >= 7 &&
-      (url.substr(0, 7) == "sqlite:" || url.substr(0, 7) == "SQLITE:")) {
-    return open_sqlite_store(url);
-  }
-#endif
   auto parsed = core::parse_url(url);
   if (!parsed.ok()) return std::move(parsed).error();
   const Url& u = *parsed;
@@ -184,7 +171,15 @@ Descriptors& descriptors() {
 
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
-  return {&store::memory_descriptor()};
+  return {
+    &store::memory_descriptor(),
+#if BATON_WITH_MYSQL
+        &store::mysql_descriptor(),
+#endif
+#if BATON_WITH_SQLITE
+        &store::sqlite_descriptor(),
+#endif
+  };
 }
 
 std::string lower_scheme(std::string_view url) {
