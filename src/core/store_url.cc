@@ -36,11 +36,22 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// A bare whole number in a duration option means milliseconds (the older
+// `timeout_ms=5000` spellings); anything else is a duration as written.
+Result<milliseconds> option_duration(const std::string& value) {
+  if (!value.empty() &&
+      value.find_first_not_of("0123456789") == std::string::npos &&
+      value.size() < 16) {
+    return milliseconds(std::stoll(value));
+  }
+  return parse_duration(value);
+}
+
 // Checks `value` against `spec`'s type; "" = fine, else why not.
 std::string check_value(const OptionSpec& spec, const std::string& value) {
   switch (spec.type) {
     case OptionType::duration: {
-      auto d = parse_duration(value);
+      auto d = option_duration(value);
       if (!d.ok()) return d.error().message();
       if (d->count() <= 0) return "must be positive";
       return "";
@@ -259,7 +270,7 @@ const std::string& OptionValues::raw(std::string_view key) const {
 milliseconds OptionValues::duration(std::string_view key) const {
   const std::string& v = raw(key);
   if (v.empty()) return milliseconds::zero();
-  auto d = parse_duration(v);
+  auto d = option_duration(v);
   return d.ok() ? *d : milliseconds::zero();
 }
 
@@ -291,7 +302,7 @@ Result<StoreUrl> parse_store_url(std::string_view url,
   core::Url& u = *parsed;
   StoreUrl out;
   out.safe = masked(u, d);
-  if (!d.file_url && d.hosts_required && u.opaque.empty() && u.hosts.empty()) {
+  if (!d.file_url && d.hosts_required && u.hosts.empty()) {
     return bad_url(out.safe, d.name + " needs a host (" + d.url_form + ")");
   }
   for (const auto& o : d.options)

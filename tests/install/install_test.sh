@@ -3,8 +3,8 @@
 # the build into a fresh prefix, then a C++ program outside the tree found
 # by find_package(baton) is configured, built and run against it, and a C
 # program against libbaton.so twice: through `pkg-config baton` and through
-# find_package(baton) (target baton::c); the installed batond and baton
-# must run too.
+# find_package(baton) (target baton::c); a store of its own is proven by the
+# installed conformance kit; the installed batond and baton must run too.
 set -euo pipefail
 trap 'echo "install_test: failed at line $LINENO" >&2' ERR
 build=$1
@@ -77,4 +77,17 @@ build_consumer consumer_c
 out=$("$tmp/consumer_c/consumer_c")
 echo "C via find_package: $out"
 [[ "$out" == ok\ fencing=* ]]
+
+# The conformance kit from outside the tree: a store of its own (a
+# wrapper around sqlite:// through the public Store interface only) passes
+# the whole suite (tests/install/store_kit).
+build_consumer store_kit
+"$tmp/store_kit/store_kit" --gtest_brief=1 >"$tmp/store_kit.log" 2>&1 ||
+  { tail -50 "$tmp/store_kit.log" >&2; exit 1; }
+grep -E '^\[  PASSED  \]' "$tmp/store_kit.log"
+if grep -q 'SKIPPED' "$tmp/store_kit.log"; then
+  echo "install_test: the kit skipped tests on the wrapped store:" >&2
+  grep -A3 SKIPPED "$tmp/store_kit.log" >&2
+  exit 1
+fi
 echo "install test: ok (prefix $tmp/prefix)"

@@ -1,14 +1,52 @@
-// tests/conformance/conformance.cc — the fixture behind every store's suite.
-#include "conformance.h"
+// conformance/conformance.cc — the fixture behind every store's suite.
+#include "baton/conformance.h"
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <mutex>
 
 namespace baton::conformance {
+
+// Each suite file registers its tests from its own static initializers.
+// A program links the kit as an archive and refers only to this file
+// (its INSTANTIATE_* line calls store_under_test): these references make
+// the linker take every suite file along, without --whole-archive.
+extern int kLinkSuiteAdvanced, kLinkSuiteBasic, kLinkSuiteCancel,
+    kLinkSuiteEnded, kLinkSuiteShared;
+int suites_linked() {
+  return kLinkSuiteAdvanced + kLinkSuiteBasic + kLinkSuiteCancel +
+         kLinkSuiteEnded + kLinkSuiteShared;
+}
+
+StoreUnderTest store_under_test(std::string name, ClientFactory open,
+                                StoreTraits traits) {
+  return StoreUnderTest{std::move(name), std::move(open), std::move(traits)};
+}
 
 ClientFactory url_factory(std::string url) {
   return [url](const ClientOptions& options) {
     return Client::open(url, options);
+  };
+}
+
+ClientFactory store_factory(
+    std::function<Result<std::shared_ptr<Store>>()> make) {
+  struct Shared {
+    std::mutex mu;
+    std::function<Result<std::shared_ptr<Store>>()> make;
+    std::shared_ptr<Store> store;  // guarded by mu
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->make = std::move(make);
+  return [shared](const ClientOptions& options) -> Result<Client> {
+    std::lock_guard<std::mutex> lk(shared->mu);
+    if (!shared->store) {
+      auto s = shared->make();
+      if (!s.ok()) return std::move(s).error();
+      shared->store = std::move(*s);
+    }
+    return Client::wrap(shared->store, options);
   };
 }
 

@@ -1,11 +1,11 @@
-// tests/conformance/suite_ended.cc — EndedLeaseTest (see conformance.h):
+// conformance/suite_ended.cc — EndedLeaseTest (see conformance.h):
 // what a store says about a lease that ended. docs/design.md, "A late
 // duplicate of an ended lease is refused" and docs/protocol.md
 // (last_fencing).
 #include <thread>
 
-#include "conformance.h"
-#include "suite_helpers.h"
+#include "baton/conformance.h"
+#include "conformance/suite_helpers.h"
 
 namespace baton::conformance {
 
@@ -96,4 +96,8 @@ TEST_P(EndedLeaseTest, AReservationsEndedLeaseIsNotGrantedAgain) {
 }
 
 }  // namespace
+
+// Referenced by conformance.cc (see there).
+int kLinkSuiteEnded = 0;
+
 }  // namespace baton::conformance

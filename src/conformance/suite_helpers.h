@@ -1,6 +1,6 @@
-// tests/conformance/suite_helpers.h — small helpers shared by the suite.
-#ifndef BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_
-#define BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_
+// conformance/suite_helpers.h — small helpers shared by the suite.
+#ifndef BATON_CONFORMANCE_SUITE_HELPERS_H_
+#define BATON_CONFORMANCE_SUITE_HELPERS_H_
 
 #include <chrono>
 #include <functional>
@@ -53,4 +53,4 @@ inline int waiters_of(const Client& c, const std::string& name) {
 
 }  // namespace baton::conformance
 
-#endif  // BATON_TESTS_CONFORMANCE_SUITE_HELPERS_H_
+#endif  // BATON_CONFORMANCE_SUITE_HELPERS_H_

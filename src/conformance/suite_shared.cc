@@ -1,4 +1,4 @@
-// tests/conformance/suite_shared.cc — rule 18, read-write locks
+// conformance/suite_shared.cc — rule 18, read-write locks
 // (Client::acquire_shared beside the exclusive acquire on the same name):
 // readers hold together, a writer alone, one FIFO queue across both kinds
 // (a reader behind a waiting writer waits; consecutive readers at the head
@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "conformance.h"
-#include "suite_helpers.h"
+#include "baton/conformance.h"
+#include "conformance/suite_helpers.h"
 
 namespace baton::conformance {
 namespace {
@@ -481,4 +481,8 @@ TEST_P(ConformanceTest, Shared_ListShowsModes) {
 }
 
 }  // namespace
+
+// Referenced by conformance.cc (see there).
+int kLinkSuiteShared = 0;
+
 }  // namespace baton::conformance
