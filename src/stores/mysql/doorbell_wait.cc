@@ -44,8 +44,7 @@ bool doorbell_local(const std::string& name) {
 }
 
 Doorbell MysqlStore::new_doorbell(const std::string& name,
-                                  const std::string& token,
-                                  const CallContext& ctx) {
+                                  const std::string& token, SteadyTime d) {
   Doorbell bell;
   if (!o_.doorbell) return bell;
   {
@@ -59,7 +58,7 @@ Doorbell MysqlStore::new_doorbell(const std::string& name,
     return bell;
   }
   bell.slots = &slots_;
-  auto c = pool_.get(deadline(ctx));
+  auto c = pool_.get(d);
   if (!c.ok()) return bell;  // the pass will say what is wrong
   bell.conn = std::move(*c);
   bell.name = my::doorbell_name(where_, o_.prefix, name, token);

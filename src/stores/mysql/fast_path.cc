@@ -35,11 +35,10 @@ bool MysqlStore::fast_path_for(const AcquireSpec& spec) const {
          spec.capacity == 1 && !spec.shared && spec.reentrancy_key.empty();
 }
 
-std::optional<Grant> MysqlStore::fast_acquire(const CallContext& ctx,
+std::optional<Grant> MysqlStore::fast_acquire(SteadyTime d,
                                               const AcquireSpec& spec,
                                               const std::string& token,
                                               Doorbell* bell) {
-  const SteadyTime d = deadline(ctx);
   const bool take = bell != nullptr && bell->usable() && !bell->tried;
   std::unique_ptr<my::Conn> owned;
   if (!take) {
@@ -120,14 +119,13 @@ std::optional<Grant> MysqlStore::fast_extend(const CallContext& ctx,
   return tx.to_grant(h, 1, last.num(0, 1));
 }
 
-std::optional<ReleaseResult> MysqlStore::fast_release(const CallContext& ctx,
+std::optional<ReleaseResult> MysqlStore::fast_release(SteadyTime d,
                                                       const std::string& name,
                                                       const std::string& token,
                                                       Doorbell& bell) {
   if (!o_.fast_path || o_.serialize == my::Serialize::center) {
     return std::nullopt;
   }
-  const SteadyTime d = deadline(ctx);
   const bool own_bell = bell.usable();
   std::unique_ptr<my::Conn> owned;
   if (!own_bell) {

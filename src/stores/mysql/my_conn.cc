@@ -155,6 +155,15 @@ Result<std::vector<ResultSet>> Conn::query(std::string_view sql,
                                            TimePoint deadline,
                                            DbError* db_error) {
   if (broken()) return Error(Errc::unavailable, "mysql connection is closed");
+  // Nothing is sent once the caller's deadline has passed: the server
+  // would run the statement for nobody (rule 7). The connection breaks as
+  // on any timeout: it may be inside a transaction that must not survive.
+  if (Clock::now() >= deadline) {
+    broken_ = true;
+    return Error(Errc::timeout, "mysql " + where_ +
+                                    ": the call's deadline passed before the "
+                                    "query was sent");
+  }
   int err = 0;
   int status = mysql_real_query_start(&err, mysql_, sql.data(),
                                       static_cast<unsigned long>(sql.size()));

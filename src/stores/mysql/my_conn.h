@@ -72,7 +72,8 @@ class Conn {
   // Runs `sql` (one or more ';'-separated statements) and returns every
   // result set. A server error of a statement is returned in *db_error
   // (when given) with Errc::internal; transport failures and the deadline
-  // are unavailable / timeout and break the connection.
+  // are unavailable / timeout and break the connection (a deadline that
+  // has passed already sends nothing).
   Result<std::vector<ResultSet>> query(std::string_view sql, TimePoint deadline,
                                        DbError* db_error = nullptr);
 

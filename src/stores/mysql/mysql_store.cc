@@ -42,14 +42,15 @@ Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
   const std::string name(name_v), t = token.to_string();
   // The lease's doorbell is let go in the round trip of the COMMIT, after
   // it: a successor woken by it reads the grant.
+  const SteadyTime d = deadline(ctx);
   Doorbell bell = held_doorbell(name, t);
   // Not on a name this store's acquires found busy (BusyNames): the
   // release would find a waiter. (A failed fast release marks nothing: the
   // first lease on a name is a holders row, released the long way.)
   if (!busy_.busy(name)) {
-    if (auto fast = fast_release(ctx, name, t, bell)) {
+    if (auto fast = fast_release(d, name, t, bell)) {
       ring();
-      let_go(std::move(bell), deadline(ctx));
+      let_go(std::move(bell), d);
       return *fast;
     }
   }
@@ -60,7 +61,7 @@ Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
       },
       &bell, BellOp::let_go);
   ring();
-  let_go(std::move(bell), deadline(ctx));
+  let_go(std::move(bell), d);
   return res;
 }
 

@@ -22,10 +22,10 @@ Result<Answer> MyRequest::ask(AskMode mode, milliseconds wait_left,
   deadline_ = s_.deadline(ctx);
   if (!asked_) {
     asked_ = true;
-    s_.sweep_doorbells(s_.deadline(ctx));
-    door_ = s_.new_doorbell(spec_.name, token_, ctx);
+    s_.sweep_doorbells(deadline_);
+    door_ = s_.new_doorbell(spec_.name, token_, deadline_);
     if (s_.fast_path_for(spec_) && !s_.busy_.busy(spec_.name)) {
-      if (auto g = s_.fast_acquire(ctx, spec_, token_, &door_)) {
+      if (auto g = s_.fast_acquire(deadline_, spec_, token_, &door_)) {
         sqlstep::AcquireOutcome o;
         o.grant = std::move(*g);
         return answer(std::move(o), ctx);
@@ -34,7 +34,7 @@ Result<Answer> MyRequest::ask(AskMode mode, milliseconds wait_left,
   }
   auto a = StepRequest::ask(mode, wait_left, ctx);
   // A first pass that failed before its doorbell was taken: no doorbell.
-  if (door_.conn && !door_.tried) s_.let_go(std::move(door_), s_.deadline(ctx));
+  if (door_.conn && !door_.tried) s_.let_go(std::move(door_), deadline_);
   return a;
 }
 
@@ -50,6 +50,7 @@ Result<sqlstep::AcquireOutcome> MyRequest::pass(const CallContext& ctx,
 }
 
 Result<sqlstep::AcquireOutcome> MyRequest::peek(const CallContext& ctx) {
+  deadline_ = s_.deadline(ctx);
   std::optional<my::BellTarget> target;
   auto r = s_.peek(ctx, spec_.name, token_, arrival_, &target);
   if (r.ok() && r->position > 0) saw(std::move(target), r->position);
@@ -123,9 +124,9 @@ void MyRequest::interrupt() {
 
 void MyRequest::ring() { s_.ring(); }
 
-void MyRequest::finished(bool granted, const CallContext& ctx) {
+void MyRequest::finished(bool granted, const CallContext&) {
   s_.settle(std::move(door_), granted, spec_.name, token_, spec_.ttl,
-            s_.deadline(ctx));
+            deadline_);
 }
 
 // --- acquire_some / acquire_all ----------------------------------------------

@@ -271,13 +271,12 @@ class MysqlStore final : public sqlstep::StepStore {
   // transaction must decide (the lock is held, queued for, not plain, or
   // the outcome is unknown). fast_acquire takes `bell` in its round trip.
   bool fast_path_for(const AcquireSpec& spec) const;
-  std::optional<Grant> fast_acquire(const CallContext& ctx,
-                                    const AcquireSpec& spec,
+  std::optional<Grant> fast_acquire(SteadyTime d, const AcquireSpec& spec,
                                     const std::string& token, Doorbell* bell);
   std::optional<Grant> fast_extend(const CallContext& ctx,
                                    const std::string& name,
                                    const std::string& token, milliseconds ttl);
-  std::optional<ReleaseResult> fast_release(const CallContext& ctx,
+  std::optional<ReleaseResult> fast_release(SteadyTime d,
                                             const std::string& name,
                                             const std::string& token,
                                             Doorbell& bell);
@@ -286,7 +285,7 @@ class MysqlStore final : public sqlstep::StepStore {
   // doorbell=on, a slot is free, the lease has none yet and a connection
   // can be had; else an empty one (the waiter then uses its timer).
   Doorbell new_doorbell(const std::string& name, const std::string& token,
-                        const CallContext& ctx);
+                        SteadyTime d);
   // After acquire: a granted lease keeps its doorbell until its release
   // (or its expiry, swept); anything else lets it go.
   void settle(Doorbell bell, bool granted, const std::string& name,
@@ -382,7 +381,8 @@ Result<T> MysqlStore::transact(const CallContext& ctx,
     if (!r.ok()) {
       if (conn.broken()) {
         done_with();
-        if (!owned && bell != nullptr && !bell->usable()) {
+        if (!owned && bell != nullptr && !bell->usable() &&
+            my::Clock::now() < d) {
           // The doorbell's connection died (a server restart while the
           // lease was held, say): nothing was written, and its locks
           // went with it. Once more on a pooled connection.

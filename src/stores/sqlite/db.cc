@@ -230,6 +230,11 @@ Result<ResultSet> Conn::query(const std::string& sql) {
 }
 
 Result<std::unique_ptr<Conn>> Pool::get(TimePoint deadline) {
+  // No transaction starts once the caller's deadline has passed (rule 7).
+  if (Clock::now() >= deadline) {
+    return Error(Errc::timeout, "sqlite database \"" + path_ +
+                                    "\": the call's deadline passed");
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!idle_.empty()) {

@@ -96,7 +96,8 @@ class Pool {
   Pool(std::string path, int max_idle)
       : path_(std::move(path)), max_idle_(max_idle) {}
 
-  // An idle connection or a new one, its busy deadline set to `deadline`.
+  // An idle connection or a new one, its busy deadline set to `deadline`;
+  // timeout (and nothing opened) once `deadline` has passed.
   Result<std::unique_ptr<Conn>> get(TimePoint deadline);
   // Returns a healthy connection to the pool; a broken one is closed.
   void put(std::unique_ptr<Conn> c);
