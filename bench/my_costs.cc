@@ -1,6 +1,6 @@
 // bench/my_costs.cc — what each part of a mysql:// acquire + release costs on
-// one MariaDB connection (docs/stores/mysql.md, "Where the uncontended time
-// goes"). Sends, per pair and case, the statements the store sends (as its
+// one MariaDB connection (docs/stores/mysql.md, "Fast paths": why this
+// layout). Sends, per pair and case, the statements the store sends (as its
 // general log shows them) or a part of them, the cases interleaved round by
 // round, and prints µs per pair.
 //

@@ -102,11 +102,6 @@ constexpr KnownStore kKnown[] = {
 // The stores compiled into this binary.
 Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
   *found = true;
-#if BATON_WITH_MYSQL
-  if (url.scheme == "mysql" || url.scheme == "mariadb") {
-    return open_mysql_store(url);
-  }
-#endif
   *found = false;
   return Error(Errc::internal, "no built-in store");
 }
@@ -149,14 +144,6 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
     return Error(Errc::invalid_argument,
                  "memory: is opened with baton::open_store (baton/store.h)");
   }
-#if BATON_WITH_SQLITE
-  // sqlite:///abs/path.db and sqlite://./rel.db are file paths, not
-  // host:port authorities: the store parses its own URL.
-  if (url.size() >= 7 &&
-      (url.substr(0, 7) == "sqlite:" || url.substr(0, 7) == "SQLITE:")) {
-    return open_sqlite_store(url);
-  }
-#endif
   auto parsed = core::parse_url(url);
   if (!parsed.ok()) return std::move(parsed).error();
   const Url& u = *parsed;
@@ -223,6 +210,12 @@ std::vector<const StoreDescriptor*> builtin() {
 #endif
 #if BATON_WITH_POSTGRES
   out.push_back(&store::postgres_descriptor());
+#endif
+#if BATON_WITH_MYSQL
+  out.push_back(&store::mysql_descriptor());
+#endif
+#if BATON_WITH_SQLITE
+  out.push_back(&store::sqlite_descriptor());
 #endif
   return out;
 }

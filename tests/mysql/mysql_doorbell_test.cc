@@ -1,8 +1,8 @@
-// tests/mysql/mysql_doorbell_test.cc — mysql://'s GET_LOCK doorbells (issue
-// 15's push wake-up; stores/mysql/doorbell.h), on the server of
+// tests/mysql/mysql_doorbell_test.cc — mysql://'s GET_LOCK doorbells (its
+// push wake-up; stores/mysql/doorbell.h), on the server of
 // mysql_store_test.cc (one per binary). The waiters run with
-// recheck_max=10s and waiter_timeout=40s, so their fallback re-check is
-// 5-10 s: a grant within a second of an event is the doorbell's doing. The
+// recheck_interval=10s and waiter_timeout=40s, so their fallback re-check
+// is 5-10 s: a grant within a second of an event is the doorbell's doing. The
 // holder runs in a child process (fork), so the in-process wake-up (a
 // condition variable) cannot be what wakes the waiter.
 #include <gtest/gtest.h>
@@ -31,7 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
 
-constexpr const char* kSlowFallback = "recheck_max=10s&waiter_timeout=40s";
+constexpr const char* kSlowFallback = "recheck_interval=10s&waiter_timeout=40s";
 
 std::string unique(const std::string& what) {
   static std::atomic<int> n{0};
@@ -298,7 +298,8 @@ int connections_settled(int limit) {
 }
 
 // Waits that time out and leases released leave no doorbell connection
-// behind: the store's connections go back to its pool (max_idle=2), and
+// behind: the store's connections go back to its pool
+// (max_idle_connections=2), and
 // all of them close with the client. No doorbell name stays taken.
 TEST(MyDoorbell, NoDoorbellConnectionLeaks) {
   const std::string name = unique("leak");
@@ -307,7 +308,7 @@ TEST(MyDoorbell, NoDoorbellConnectionLeaks) {
     std::this_thread::sleep_for(100ms);  // other tests' clients closing
   }
   {
-    auto c = Client::open(url("max_idle=2"));
+    auto c = Client::open(url("max_idle_connections=2"));
     ASSERT_TRUE(c.ok());
     auto held = c->acquire(name, 5s, opts(30s));
     ASSERT_TRUE(held.ok());
@@ -321,7 +322,7 @@ TEST(MyDoorbell, NoDoorbellConnectionLeaks) {
         EXPECT_FALSE(w->ok());
       }
     }
-    // The holder's doorbell connection and at most max_idle idle ones.
+    // The holder's doorbell connection and at most 2 idle ones.
     EXPECT_LE(connections_settled(before + 3), before + 3);
     const std::string bell = store::my::doorbell_name(
         "127.0.0.1:" + std::to_string(testing::shared_my_server().port()) +

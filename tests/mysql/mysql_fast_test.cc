@@ -1,4 +1,4 @@
-// tests/mysql/mysql_fast_test.cc — mysql://'s schema version 3 (issue 15):
+// tests/mysql/mysql_fast_test.cc — mysql://'s schema version 3:
 // the one-statement fast paths that keep a lock's only lease in its locks
 // row (stores/mysql/fast_path.cc), the move of that lease into holders when
 // anything else happens on the name, and the migrations of tables made by

@@ -1,9 +1,9 @@
 // tests/mysql/mysql_store_test.cc — what the mysql:// store promises beyond
-// the conformance suite (issue 15), against one private MariaDB 10.11 for
+// the conformance suite, against one private MariaDB 10.11 for
 // the binary (tests/mysql/my_process.h): URL checks, the durability check,
 // concurrent schema creation (migrations: mysql_fast_test.cc), 50 first-time
 // acquires of new names with no deadlock surfacing (each serialization mode),
-// seed 003's guarded modifications and prize test, connections killed
+// guarded modifications and the prize test, connections killed
 // mid-acquire, a server restart (fencing keeps increasing) and client clocks
 // hours off.
 #include <gtest/gtest.h>
@@ -97,6 +97,22 @@ TEST(MyUrl, BadSettingsAreRefusedNamingThem) {
   EXPECT_EQ(c.error().code(), Errc::invalid_argument);
 }
 
+// The spellings of the options before the shared vocabulary still work.
+TEST(MyUrl, OlderSpellingsAreAccepted) {
+  auto c = Client::open(
+      server().url("RequestTimeout=3s&recheck_max=20ms&max_idle=4"));
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  auto l = c->try_acquire(unique("spelling"), opts(5s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_TRUE(*c->release(*l));
+  // An option given twice under two spellings is refused, naming it.
+  auto twice =
+      Client::open(server().url("recheck_max=20ms&recheck_interval=1s"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message().find("recheck_interval"), std::string::npos)
+      << twice.error().message();
+}
+
 TEST(MyUrl, WrongPasswordIsPermissionDeniedAndNeverEchoed) {
   const std::string url = "mysql://baton:not-the-password@127.0.0.1:" +
                           std::to_string(server().port()) + "/baton_test";
@@ -154,8 +170,8 @@ TEST(MySchema, EightConcurrentFirstStartsAgree) {
 
 class MyModes : public ::testing::TestWithParam<std::string> {};
 
-// Seed 003's first version deadlocked on gap locks when many threads
-// created new lock rows at once; here no deadlock reaches the caller.
+// A store that took gap locks deadlocked when many threads created new lock
+// rows at once; here no deadlock reaches the caller.
 TEST_P(MyModes, FiftyFirstTimeAcquiresOfNewNamesNeverFail) {
   Client c = open("serialize=" + GetParam());
   std::atomic<int> failures{0};
@@ -225,14 +241,14 @@ TEST(MySchema, LockingReadsOfOneNameDoNotWaitForAnother) {
   EXPECT_TRUE(*c.release(*w));
 }
 
-// Seed 003's test: 50 threads modify shared records, each modification
-// guarded by the record's lock; no update is lost.
-TEST_P(MyModes, Seed003GuardedModificationsLoseNothing) {
+// 50 threads modify shared records, each modification guarded by the
+// record's lock; no update is lost.
+TEST_P(MyModes, GuardedModificationsLoseNothing) {
   constexpr int kThreads = 50, kOps = 20, kRecords = 10;
   Client c = open("serialize=" + GetParam());
   std::vector<long> records(kRecords, 0);
   std::atomic<int> failures{0};
-  const std::string base = unique("seed003-" + GetParam());
+  const std::string base = unique("guarded-" + GetParam());
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) {
     ts.emplace_back([&, t] {
@@ -260,7 +276,7 @@ TEST_P(MyModes, Seed003GuardedModificationsLoseNothing) {
 INSTANTIATE_TEST_SUITE_P(Serialize, MyModes,
                          ::testing::Values("center", "segments", "name"));
 
-// The fenced-write helper (seed 004): a write carrying a token lower than
+// The fenced-write helper: a write carrying a token lower than
 // one already seen is refused; equal or higher is accepted and recorded.
 TEST(MyFence, FencedWriteRefusesOlderTokens) {
   Client c = open();  // installs the schema and the helper
@@ -280,7 +296,7 @@ TEST(MyFence, FencedWriteRefusesOlderTokens) {
             "7");
 }
 
-// Seed 003's prize test across four independent stores: exactly 10 given.
+// The prize test across four independent stores: exactly 10 given.
 TEST(MyCounters, TenPrizesManyTakersFourClients) {
   std::vector<Client> clients;
   for (int i = 0; i < 4; ++i) clients.push_back(open());

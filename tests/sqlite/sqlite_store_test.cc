@@ -129,7 +129,9 @@ TEST(SqliteUrl, FormsAndSettings) {
   ASSERT_TRUE(opaque.ok()) << opaque.error().to_string();
   const std::string rel =
       std::filesystem::relative(dir().file("forms.db")).string();
-  auto relative = Client::open("sqlite://./" + rel + "?request_timeout=2s");
+  // The spellings of the options before the shared vocabulary still work.
+  auto relative = Client::open(
+      "sqlite://./" + rel + "?RequestTimeout=2s&recheck_max=50ms&max_idle=4");
   ASSERT_TRUE(relative.ok()) << rel << ": " << relative.error().to_string();
   // All three reach the same file.
   const std::string name = unique("forms");
@@ -317,24 +319,25 @@ TEST(SqliteSchema, EightProcessesMigrateAVersion1FileAtOnce) {
   EXPECT_EQ(r.error().code(), Errc::not_acquired);
 }
 
-// Seed 001's unique-index lock is in the tables: a second holder row for a
+// The unique-index lock is in the tables: a second holder row for a
 // taken (name, slot) is refused by SQLite itself, whatever a scheduler
 // decided.
 TEST(SqliteSchema, UniqueNameSlotRefusesASecondHolder) {
   const std::string path = dir().file("unique.db");
   auto c = Client::open("sqlite://" + path);
   ASSERT_TRUE(c.ok());
-  ASSERT_TRUE(c->try_acquire("seed001", opts(60s)).ok());
-  const std::string dup = sql(
-      path,
-      "INSERT INTO baton_holders (name, slot, token, fencing, ttl_ms, "
-      "granted_us, expires_us, holds, label, rkey, aliases) SELECT name, "
-      "slot, X'00', fencing + 1, ttl_ms, granted_us, expires_us, 1, label, "
-      "rkey, aliases FROM baton_holders WHERE name = CAST('seed001' AS BLOB)");
+  ASSERT_TRUE(c->try_acquire("unique-slot", opts(60s)).ok());
+  const std::string dup =
+      sql(path,
+          "INSERT INTO baton_holders (name, slot, token, fencing, ttl_ms, "
+          "granted_us, expires_us, holds, label, rkey, aliases) SELECT name, "
+          "slot, X'00', fencing + 1, ttl_ms, granted_us, expires_us, 1, label, "
+          "rkey, aliases FROM baton_holders WHERE name = CAST('unique-slot' AS "
+          "BLOB)");
   EXPECT_NE(dup.find("UNIQUE constraint failed"), std::string::npos) << dup;
   EXPECT_EQ(sql(path,
                 "SELECT COUNT(*) FROM baton_holders WHERE name = "
-                "CAST('seed001' AS BLOB)"),
+                "CAST('unique-slot' AS BLOB)"),
             "1");
 }
 
@@ -463,7 +466,7 @@ TEST(SqliteProcesses, DeadWaiterLeavesTheQueue) {
 // With the fallback re-check at 10 s, a waiter in another process still gets
 // the lock at once after a release: the inotify bell woke it.
 TEST(SqliteWake, ReleaseWakesAWaiterInAnotherProcess) {
-  const std::string url = dir().url("bell.db") + "?recheck_max=10s";
+  const std::string url = dir().url("bell.db") + "?recheck_interval=10s";
   const std::string name = unique("bell");
   auto c = Client::open(url);
   ASSERT_TRUE(c.ok());

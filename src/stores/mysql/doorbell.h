@@ -1,5 +1,5 @@
-// stores/mysql/doorbell.h — the GET_LOCK doorbells of mysql:// (issue 15's
-// push wake-up; the argument is in docs/stores/mysql.md, "Waking waiters").
+// stores/mysql/doorbell.h — the GET_LOCK doorbells of mysql:// (its push
+// wake-up; the argument is in docs/stores/mysql.md, "Waking waiters").
 //
 // Every acquire that can take one holds a MariaDB user lock, its doorbell,
 // named for (server database, table prefix, lock name, owner token), on a

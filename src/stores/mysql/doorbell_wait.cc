@@ -2,6 +2,7 @@
 // one per request, keeping it with the lease, letting it go, and waiting in
 // GET_LOCK on another's (see stores/mysql/doorbell.h).
 #include <cstdio>
+#include <vector>
 
 #include "stores/mysql/store_impl.h"
 
@@ -43,7 +44,7 @@ bool doorbell_local(const std::string& name) {
 }
 
 Doorbell MysqlStore::new_doorbell(const std::string& name,
-                                  const std::string& token) {
+                                  const std::string& token, SteadyTime d) {
   Doorbell bell;
   if (!o_.doorbell) return bell;
   {
@@ -57,7 +58,7 @@ Doorbell MysqlStore::new_doorbell(const std::string& name,
     return bell;
   }
   bell.slots = &slots_;
-  auto c = pool_.get(request_deadline());
+  auto c = pool_.get(d);
   if (!c.ok()) return bell;  // the pass will say what is wrong
   bell.conn = std::move(*c);
   bell.name = my::doorbell_name(where_, o_.prefix, name, token);
@@ -65,9 +66,10 @@ Doorbell MysqlStore::new_doorbell(const std::string& name,
 }
 
 void MysqlStore::settle(Doorbell bell, bool granted, const std::string& name,
-                        const std::string& token, milliseconds ttl) {
+                        const std::string& token, milliseconds ttl,
+                        SteadyTime deadline) {
   if (!granted || !bell.held() || !bell.usable()) {
-    let_go(std::move(bell));
+    let_go(std::move(bell), deadline);
     return;
   }
   Doorbell old;
@@ -76,9 +78,9 @@ void MysqlStore::settle(Doorbell bell, bool granted, const std::string& name,
     Kept& k = kept_[key_of(name, token)];
     old = std::move(k.bell);
     k.bell = std::move(bell);
-    k.until = Clock::now() + ttl + milliseconds{50};
+    k.until = my::Clock::now() + ttl + milliseconds{50};
   }
-  let_go(std::move(old));
+  let_go(std::move(old), deadline);
 }
 
 Doorbell MysqlStore::held_doorbell(const std::string& name,
@@ -95,15 +97,16 @@ void MysqlStore::touch_doorbell(const std::string& name,
                                 const std::string& token, milliseconds ttl) {
   std::lock_guard<std::mutex> lk(kept_mu_);
   auto it = kept_.find(key_of(name, token));
-  if (it != kept_.end())
-    it->second.until = Clock::now() + ttl + milliseconds{50};
+  if (it != kept_.end()) {
+    it->second.until = my::Clock::now() + ttl + milliseconds{50};
+  }
 }
 
-void MysqlStore::sweep_doorbells() {
+void MysqlStore::sweep_doorbells(SteadyTime deadline) {
   std::vector<Doorbell> due;
   {
     std::lock_guard<std::mutex> lk(kept_mu_);
-    const TimePoint now = Clock::now();
+    const SteadyTime now = my::Clock::now();
     for (auto it = kept_.begin(); it != kept_.end();) {
       if (it->second.until <= now) {
         due.push_back(std::move(it->second.bell));
@@ -113,45 +116,34 @@ void MysqlStore::sweep_doorbells() {
       }
     }
   }
-  for (auto& b : due) let_go(std::move(b));
+  for (auto& b : due) let_go(std::move(b), deadline);
 }
 
-void MysqlStore::let_go(Doorbell bell) {
+void MysqlStore::let_go(Doorbell bell, SteadyTime deadline) {
   if (!bell.usable()) return;
   if (bell.tried) {
-    auto r = bell.conn->query("DO RELEASE_ALL_LOCKS()", request_deadline());
+    auto r = bell.conn->query("DO RELEASE_ALL_LOCKS()", deadline);
     if (!r.ok()) return;  // broken: closed, and the server lets go
   }
   pool_.put(std::move(bell.conn));
 }
 
-int MysqlStore::ring_wait(Doorbell& bell, const std::string& target,
-                          TimePoint until) {
-  until = cap_to_call_deadline(until);
+int MysqlStore::ring_wait(my::Conn& conn, const std::string& target,
+                          SteadyTime until, SteadyTime deadline) {
+  until = std::min(until, deadline);
   const long long us = std::max<long long>(
       0, std::chrono::duration_cast<std::chrono::microseconds>(until -
-                                                               Clock::now())
+                                                               my::Clock::now())
              .count());
   char secs[40];
   std::snprintf(secs, sizeof secs, "%lld.%06lld", us / 1000000, us % 1000000);
   // The server's timeout ends the wait; the client's deadline, a little
   // later, only bounds a server that does not answer (rule 7).
-  const TimePoint deadline = cap_to_call_deadline(until + milliseconds{500});
-  auto r = bell.conn->query("SELECT GET_LOCK('" + target + "', " + secs +
-                                ");DO RELEASE_LOCK('" + target + "')",
-                            deadline);
-  if (!r.ok()) {
-    bell.check();
-    return -1;
-  }
+  auto r = conn.query("SELECT GET_LOCK('" + target + "', " + secs +
+                          ");DO RELEASE_LOCK('" + target + "')",
+                      std::min(deadline, until + milliseconds{500}));
+  if (!r.ok()) return -1;
   return (*r)[0].at(0, 0) == "1" ? 1 : 0;
-}
-
-milliseconds MysqlStore::long_recheck() const {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const long long hi = std::max<long long>(2, o_.recheck_max.count());
-  std::uniform_int_distribution<long long> d(hi / 2, hi);
-  return milliseconds{d(rng)};
 }
 
 }  // namespace baton::store::my_impl

@@ -35,14 +35,14 @@ bool MysqlStore::fast_path_for(const AcquireSpec& spec) const {
          spec.capacity == 1 && !spec.shared && spec.reentrancy_key.empty();
 }
 
-std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
+std::optional<Grant> MysqlStore::fast_acquire(SteadyTime d,
+                                              const AcquireSpec& spec,
                                               const std::string& token,
                                               Doorbell* bell) {
-  const TimePoint deadline = request_deadline();
   const bool take = bell != nullptr && bell->usable() && !bell->tried;
   std::unique_ptr<my::Conn> owned;
   if (!take) {
-    auto c = pool_.get(deadline);
+    auto c = pool_.get(d);
     if (!c.ok()) return std::nullopt;  // the full pass says what is wrong
     owned = std::move(*c);
   }
@@ -64,7 +64,7 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
       now + ")" +
       (take ? " AND GET_LOCK('" + bell->name + "', 0) = 1" : std::string()) +
       ";SELECT @baton_f, @baton_n";
-  auto r = conn.query(sql, deadline);
+  auto r = conn.query(sql, d);
   const bool granted = r.ok() && changed(*r, 1);
   if (take) {
     // Granted: the doorbell is held. Else the first full pass takes it
@@ -91,7 +91,8 @@ std::optional<Grant> MysqlStore::fast_acquire(const AcquireSpec& spec,
   return tx.to_grant(h, 1, h.granted_us);
 }
 
-std::optional<Grant> MysqlStore::fast_extend(const std::string& name,
+std::optional<Grant> MysqlStore::fast_extend(const CallContext& ctx,
+                                             const std::string& name,
                                              const std::string& token,
                                              milliseconds ttl) {
   if (!o_.fast_path || o_.serialize == my::Serialize::center) {
@@ -100,12 +101,12 @@ std::optional<Grant> MysqlStore::fast_extend(const std::string& name,
   const std::string t = std::to_string(ttl.count());
   const std::string now = kNow;
   auto r = simple_query(
-      "UPDATE " + o_.prefix +
-      "locks SET h_fencing = (@baton_f := h_fencing), h_ttl_ms = " + t +
-      ", h_expires_us = (@baton_n := " + now + ") + " + t +
-      " * 1000 WHERE name = " + my::hex_literal(name) +
-      " AND h_token = " + my::hex_literal(token) + " AND h_expires_us > " +
-      now + ";SELECT @baton_f, @baton_n");
+      ctx, "UPDATE " + o_.prefix +
+               "locks SET h_fencing = (@baton_f := h_fencing), h_ttl_ms = " +
+               t + ", h_expires_us = (@baton_n := " + now + ") + " + t +
+               " * 1000 WHERE name = " + my::hex_literal(name) +
+               " AND h_token = " + my::hex_literal(token) +
+               " AND h_expires_us > " + now + ";SELECT @baton_f, @baton_n");
   if (!r.ok() || !changed(*r, 1)) return std::nullopt;
   const my::ResultSet& last = r->back();
   sqlstep::Holder h;
@@ -118,17 +119,17 @@ std::optional<Grant> MysqlStore::fast_extend(const std::string& name,
   return tx.to_grant(h, 1, last.num(0, 1));
 }
 
-std::optional<ReleaseResult> MysqlStore::fast_release(const std::string& name,
+std::optional<ReleaseResult> MysqlStore::fast_release(SteadyTime d,
+                                                      const std::string& name,
                                                       const std::string& token,
                                                       Doorbell& bell) {
   if (!o_.fast_path || o_.serialize == my::Serialize::center) {
     return std::nullopt;
   }
-  const TimePoint deadline = request_deadline();
   const bool own_bell = bell.usable();
   std::unique_ptr<my::Conn> owned;
   if (!own_bell) {
-    auto c = pool_.get(deadline);
+    auto c = pool_.get(d);
     if (!c.ok()) return std::nullopt;
     owned = std::move(*c);
   }
@@ -144,7 +145,7 @@ std::optional<ReleaseResult> MysqlStore::fast_release(const std::string& name,
       " AND h_token = " + my::hex_literal(token) +
       " AND others = 0 AND h_expires_us > " + kNow +
       (ring_off ? " AND RELEASE_ALL_LOCKS() >= 0" : "");
-  auto r = conn.query(sql, deadline);
+  auto r = conn.query(sql, d);
   if (owned) {
     pool_.put(std::move(owned));
   } else {

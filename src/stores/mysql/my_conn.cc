@@ -34,7 +34,13 @@ std::int64_t ResultSet::num(std::size_t r, std::size_t c) const {
 
 Conn::~Conn() { close(); }
 
+void Conn::abort() {
+  const int fd = fd_.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
 void Conn::close() {
+  fd_.store(-1);
   if (mysql_ == nullptr) return;
   if (broken_) {
     // Whatever is in flight is abandoned: no COM_QUIT exchange that could
@@ -44,10 +50,6 @@ void Conn::close() {
   }
   mysql_close(mysql_);
   mysql_ = nullptr;
-}
-
-unsigned long Conn::thread_id() const {
-  return mysql_ == nullptr ? 0 : mysql_thread_id(mysql_);
 }
 
 int Conn::wait(int status, TimePoint deadline) {
@@ -104,7 +106,6 @@ Status Conn::connect(const ConnParams& p, const std::string& where,
   close();
   where_ = where;
   broken_ = false;
-  created_ = Clock::now();
   mysql_ = mysql_init(nullptr);
   if (mysql_ == nullptr) return Error(Errc::internal, "mysql_init failed");
   mysql_options(mysql_, MYSQL_OPT_NONBLOCK, nullptr);
@@ -139,6 +140,7 @@ Status Conn::connect(const ConnParams& p, const std::string& where,
     }
     return e;
   }
+  fd_.store(static_cast<int>(mysql_get_socket(mysql_)));
   DbError db;
   auto r = query(
       "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
@@ -153,6 +155,15 @@ Result<std::vector<ResultSet>> Conn::query(std::string_view sql,
                                            TimePoint deadline,
                                            DbError* db_error) {
   if (broken()) return Error(Errc::unavailable, "mysql connection is closed");
+  // Nothing is sent once the caller's deadline has passed: the server
+  // would run the statement for nobody (rule 7). The connection breaks as
+  // on any timeout: it may be inside a transaction that must not survive.
+  if (Clock::now() >= deadline) {
+    broken_ = true;
+    return Error(Errc::timeout, "mysql " + where_ +
+                                    ": the call's deadline passed before the "
+                                    "query was sent");
+  }
   int err = 0;
   int status = mysql_real_query_start(&err, mysql_, sql.data(),
                                       static_cast<unsigned long>(sql.size()));

@@ -8,13 +8,14 @@
 // time is closed and never reused (a late reply must not be read as the
 // answer to a later query).
 //
-// Thread safety: a Conn is used by one thread at a time; Pool is safe for
-// concurrent use.
+// Thread safety: a Conn is used by one thread at a time (abort() aside);
+// Pool is safe for concurrent use.
 #ifndef BATON_STORES_MYSQL_MY_CONN_H_
 #define BATON_STORES_MYSQL_MY_CONN_H_
 
 #include <mysql.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -71,13 +72,16 @@ class Conn {
   // Runs `sql` (one or more ';'-separated statements) and returns every
   // result set. A server error of a statement is returned in *db_error
   // (when given) with Errc::internal; transport failures and the deadline
-  // are unavailable / timeout and break the connection.
+  // are unavailable / timeout and break the connection (a deadline that
+  // has passed already sends nothing).
   Result<std::vector<ResultSet>> query(std::string_view sql, TimePoint deadline,
                                        DbError* db_error = nullptr);
 
   bool broken() const { return mysql_ == nullptr || broken_; }
-  unsigned long thread_id() const;
-  TimePoint created() const { return created_; }
+  // Ends a round trip in progress on another thread (it fails, and the
+  // connection breaks): shuts the socket down. Safe to call from any
+  // thread while the connection is open.
+  void abort();
 
  private:
   // Waits for the socket as `status` asks, until `deadline`; returns the
@@ -87,9 +91,9 @@ class Conn {
   void close();
 
   MYSQL* mysql_ = nullptr;
+  std::atomic<int> fd_{-1};  // the socket while connected, for abort()
   bool broken_ = false;
   std::string where_;
-  TimePoint created_{};
 };
 
 class Pool {

@@ -1,150 +1,34 @@
 // stores/mysql/mysql_store.cc — Store on MySQL/MariaDB: one InnoDB
-// transaction per operation under seed 003's serialization rows; waiting by
-// re-checks paced by the place in line (the class is in store_impl.h).
+// transaction per operation under the serialization rows (the class is in
+// store_impl.h; its requests in request.cc).
+#include "core/validate.h"
 #include "stores/mysql/store_impl.h"
 
 namespace baton::store::my_impl {
 
-std::shared_ptr<Bell> bell_for(const std::string& key) {
+std::shared_ptr<sqlstep::LocalBell> bell_for(const std::string& key) {
   static std::mutex mu;
-  static auto* bells = new std::map<std::string, std::weak_ptr<Bell>>();
+  static auto* bells =
+      new std::map<std::string, std::weak_ptr<sqlstep::LocalBell>>();
   std::lock_guard<std::mutex> lk(mu);
   auto& w = (*bells)[key];
   auto b = w.lock();
   if (!b) {
-    b = std::make_shared<Bell>();
+    b = std::make_shared<sqlstep::LocalBell>();
     w = b;
   }
   return b;
 }
 
-Result<Grant> MysqlStore::acquire(const AcquireSpec& spec, milliseconds wait) {
-  if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
-  const std::string token = spec.token.to_string();
-  sweep_doorbells();
-  Doorbell bell = new_doorbell(spec.name, token);
-  Result<Grant> out = Error(Errc::internal, "not run");
-  std::optional<Grant> fast;
-  if (fast_path_for(spec) && !busy_.busy(spec.name)) {
-    fast = fast_acquire(spec, token, &bell);
-  }
-  if (fast) {
-    out = std::move(*fast);
-  } else if (wait <= milliseconds::zero()) {
-    std::int64_t arrival = 0;
-    auto r = pass(spec, token, Mode::try_, 0, &arrival, &bell);
-    out =
-        r.ok() ? Result<Grant>(*r->grant) : Result<Grant>(std::move(r).error());
-  } else {
-    out = wait_for(spec, token, wait, bell);
-  }
-  settle(std::move(bell), out.ok(), spec.name, token, spec.ttl);
-  return out;
-}
-
-Result<Grant> MysqlStore::wait_for(const AcquireSpec& spec,
-                                   const std::string& token, milliseconds wait,
-                                   Doorbell& bell) {
-  const TimePoint end = end_of(wait);
-  std::int64_t arrival = 0;
-  std::uint64_t seen = generation();
-  auto r = pass(spec, token, Mode::wait, ms_left(end), &arrival, &bell);
-  int round = 0;
-  int place = r.ok() ? r->position : 0;
-  std::optional<my::BellTarget> target = r.ok() ? r->target : std::nullopt;
-  // A first pass that failed before its doorbell was taken: no doorbell.
-  if (bell.conn && !bell.tried) let_go(std::move(bell));
-  // A target whose doorbell was found free although it is still there (it
-  // has none: no slot, acquire_some/all, a reentrant alias, or its
-  // connection died): waiting on it again would not block.
-  std::string silent;
-  for (;;) {
-    if (r.ok() && r->grant) return *r->grant;
-    if (!r.ok() && r.error().code() != Errc::unavailable) {
-      return std::move(r).error();
-    }
-    if (Clock::now() >= end || call_deadline_passed()) break;
-    std::string waited_on, target_bell;
-    bool rang = false;
-    if (place > 0 && target && bell.held() && bell.usable() &&
-        target->token != silent) {
-      target_bell =
-          my::doorbell_name(where_, o_.prefix, spec.name, target->token);
-      // A target in this process: its release or withdrawal rings the
-      // Bell as soon, without a round trip; the timers below apply.
-      if (doorbell_local(target_bell)) target_bell.clear();
-    }
-    if (!target_bell.empty()) {
-      // Push: block on the doorbell of the entry this request waits for,
-      // at most until that entry is due, the heartbeat needs a pass, or
-      // the fallback re-check (long when that entry's release is the one
-      // event that can grant this request).
-      const TimePoint now = Clock::now();
-      const milliseconds window =
-          target->exact ? long_recheck() : place_recheck(place);
-      const TimePoint until =
-          std::min({end, now + window, now + o_.waiter_timeout / 4,
-                    now + std::chrono::microseconds{target->due_in_us} +
-                        milliseconds{1}});
-      waited_on = target->token;
-      rang = ring_wait(bell, target_bell, until) == 1;
-    } else {
-      // The releaser's transaction grants the head of the queue, so a
-      // waiter looks again after about 1-2 ms per place in line (it moves
-      // up one place per handoff), at most recheck_max.
-      const milliseconds delay =
-          place > 0 ? place_recheck(place) : recheck(round++);
-      // Only the first two in line answer the bell (no herd of re-checks
-      // after every release); the rest keep their timers.
-      const TimePoint until =
-          cap_to_call_deadline(std::min(end, Clock::now() + delay));
-      if (place == 0 || place <= 2) {
-        nap(until, seen);
-      } else {
-        std::this_thread::sleep_until(until);
-      }
-    }
-    if (Clock::now() >= end) break;
-    // A non-locking look first: granted meanwhile, or nothing to do.
-    seen = generation();
-    auto light = peek(spec.name, token, arrival);
-    if (light.ok() && light->grant) return *light->grant;
-    if (light.ok() && light->position > 0) {
-      place = light->position;
-      target = light->target;
-    } else {
-      r = pass(spec, token, Mode::wait, ms_left(end), &arrival);
-      place = r.ok() ? r->position : 0;
-      target = r.ok() ? r->target : std::nullopt;
-    }
-    if (rang && target && target->token == waited_on) silent = waited_on;
-  }
-  Result<Pass> last = Error(Errc::internal, "not run");
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    if (attempt > 0) jitter_sleep(attempt * 4);
-    last = pass(spec, token, Mode::withdraw, 0, &arrival);
-    if (last.ok() || last.error().code() != Errc::unavailable) break;
-  }
-  ring();
-  if (last.ok() && last->grant) return *last->grant;
-  if (!last.ok() && last.error().code() != Errc::timeout) {
-    return std::move(last).error();
-  }
-  return Error(Errc::timeout, "lock " + core::quote_name(spec.name) +
-                                  " was not granted within " +
-                                  std::to_string(wait.count()) + "ms");
-}
-
 Result<Grant> MysqlStore::extend(std::string_view name_v,
-                                 const OwnerToken& token, milliseconds ttl) {
-  if (Status st = core::validate_name(name_v); !st.ok()) return st.error();
-  if (Status st = core::validate_ttl(ttl); !st.ok()) return st.error();
+                                 const OwnerToken& token, milliseconds ttl,
+                                 const CallContext& ctx) {
   const std::string name(name_v), t = token.to_string();
   Result<Grant> g = Error(Errc::internal, "not run");
-  if (auto fast = fast_extend(name, t, ttl)) {
+  if (auto fast = fast_extend(ctx, name, t, ttl)) {
     g = std::move(*fast);
   } else {
-    g = transact<Grant>({name}, [&](Tx& tx) -> Result<Grant> {
+    g = transact<Grant>(ctx, {name}, [&](Tx& tx) -> Result<Grant> {
       return sqlstep::extend_step(tx, name, t, ttl.count());
     });
   }
@@ -153,39 +37,37 @@ Result<Grant> MysqlStore::extend(std::string_view name_v,
 }
 
 Result<ReleaseResult> MysqlStore::release(std::string_view name_v,
-                                          const OwnerToken& token) {
-  if (Status st = core::validate_name(name_v); !st.ok()) return st.error();
+                                          const OwnerToken& token,
+                                          const CallContext& ctx) {
   const std::string name(name_v), t = token.to_string();
   // The lease's doorbell is let go in the round trip of the COMMIT, after
   // it: a successor woken by it reads the grant.
+  const SteadyTime d = deadline(ctx);
   Doorbell bell = held_doorbell(name, t);
   // Not on a name this store's acquires found busy (BusyNames): the
   // release would find a waiter. (A failed fast release marks nothing: the
   // first lease on a name is a holders row, released the long way.)
   if (!busy_.busy(name)) {
-    if (auto fast = fast_release(name, t, bell)) {
+    if (auto fast = fast_release(d, name, t, bell)) {
       ring();
-      let_go(std::move(bell));
+      let_go(std::move(bell), d);
       return *fast;
     }
   }
   auto res = transact<ReleaseResult>(
-      {name},
+      ctx, {name},
       [&](Tx& tx) -> Result<ReleaseResult> {
         return sqlstep::release_step(tx, name, t);
       },
       &bell, BellOp::let_go);
   ring();
-  let_go(std::move(bell));
+  let_go(std::move(bell), d);
   return res;
 }
 
 Result<std::vector<LockInfo>> MysqlStore::list(std::string_view prefix,
-                                               std::size_t limit) {
-  if (prefix.find('\0') != std::string_view::npos) {
-    return Error(Errc::invalid_argument, "name prefix contains a NUL byte");
-  }
-  if (limit == 0) return std::vector<LockInfo>{};
+                                               std::size_t limit,
+                                               const CallContext& ctx) {
   const std::size_t capped = std::min<std::size_t>(limit, 100'000);
   const std::string p = my::hex_literal(prefix);
   const std::string len = std::to_string(prefix.size());
@@ -200,39 +82,33 @@ Result<std::vector<LockInfo>> MysqlStore::list(std::string_view prefix,
       ") UNION SELECT name FROM " + o_.prefix + "locks WHERE LEFT(name, " +
       len + ") = " + p + " AND h_token <> '' AND h_expires_us > " + now +
       " ORDER BY name LIMIT " + std::to_string(capped);
-  auto rs = simple_query(sql);
+  auto rs = simple_query(ctx, sql);
   if (!rs.ok()) return std::move(rs).error();
   std::vector<std::string> names;
   for (std::size_t i = 0; i < rs->front().rows.size(); ++i) {
     names.push_back(rs->front().at(i, 0));
   }
-  if (names.empty()) return std::vector<LockInfo>{};
-  auto r = infos(names);
-  if (!r.ok()) return std::move(r).error();
-  // Only those still in use.
-  std::vector<LockInfo> out;
-  for (auto& i : *r) {
-    if (!i.holders.empty() || !i.waiters.empty()) out.push_back(std::move(i));
-  }
-  return out;
+  return in_use(ctx, names);
 }
 
-Result<Pass> MysqlStore::pass(const AcquireSpec& spec, const std::string& token,
-                              Mode mode, long long wait_ms,
-                              std::int64_t* arrival, Doorbell* bell) {
+Result<sqlstep::AcquireOutcome> MysqlStore::pass(
+    const CallContext& ctx, const AcquireSpec& spec, const std::string& token,
+    Mode mode, long long wait_ms, std::int64_t* arrival, Doorbell* bell,
+    std::optional<my::BellTarget>* target) {
   const std::int64_t hb_us = o_.waiter_timeout.count() * 1000;
   const bool take = bell != nullptr && !bell->tried;
-  auto out = transact<Pass>(
-      {spec.name},
-      [&](Tx& tx) -> Result<Pass> {
+  auto out = transact<sqlstep::AcquireOutcome>(
+      ctx, {spec.name},
+      [&](Tx& tx) -> Result<sqlstep::AcquireOutcome> {
         auto r = sqlstep::acquire_step(tx, spec, token, mode, wait_ms, hb_us,
                                        arrival);
-        if (!r.ok()) return std::move(r).error();
-        Pass p{std::move(r->grant), r->position, std::nullopt};
-        if (p.position > 0) {
-          p.target = my::bell_target(tx.at(spec.name), token, tx.now());
+        if (!r.ok()) return r;
+        *target = std::nullopt;
+        if (r->position > 0) {
+          *target = my::bell_target(tx.at(spec.name), token, tx.now());
         }
-        return p;
+        r->mine = nullptr;  // into the transaction's rows
+        return r;
       },
       take ? bell : nullptr, take ? BellOp::take : BellOp::none);
   // Not granted at once: the name is busy; its next calls skip the fast
@@ -244,36 +120,91 @@ Result<Pass> MysqlStore::pass(const AcquireSpec& spec, const std::string& token,
   return out;
 }
 
-Result<Pass> MysqlStore::peek(const std::string& name, const std::string& token,
-                              std::int64_t arrival) {
-  auto r = simple_query(my::load_sql(o_.prefix, {name}, false));
+Result<sqlstep::AcquireOutcome> MysqlStore::peek(
+    const CallContext& ctx, const std::string& name, const std::string& token,
+    std::int64_t arrival, std::optional<my::BellTarget>* target) {
+  auto r = simple_query(ctx, my::load_sql(o_.prefix, {name}, false));
   if (!r.ok()) return std::move(r).error();
   std::int64_t now = 0;
   auto st = my::parse_state(*r, 0, {name}, &now);
-  NameState& s = st[name];
-  for (const auto& h : s.holders) {
-    if (h.has(token) && h.expires_us > now) {
-      Tx tx(o_.prefix, sqlstep::Dialect::mysql, {}, now);
-      return Pass{tx.to_grant(h, s.capacity, arrival), 0, std::nullopt};
-    }
-  }
-  Pass p{std::nullopt,
-         sqlstep::quiet_position(s, s.request_of(token), now,
-                                 o_.waiter_timeout.count() * 1000),
-         std::nullopt};
-  if (p.position > 0) p.target = my::bell_target(s, token, now);
-  return p;
+  const my::NameState& s = st[name];
+  const Tx tx(o_.prefix, sqlstep::Dialect::mysql, {}, now);
+  auto out = sqlstep::quiet_look(tx, s, token, o_.waiter_timeout.count() * 1000,
+                                 arrival);
+  *target = std::nullopt;
+  if (out.position > 0) *target = my::bell_target(s, token, now);
+  out.mine = nullptr;
+  return out;
 }
 
 Result<std::vector<LockInfo>> MysqlStore::infos(
-    const std::vector<std::string>& names) {
-  auto r = simple_query(my::load_sql(o_.prefix, names, false));
+    const CallContext& ctx, const std::vector<std::string>& names) {
+  auto r = simple_query(ctx, my::load_sql(o_.prefix, names, false));
   if (!r.ok()) return std::move(r).error();
   std::int64_t now = 0;
   auto st = my::parse_state(*r, 0, names, &now);
   std::vector<LockInfo> out;
   for (const auto& n : names) out.push_back(sqlstep::lock_info(n, st[n], now));
   return out;
+}
+
+Result<std::int64_t> MysqlStore::counter(const CallContext& ctx,
+                                         sqlstep::CounterOp op,
+                                         std::string_view name,
+                                         std::int64_t n) {
+  const std::string t = o_.prefix + "counters";
+  const std::string k = my::hex_literal(name);
+  std::string sql;
+  if (op == sqlstep::CounterOp::get) {
+    sql = "SELECT value FROM " + t + " WHERE name = " + k;
+  } else if (op == sqlstep::CounterOp::add) {
+    // One statement: the row is created or changed atomically.
+    sql = "START TRANSACTION;INSERT INTO " + t + " (name, value) VALUES (" + k +
+          ", " + std::to_string(n) +
+          ") ON DUPLICATE KEY UPDATE value = value + VALUES(value);"
+          "SELECT value FROM " +
+          t + " WHERE name = " + k + ";COMMIT";
+  } else {
+    // The guarded decrement: never below zero.
+    sql = "START TRANSACTION;UPDATE " + t + " SET value = value - " +
+          std::to_string(n) + " WHERE name = " + k +
+          " AND value >= " + std::to_string(n) + ";SELECT value FROM " + t +
+          " WHERE name = " + k + ";COMMIT";
+  }
+  const SteadyTime d = deadline(ctx);
+  for (int attempt = 0;; ++attempt) {
+    auto c = pool_.get(d);
+    if (!c.ok()) return std::move(c).error();
+    my::DbError db;
+    auto r = (*c)->query(sql, d, &db);
+    if (!r.ok()) {
+      if (!(*c)->broken()) {
+        (void)(*c)->query("ROLLBACK", d);
+        pool_.put(std::move(*c));
+      }
+      if (my::retryable(db.code) && my::Clock::now() < d) {
+        retry_pause(attempt, d);
+        continue;
+      }
+      if (db.code == 1690 || db.code == 1264) {  // out of range
+        return Error(Errc::invalid_argument,
+                     "counter " + core::quote_name(name) + ": adding " +
+                         std::to_string(n) + " would overflow");
+      }
+      return std::move(r).error();
+    }
+    pool_.put(std::move(*c));
+    // get: one result; add/take: START, the change, SELECT, COMMIT.
+    const my::ResultSet& last = r->size() == 1 ? r->front() : (*r)[2];
+    const std::int64_t v = last.rows.empty() ? 0 : last.num(0, 0);
+    if (op == sqlstep::CounterOp::take && (*r)[1].affected == 0) {
+      return Error(Errc::not_acquired, "counter " + core::quote_name(name) +
+                                           " is " + std::to_string(v) +
+                                           "; cannot take " +
+                                           std::to_string(n));
+    }
+    return v;
+  }
 }
 
 }  // namespace baton::store::my_impl

@@ -2,30 +2,33 @@
 //
 //   mysql://user[:password]@host:port/db?prefix=baton_&serialize=segments
 //       &segments=100&request_timeout=5s&connect_timeout=5s
-//       &waiter_timeout=5s&recheck_max=50ms&max_idle=16
+//       &waiter_timeout=5s&recheck_interval=50ms&max_idle_connections=16
 //       &doorbell=on&max_doorbells=64&fast_path=on
 //       &password_file=/path&allow_non_durable=false
 //
-// Without a password in the URL it reads MYSQL_PWD or ?password_file=.
-// Passwords are never logged: messages name the server as host:port/db.
+// The options are the descriptor's (mysql_descriptor(); docs/stores/
+// mysql.md has the table). Without a password in the URL it reads
+// MYSQL_PWD or ?password_file=. Passwords are never logged: messages name
+// the server as host:port/db.
 //
-// Fast paths (schema version 3): an acquire of a plain capacity-1 lock that
-// nobody holds or waits for, and the extend and release of the lease it
-// made, are one autocommit UPDATE of the lock's locks row (its only holder
-// kept inline; `others` counts its holders and queue rows). Not with
-// serialize=center or fast_path=off. Everything else is the scheduling
-// transaction, which first moves an inline holder into holders:
-// Every other lock operation is one InnoDB transaction of two round trips:
-// START TRANSACTION, the serialization row(s) taken FOR UPDATE (seed 003:
-// one center row, crc32(name) % N segment rows, or one row per name), the
-// database time (UTC_TIMESTAMP(6)) and locking reads of the name's rows;
-// then the writes the scheduling step decided (in C++) and COMMIT. All
-// times are database times; the client's clock is never read for expiry.
+// Every lock operation is one InnoDB transaction of two round trips:
+// START TRANSACTION, the serialization row(s) taken FOR UPDATE (one center
+// row, crc32(name) % N segment rows, or one row per name), the database
+// time (UTC_TIMESTAMP(6)) and locking reads of the name's rows; then the
+// writes the scheduling step decided (in C++, stores/sqlstep) and COMMIT.
+// All times are database times; the client's clock is never read for
+// expiry. Fast paths (schema version 3): an acquire of a plain capacity-1
+// lock that nobody holds or waits for, and the extend and release of the
+// lease it made, are one autocommit UPDATE of the lock's locks row (its
+// only holder kept inline; `others` counts its holders and queue rows). Not
+// with serialize=center or fast_path=off; the scheduling transaction first
+// moves an inline holder into holders.
+//
 // Waking waiters (stores/mysql/doorbell.h): each request holds a GET_LOCK
 // doorbell on its own connection while it waits and holds; its successor
-// blocks in GET_LOCK on it, bounded by recheck_max and the predecessor's
-// expiry. Without a doorbell, waiters re-check after ~1-2 ms per place in
-// line (at most recheck_max) with a non-locking read first; a release in
+// blocks in GET_LOCK on it (its wait_change), bounded by its next look.
+// Without a doorbell a waiter looks again after ~1-2 ms per place in line
+// (at most recheck_interval), with a non-locking read first; a release in
 // this process rings the first two in line at once. See
 // docs/stores/mysql.md.
 //
@@ -34,13 +37,11 @@
 #define BATON_STORES_MYSQL_MYSQL_STORE_H_
 
 #include <chrono>
-#include <memory>
 #include <string>
 
 #include "baton/error.h"
-#include "core/url.h"
+#include "baton/store_descriptor.h"
 #include "stores/mysql/my_conn.h"
-#include "stores/store.h"
 
 namespace baton::store {
 
@@ -55,18 +56,13 @@ struct StoreOptions {
   milliseconds connect_timeout{5000};
   milliseconds request_timeout{5000};
   milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
-  milliseconds recheck_max{50};       // longest waiter re-check interval
+  milliseconds recheck{50};           // longest waiter re-check interval
   bool doorbell = true;               // GET_LOCK doorbells (push wake-up)
   bool fast_path = true;   // one-statement acquire/extend/release of a lock
                            // nobody else holds or waits for (not with center)
   int max_doorbells = 64;  // doorbell connections per store
   bool allow_non_durable = false;  // tests only
 };
-
-// The options and connection parameters a URL asks for (invalid_argument
-// naming an unknown or malformed setting).
-Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
-                                   std::string* where);
 
 // Creates or migrates the tables (idempotent, under GET_LOCK) and checks
 // that the server acknowledges only durable commits.
@@ -75,9 +71,9 @@ Status install_schema(Conn& conn, const StoreOptions& o, const ConnParams& p,
 inline constexpr int kSchemaVersion = 3;
 }  // namespace my
 
-// The factory behind mysql:// and mariadb://. Connects and installs the
-// schema; unavailable if the server cannot be reached.
-Result<std::unique_ptr<Store>> open_mysql_store(const core::Url& url);
+// mysql:// and mariadb://: its options, and an open function that connects
+// and installs the schema (unavailable if the server cannot be reached).
+const StoreDescriptor& mysql_descriptor();
 
 }  // namespace baton::store
 

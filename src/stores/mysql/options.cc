@@ -1,142 +1,63 @@
-// stores/mysql/options.cc — mysql:// URL settings.
-#include <cctype>
-#include <charconv>
+// stores/mysql/options.cc — mysql://'s descriptor: its URL, its options
+// (checked by the shared parser, baton/store_descriptor.h) and the open
+// function that reads them.
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
-#include "core/duration.h"
-#include "stores/mysql/mysql_store.h"
+#include "stores/mysql/store_impl.h"
 
-namespace baton::store::my {
+namespace baton::store {
 namespace {
 
-std::string canonical(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '_' || c == '-') continue;
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
-Error bad(const core::Url& url, const std::string& why) {
+Error bad(const StoreUrl& url, const std::string& why) {
   return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe() + "\": " + why);
+               "store URL \"" + url.safe + "\": " + why);
 }
 
-bool valid_identifier(std::string_view s, std::size_t max) {
-  if (s.empty() || s.size() > max) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
-                                   std::string* where) {
-  StoreOptions o;
-  if (url.hosts.size() != 1) {
-    return bad(url, url.hosts.empty() ? "mysql:// needs a host"
-                                      : "mysql:// takes exactly one host");
-  }
+// The store's settings from the URL; invalid_argument naming the setting.
+Result<my::StoreOptions> read_options(const StoreUrl& url,
+                                      my::ConnParams* params) {
+  if (url.hosts.size() != 1) return bad(url, "mysql:// takes exactly one host");
   params->host = url.hosts[0].host;
-  params->port = url.hosts[0].port == 0 ? 3306 : url.hosts[0].port;
+  params->port = url.hosts[0].port;
   if (!url.user.empty()) params->user = url.user;
   params->password = url.password;
   if (!url.path.empty()) params->db = url.path;
-  if (!valid_identifier(params->db, 64)) {
+  if (!sqlstep::valid_identifier(params->db, 64)) {
     return bad(url, "database \"" + params->db +
                         "\" must match [a-z0-9_]+ (at most 64 bytes)");
   }
-  std::string password_file;
-  for (const auto& [key, value] : url.query) {
-    const std::string k = canonical(key);
-    auto duration = [&](milliseconds* out) -> Status {
-      auto d = core::parse_duration(value);
-      if (!d.ok()) return bad(url, key + ": " + d.error().message());
-      if (d->count() <= 0) return bad(url, key + " must be positive");
-      *out = *d;
-      return {};
-    };
-    auto count = [&](int* out, int lo, int hi) -> Status {
-      int v = 0;
-      auto [p, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || p != value.data() + value.size() || v < lo ||
-          v > hi) {
-        return bad(url, key + " \"" + value + "\" is not a count in " +
-                            std::to_string(lo) + ".." + std::to_string(hi));
-      }
-      *out = v;
-      return {};
-    };
-    Status st;
-    if (k == "prefix") {
-      if (!valid_identifier(value, 32)) {
-        return bad(url, "prefix \"" + value +
-                            "\" must match [a-z0-9_]+ (at most 32 bytes)");
-      }
-      o.prefix = value;
-    } else if (k == "serialize") {
-      if (value == "center") {
-        o.serialize = Serialize::center;
-      } else if (value == "segments") {
-        o.serialize = Serialize::segments;
-      } else if (value == "name") {
-        o.serialize = Serialize::name;
-      } else {
-        return bad(url,
-                   "serialize must be \"center\", \"segments\" or "
-                   "\"name\", not \"" +
-                       value + "\"");
-      }
-    } else if (k == "segments") {
-      st = count(&o.segments, 1, 100000);
-    } else if (k == "maxidle" || k == "maxidleconnections") {
-      st = count(&o.max_idle, 0, 10000);
-    } else if (k == "connecttimeout") {
-      st = duration(&o.connect_timeout);
-    } else if (k == "requesttimeout") {
-      st = duration(&o.request_timeout);
-    } else if (k == "waitertimeout") {
-      st = duration(&o.waiter_timeout);
-    } else if (k == "recheckmax") {
-      st = duration(&o.recheck_max);
-    } else if (k == "doorbell") {
-      if (value != "on" && value != "off") {
-        return bad(url, "doorbell must be on or off, not \"" + value + "\"");
-      }
-      o.doorbell = value == "on";
-    } else if (k == "fastpath") {
-      if (value != "on" && value != "off") {
-        return bad(url, "fast_path must be on or off, not \"" + value + "\"");
-      }
-      o.fast_path = value == "on";
-    } else if (k == "maxdoorbells") {
-      st = count(&o.max_doorbells, 0, 10000);
-    } else if (k == "passwordfile") {
-      password_file = value;
-    } else if (k == "socket") {
-      params->unix_socket = value;
-    } else if (k == "allownondurable") {
-      if (value != "true" && value != "false") {
-        return bad(url, "allow_non_durable must be true or false");
-      }
-      o.allow_non_durable = value == "true";
-    } else {
-      return bad(url, "unknown setting \"" + key + "\"");
-    }
-    if (!st.ok()) return st.error();
+  const OptionValues& v = url.options;
+  my::StoreOptions o;
+  o.prefix = v.text("prefix");
+  if (!sqlstep::valid_identifier(o.prefix, 32)) {
+    return bad(url, "prefix \"" + o.prefix +
+                        "\" must match [a-z0-9_]+ (at most 32 bytes)");
   }
-  if (params->password.empty() && !password_file.empty()) {
-    std::ifstream in(password_file);
-    if (!in)
-      return bad(url, "cannot read password_file \"" + password_file + "\"");
+  const std::string& serialize = v.text("serialize");
+  o.serialize = serialize == "center" ? my::Serialize::center
+                : serialize == "name" ? my::Serialize::name
+                                      : my::Serialize::segments;
+  for (const char* key :
+       {"segments", "max_idle_connections", "max_doorbells"}) {
+    if (v.count(key) > sqlstep::kMaxCount) {
+      return bad(url, std::string(key) + " must be at most " +
+                          std::to_string(sqlstep::kMaxCount));
+    }
+  }
+  o.segments = static_cast<int>(v.count("segments"));
+  o.max_idle = static_cast<int>(v.count("max_idle_connections"));
+  o.max_doorbells = static_cast<int>(v.count("max_doorbells"));
+  o.connect_timeout = v.duration("connect_timeout");
+  o.request_timeout = v.duration("request_timeout");
+  o.waiter_timeout = v.duration("waiter_timeout");
+  o.recheck = v.duration("recheck_interval");
+  o.doorbell = v.flag("doorbell");
+  o.fast_path = v.flag("fast_path");
+  o.allow_non_durable = v.flag("allow_non_durable");
+  params->unix_socket = v.text("socket");
+  if (params->password.empty() && v.given("password_file")) {
+    std::ifstream in(v.text("password_file"));
     std::string line;
     std::getline(in, line);
     while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) {
@@ -147,8 +68,67 @@ Result<StoreOptions> parse_options(const core::Url& url, ConnParams* params,
   if (params->password.empty()) {
     if (const char* env = std::getenv("MYSQL_PWD")) params->password = env;
   }
-  *where = params->host + ":" + std::to_string(params->port) + "/" + params->db;
   return o;
 }
 
-}  // namespace baton::store::my
+Result<std::unique_ptr<baton::Store>> open_mysql(const StoreUrl& url) {
+  my::ConnParams params;
+  auto o = read_options(url, &params);
+  if (!o.ok()) return std::move(o).error();
+  const std::string where =
+      params.host + ":" + std::to_string(params.port) + "/" + params.db;
+  auto store = std::make_unique<my_impl::MysqlStore>(
+      std::move(*o), std::move(params), where, url.safe);
+  if (Status st = store->open(); !st.ok()) return st.error();
+  return std::unique_ptr<baton::Store>(std::move(store));
+}
+
+}  // namespace
+
+const StoreDescriptor& mysql_descriptor() {
+  static const StoreDescriptor d = [] {
+    StoreDescriptor m;
+    m.name = "mysql";
+    m.schemes = {"mysql", "mariadb"};
+    m.summary = "MariaDB / MySQL (InnoDB tables, durable commits)";
+    m.url_form = "mysql://user[:password]@host[:port]/database";
+    m.default_port = 3306;
+    m.options = sqlstep::step_options(
+        "50ms",
+        "longest a waiter sleeps when nothing wakes it (it looks again "
+        "sooner, by its place in line)");
+    m.options.insert(
+        m.options.end(),
+        {
+            choice_option("serialize", "segments",
+                          {"center", "segments", "name"},
+                          "what a transaction locks first: one row for every "
+                          "name, one of `segments` rows by the name's hash, "
+                          "or one row per name"),
+            count_option("segments", "100", 1,
+                         "serialization rows with serialize=segments (at "
+                         "most 100000)"),
+            connect_timeout_option("5s"),
+            flag_option("doorbell", "on",
+                        "waiters wake on the GET_LOCK doorbell of the entry "
+                        "ahead of them"),
+            count_option("max_doorbells", "64", 0,
+                         "doorbell connections per store (at most 100000)"),
+            flag_option("fast_path", "on",
+                        "one-statement acquire, extend and release of an "
+                        "idle plain lock (not with serialize=center)"),
+            file_option("password_file",
+                        "file whose first line is the password (when the "
+                        "URL has none; else MYSQL_PWD)"),
+            text_option("socket", "", "Unix socket path instead of TCP"),
+            flag_option("allow_non_durable", "false",
+                        "accept a server that may lose acknowledged commits "
+                        "(throwaway tests only)"),
+        });
+    m.open = open_mysql;
+    return m;
+  }();
+  return d;
+}
+
+}  // namespace baton::store

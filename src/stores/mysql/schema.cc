@@ -73,7 +73,7 @@ CREATE TABLE IF NOT EXISTS @P@fences (
 ) ENGINE=InnoDB
 )SQL";
 
-// The protected resource's check (seed 004), like postgres://'s
+// The protected resource's check, like postgres://'s
 // baton.fenced_write: true iff p_token is at least the highest token seen
 // for p_resource, which it records. Call it in the transaction of the
 // write it guards (the upsert holds the resource's row lock to COMMIT).

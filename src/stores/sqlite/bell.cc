@@ -61,7 +61,7 @@ void Bell::watch() {
     }
     bool any = false;
     while (::read(inotify_fd_, buf, sizeof buf) > 0) any = true;
-    if (any) bump();
+    if (any) local.ring();
     maybe_checkpoint();
   }
 }
@@ -97,43 +97,10 @@ void Bell::maybe_checkpoint() {
   if (!r.ok() && ckpt_->broken()) ckpt_.reset();
 }
 
-void Bell::bump() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++gen_;
-  }
-  cv_.notify_all();
-}
-
-std::uint64_t Bell::generation() {
-  std::lock_guard<std::mutex> lk(mu_);
-  return gen_;
-}
-
 void Bell::ring() {
-  std::uint64_t g;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    g = ++gen_;
-  }
-  cv_.notify_all();
+  local.ring();
+  const std::uint64_t g = ++gen_;
   if (file_fd_ >= 0) (void)!::pwrite(file_fd_, &g, sizeof g, 0);
-}
-
-void Bell::nap(TimePoint until, std::uint64_t seen) {
-  std::unique_lock<std::mutex> lk(mu_);
-  while (gen_ == seen) {
-    const TimePoint now = Clock::now();
-    if (now >= until) return;
-    // Timed waits on the system clock in slices (libfaketime fakes the
-    // steady clock but not pthread_cond_clockwait).
-    const auto slice =
-        std::min<Clock::duration>(until - now, std::chrono::milliseconds{100});
-    cv_.wait_until(
-        lk, std::chrono::system_clock::now() +
-                std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                    slice));
-  }
 }
 
 bool FifoTurn::lock_until(TimePoint deadline) {
@@ -150,19 +117,12 @@ bool FifoTurn::lock_until(TimePoint deadline) {
       busy_ = true;
       return true;
     }
-    const TimePoint now = Clock::now();
-    if (now >= deadline) {
+    if (Clock::now() >= deadline) {
       std::erase(line_, me);
       cv_.notify_all();  // the next in line may be first now
       return false;
     }
-    // System-clock slices, as in Bell::nap (libfaketime).
-    const auto slice = std::min<Clock::duration>(
-        deadline - now, std::chrono::milliseconds{100});
-    cv_.wait_until(
-        lk, std::chrono::system_clock::now() +
-                std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                    slice));
+    sqlstep::wait_slice(cv_, lk, deadline);
   }
 }
 

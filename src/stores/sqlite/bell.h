@@ -5,8 +5,9 @@
 // that frees capacity or withdraws a request (release, withdrawal, a
 // timed-out waiter leaving) writes a new generation into it after its
 // COMMIT; each process has one inotify watch on it (one thread per database
-// per process) and wakes its waiters, which then look at the tables with a
-// read-only transaction (WAL readers never wait for the writer). If the
+// per process) and rings its in-process bell (`local`), on which its
+// waiters nap; they then look at the tables with a read-only transaction
+// (WAL readers never wait for the writer). If the
 // bell file cannot be created (a read-only directory), waiters fall back to
 // their jittered re-check timer alone.
 //
@@ -32,6 +33,7 @@
 #include <thread>
 
 #include "stores/sqlite/db.h"
+#include "stores/sqlstep/sql_request.h"
 
 namespace baton::store::sq {
 
@@ -60,14 +62,13 @@ class Bell {
   Bell(const Bell&) = delete;
   Bell& operator=(const Bell&) = delete;
 
-  std::uint64_t generation();
   // Wakes this process's waiters and, through the file, every other
   // process's.
   void ring();
-  // Sleeps until `until` or until the generation differs from `seen`.
-  void nap(TimePoint until, std::uint64_t seen);
-  // True when other processes can wake us (the inotify watch works).
-  bool watching() const { return inotify_fd_ >= 0; }
+
+  // This process's waiters nap here; the watcher rings it when another
+  // process rings the file.
+  sqlstep::LocalBell local;
 
   // Writers of this process take turns here before BEGIN IMMEDIATE, so
   // that its threads queue on a mutex instead of polling SQLite's write
@@ -76,13 +77,10 @@ class Bell {
   FifoTurn writer;
 
  private:
-  void bump();
   void watch();
   void maybe_checkpoint();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t gen_ = 0;  // guarded by mu_
+  std::atomic<std::uint64_t> gen_{0};  // the last generation written
   int file_fd_ = -1;
   int inotify_fd_ = -1;
   int stop_fd_ = -1;  // eventfd that ends the watcher

@@ -9,10 +9,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <random>
 #include <thread>
 
-#include "stores/call_deadline.h"
+#include "core/jitter.h"
 
 namespace baton::store::sq {
 
@@ -57,21 +56,18 @@ Conn::~Conn() {
 
 int Conn::busy(void* self, int count) {
   auto* c = static_cast<Conn*>(self);
-  const TimePoint end = cap_to_call_deadline(c->deadline_);
+  const TimePoint end = c->deadline_;
   const TimePoint now = Clock::now();
   if (now >= end) return 0;
   // Short, growing, jittered naps: the write lock is held for a few
   // hundred microseconds per transaction.
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const int hi = 50 + 50 * std::min(count, 40);
-  std::uniform_int_distribution<int> d(20, hi);
-  std::this_thread::sleep_until(
-      std::min(end, now + std::chrono::microseconds{d(rng)}));
+  const std::chrono::microseconds nap{
+      core::random_between(20, 50 + 50 * std::min(count, 40))};
+  std::this_thread::sleep_until(std::min(end, now + nap));
   return 1;
 }
 
 Error Conn::error(const char* what, int rc) {
-  last_code_ = rc;
   last_failure_ = rc;
   const int primary = rc & 0xFF;
   std::string msg = "sqlite database \"" + path_ + "\": " + what + ": " +
@@ -146,8 +142,7 @@ Status Conn::open(const std::string& path, bool create, TimePoint deadline) {
   // (it would deadlock); those are retried here until the deadline.
   for (int attempt = 0;; ++attempt) {
     Status s = setup();
-    if (s.ok() || !busy_failure() ||
-        Clock::now() >= cap_to_call_deadline(deadline_)) {
+    if (s.ok() || !busy_failure() || Clock::now() >= deadline_) {
       return s;
     }
     retry_nap(attempt);
@@ -160,11 +155,9 @@ bool Conn::busy_failure() const {
 }
 
 void Conn::retry_nap(int attempt) const {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<int> d(100, 500 + 250 * std::min(attempt, 8));
-  std::this_thread::sleep_until(
-      std::min(cap_to_call_deadline(deadline_),
-               Clock::now() + std::chrono::microseconds{d(rng)}));
+  const std::chrono::microseconds nap{
+      core::random_between(100, 500 + 250 * std::min(attempt, 8))};
+  std::this_thread::sleep_until(std::min(deadline_, Clock::now() + nap));
 }
 
 Status Conn::setup() {
@@ -196,7 +189,6 @@ Status Conn::exec(const std::string& sql) {
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg);
   sqlite3_free(msg);
   if (rc != SQLITE_OK) return error("statement failed", rc);
-  last_code_ = 0;
   return {};
 }
 
@@ -234,11 +226,15 @@ Result<ResultSet> Conn::query(const std::string& sql) {
     }
   }
   sqlite3_finalize(stmt);
-  last_code_ = 0;
   return out;
 }
 
 Result<std::unique_ptr<Conn>> Pool::get(TimePoint deadline) {
+  // No transaction starts once the caller's deadline has passed (rule 7).
+  if (Clock::now() >= deadline) {
+    return Error(Errc::timeout, "sqlite database \"" + path_ +
+                                    "\": the call's deadline passed");
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!idle_.empty()) {

@@ -70,10 +70,6 @@ class Conn {
   Status exec(const std::string& sql);
   // Runs one statement and returns its rows.
   Result<ResultSet> query(const std::string& sql);
-  // Rows changed by the last statement.
-  int changes() const { return sqlite3_changes(db_); }
-  // The error code of the last failed call (SQLITE_*), 0 if none.
-  int last_code() const { return last_code_; }
   bool broken() const { return db_ == nullptr || broken_; }
   // The last failure was SQLITE_BUSY / SQLITE_LOCKED (kept across later
   // successes, e.g. a ROLLBACK after it).
@@ -81,7 +77,6 @@ class Conn {
   // A short jittered pause before retrying after busy_failure(), capped at
   // the deadline.
   void retry_nap(int attempt) const;
-  void mark_broken() { broken_ = true; }
   const std::string& path() const { return path_; }
 
  private:
@@ -92,7 +87,6 @@ class Conn {
   sqlite3* db_ = nullptr;
   std::string path_;
   TimePoint deadline_ = TimePoint::max();
-  int last_code_ = 0;
   int last_failure_ = 0;
   bool broken_ = false;
 };
@@ -102,7 +96,8 @@ class Pool {
   Pool(std::string path, int max_idle)
       : path_(std::move(path)), max_idle_(max_idle) {}
 
-  // An idle connection or a new one, its busy deadline set to `deadline`.
+  // An idle connection or a new one, its busy deadline set to `deadline`;
+  // timeout (and nothing opened) once `deadline` has passed.
   Result<std::unique_ptr<Conn>> get(TimePoint deadline);
   // Returns a healthy connection to the pool; a broken one is closed.
   void put(std::unique_ptr<Conn> c);

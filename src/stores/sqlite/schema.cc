@@ -1,5 +1,5 @@
 // stores/sqlite/schema.cc — the sqlite:// store's tables: the same as the
-// other SQL stores' (seed 001's unique (name, slot) index included), with
+// other SQL stores' (the unique (name, slot) index included), with
 // times in CLOCK_MONOTONIC microseconds and names stored as BLOBs.
 #include "stores/sqlite/schema.h"
 

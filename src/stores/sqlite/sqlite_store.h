@@ -2,21 +2,25 @@
 // between processes of one host, with no server (a file they all open).
 //
 //   sqlite:///abs/path/locks.db?prefix=baton_&request_timeout=5s
-//       &waiter_timeout=5s&recheck_max=100ms&max_idle=16
+//       &waiter_timeout=5s&recheck_interval=100ms&max_idle_connections=16
 //   sqlite://./relative/locks.db       (relative to the working directory)
 //   sqlite:/abs/path/locks.db          (the opaque form)
+//
+// The options are the descriptor's (sqlite_descriptor(); docs/stores/
+// sqlite.md has the table); the shared URL parser reads the file path.
 //
 // The file is created on first use; WAL mode, synchronous=FULL; every
 // change is one BEGIN IMMEDIATE transaction (the scheduling step of the
 // other SQL stores, computed in C++ under the database's write lock), its
-// busy handler bounded by the request and call deadlines (rule 7).
+// busy handler bounded by the call's deadline and request_timeout (rule 7).
 //
 // Store time is this host's CLOCK_MONOTONIC (a wall-clock step never moves
 // it); the database records the boot id, and a new boot id means every
 // lease and queued request has expired (fencing high-water marks and
 // counters survive). Waiters are woken through an inotify bell file next to
-// the database (stores/sqlite/bell.h), with a jittered re-check as the
-// fallback. See docs/stores/sqlite.md.
+// the database (stores/sqlite/bell.h: their wait_change), and look again
+// at the next instant a pass could change something, with a jittered
+// re-check as the fallback. See docs/stores/sqlite.md.
 //
 // Thread safety: safe for concurrent use (Store contract); a store must not
 // be used across fork() (open a new one in the child).
@@ -24,35 +28,30 @@
 #define BATON_STORES_SQLITE_SQLITE_STORE_H_
 
 #include <chrono>
-#include <memory>
 #include <string>
-#include <string_view>
 
-#include "baton/error.h"
-#include "stores/store.h"
+#include "baton/store_descriptor.h"
 
 namespace baton::store {
 
 namespace sq {
+using std::chrono::milliseconds;
+
 struct StoreOptions {
   std::string path;  // absolute
   std::string prefix = "baton_";
   int max_idle = 16;
   milliseconds request_timeout{5000};
   milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
-  milliseconds recheck_max{100};      // fallback re-check of waiters
+  milliseconds recheck{100};          // fallback re-check of waiters
 };
-
-// The options a sqlite URL asks for (invalid_argument naming an unknown or
-// malformed setting, or a URL that is not a file path).
-Result<StoreOptions> parse_options(std::string_view url);
 
 inline constexpr int kSchemaVersion = 2;
 }  // namespace sq
 
-// The factory behind sqlite://. Opens (creating if needed) the file and
-// installs or checks the schema.
-Result<std::unique_ptr<Store>> open_sqlite_store(std::string_view url);
+// sqlite://: its options, and an open function that opens (creating if
+// needed) the file and installs or checks the schema.
+const StoreDescriptor& sqlite_descriptor();
 
 }  // namespace baton::store
 

@@ -1,82 +1,65 @@
-// stores/sqlite/store_impl.h — the sqlite:// Store class, shared by
-// sqlite_store.cc (single-name operations, waiting) and store_more.cc
-// (acquire_multi, counters, the factory). Internal to the store.
+// stores/sqlite/store_impl.h — the sqlite:// Store class and its requests,
+// shared by the store's .cc files. Internal to the store.
 //
-// Thread safety: SqliteStore is safe for concurrent use (Store contract).
+// Thread safety: SqliteStore is safe for concurrent use (Store contract); a
+// request belongs to one calling thread, interrupt() aside.
 #ifndef BATON_STORES_SQLITE_STORE_IMPL_H_
 #define BATON_STORES_SQLITE_STORE_IMPL_H_
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <random>
-#include <thread>
 
-#include "core/request.h"
-#include "core/validate.h"
-#include "stores/call_deadline.h"
+#include "baton/store.h"
 #include "stores/sqlite/bell.h"
 #include "stores/sqlite/db.h"
 #include "stores/sqlite/schema.h"
 #include "stores/sqlite/sqlite_store.h"
 #include "stores/sqlite/state.h"
+#include "stores/sqlstep/sql_request.h"
+#include "stores/sqlstep/sql_store.h"
 
 namespace baton::store::sq_impl {
 
-using sq::Clock;
 using sq::NameState;
-using sq::TimePoint;
 using sq::Tx;
+using sqlstep::SteadyTime;
 
-constexpr long long kMaxWaitMs = 24LL * 3600 * 1000;
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
-inline TimePoint end_of(milliseconds wait) {
-  if (core::is_forever(wait)) return TimePoint::max();
-  return Clock::now() + wait;
-}
+class SqliteStore;
 
-inline long long ms_left(TimePoint end) {
-  if (end == TimePoint::max()) return kMaxWaitMs;
-  const auto left = std::chrono::ceil<milliseconds>(end - Clock::now()).count();
-  return std::clamp<long long>(left, 0, kMaxWaitMs);
-}
+// One acquire: the scheduling passes of sqlstep::StepRequest; a queued
+// request naps on the bell until the next instant a pass could change
+// something for it (a lease or a request ahead expiring, its own
+// heartbeat), or the jittered fallback.
+class SqRequest final : public sqlstep::StepRequest {
+ public:
+  SqRequest(SqliteStore& s, const AcquireSpec& spec);
 
-inline void jitter_sleep(int attempt) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<int> d(1, 2 + std::min(attempt, 8) * 3);
-  std::this_thread::sleep_until(
-      cap_to_call_deadline(Clock::now() + milliseconds{d(rng)}));
-}
+ private:
+  Result<sqlstep::AcquireOutcome> pass(const CallContext& ctx,
+                                       sqlstep::MultiMode mode,
+                                       long long wait_ms) override;
+  Result<sqlstep::AcquireOutcome> peek(const CallContext& ctx) override;
+  Clock::time_point next_look(const CallContext& ctx) override;
+  void ring() override;
 
-// The steady-clock instant of store time `due_us` (kNever: max()).
-inline TimePoint steady_at(std::int64_t due_us) {
-  if (due_us == kNever) return TimePoint::max();
-  const std::int64_t in_us =
-      std::max<std::int64_t>(0, due_us - sq::store_now_us());
-  return Clock::now() + std::chrono::microseconds{in_us};
-}
-
-// What one acquire pass answered.
-struct Pass {
-  std::optional<Grant> grant;
-  int position = 0;              // queued: place in line
-  std::int64_t due_us = kNever;  // store time when a locking pass is due
+  SqliteStore& s_;
+  std::int64_t due_us_ = kNever;  // store time when a pass is due
 };
 
-class SqliteStore final : public Store {
+class SqliteStore final : public sqlstep::StepStore {
  public:
   explicit SqliteStore(sq::StoreOptions o)
-      : o_(std::move(o)),
-        safe_url_("sqlite://" + o_.path),
+      : StepStore("sqlite://" + o.path, o.recheck),
+        o_(std::move(o)),
         pool_(o_.path, o_.max_idle) {}
 
   Status open() {
-    const TimePoint deadline = request_deadline();
+    const SteadyTime deadline = sq::Clock::now() + o_.request_timeout;
     auto c = std::make_unique<sq::Conn>();
     if (Status st = c->open(o_.path, true, deadline); !st.ok()) return st;
     // The schema transaction too may meet SQLITE_BUSY without the busy
@@ -84,7 +67,7 @@ class SqliteStore final : public Store {
     for (int attempt = 0;; ++attempt) {
       Status st = sq::install_schema(*c, o_);
       if (st.ok()) break;
-      if (!c->busy_failure() || Clock::now() >= deadline) return st;
+      if (!c->busy_failure() || sq::Clock::now() >= deadline) return st;
       c->retry_nap(attempt);
     }
     pool_.put(std::move(c));
@@ -92,162 +75,125 @@ class SqliteStore final : public Store {
     return {};
   }
 
-  Result<Grant> acquire(const AcquireSpec& spec, milliseconds wait) override;
-
-  Result<Grant> extend(std::string_view name_v, const OwnerToken& token,
-                       milliseconds ttl) override;
-
-  Result<ReleaseResult> release(std::string_view name_v,
-                                const OwnerToken& token) override;
-
-  Result<LockInfo> describe(std::string_view name) override {
-    if (Status st = core::validate_name(name); !st.ok()) return st.error();
-    auto r = infos({std::string(name)});
-    if (!r.ok()) return std::move(r).error();
-    return r->front();
+  std::unique_ptr<baton::Request> request(const AcquireSpec& spec) override {
+    return std::make_unique<SqRequest>(*this, spec);
   }
+  std::unique_ptr<MultiRequest> request_multi(const MultiSpec& spec) override;
 
-  Result<std::vector<LockInfo>> list(std::string_view prefix,
-                                     std::size_t limit) override;
-
-  Result<std::vector<Grant>> acquire_multi(const MultiSpec& spec,
-                                           milliseconds wait) override;
-
-  Result<std::int64_t> counter_get(std::string_view name) override {
-    return counter("get", name, 0);
-  }
-  Result<std::int64_t> counter_add(std::string_view name,
-                                   std::int64_t delta) override {
-    return counter("add", name, delta);
-  }
-  Result<std::int64_t> counter_take(std::string_view name,
-                                    std::int64_t n) override {
-    if (n < 1) {
-      return Error(Errc::invalid_argument,
-                   "counter take of " + std::to_string(n) +
-                       " is invalid; it must be at least 1");
-    }
-    return counter("take", name, n);
-  }
-
-  bool supports_shared() const override { return true; }
-
-  std::string safe_url() const override { return safe_url_; }
+  Result<Grant> extend(std::string_view name, const OwnerToken& token,
+                       milliseconds ttl, const CallContext& ctx) override;
+  Result<ReleaseResult> release(std::string_view name, const OwnerToken& token,
+                                const CallContext& ctx) override;
+  Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
+                                     const CallContext& ctx) override;
 
  private:
+  friend class SqRequest;
   using Mode = sqlstep::MultiMode;
 
-  TimePoint request_deadline() const {
-    return cap_to_call_deadline(Clock::now() + o_.request_timeout);
+  SteadyTime deadline(const CallContext& ctx) const {
+    return sqlstep::io_deadline(ctx, o_.request_timeout);
   }
 
-  // The fallback re-check: recheck_max/2 .. recheck_max, jittered.
-  milliseconds recheck() const {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    const long long hi = std::max<long long>(2, o_.recheck_max.count());
-    std::uniform_int_distribution<long long> d(hi / 2, hi);
-    return milliseconds{d(rng)};
-  }
-
-  // Runs `fn(conn)` in one BEGIN IMMEDIATE transaction and commits (also
-  // when fn returns an error: its writes so far are the decision); a
-  // failed write or COMMIT rolls everything back.
+  // Runs `fn(conn, &writes)` in one BEGIN IMMEDIATE transaction and
+  // commits `writes` (also when fn returns an error: its writes so far are
+  // the decision); a failed write or COMMIT rolls everything back.
   template <typename T, typename F>
-  Result<T> write_tx(F&& fn) {
-    const TimePoint deadline = request_deadline();
-    // Rule 7: once the caller's deadline has passed, the answer is
-    // timeout (the outcome is known: nothing was written).
-    auto late = [&]() -> std::optional<Error> {
-      if (!call_deadline_passed()) return std::nullopt;
-      return Error(Errc::timeout, "sqlite database \"" + o_.path +
-                                      "\": the call's deadline passed while "
-                                      "waiting for the write lock");
-    };
-    if (!bell_->writer.lock_until(deadline)) {
-      if (auto e = late()) return *e;
-      return Error(Errc::unavailable,
-                   "sqlite database \"" + o_.path +
-                       "\": this process's other writers held it until the "
-                       "request deadline");
-    }
-    struct Unlock {
-      sq::FifoTurn& t;
-      ~Unlock() { t.unlock(); }
-    } turn{bell_->writer};
-    auto c = pool_.get(deadline);
-    if (!c.ok()) {
-      if (c.error().code() == Errc::unavailable) {
-        if (auto e = late()) return *e;
-      }
-      return std::move(c).error();
-    }
-    sq::Conn& conn = **c;
-    if (Status st = conn.exec("BEGIN IMMEDIATE"); !st.ok()) {
-      pool_.put(std::move(*c));
-      if (st.error().code() == Errc::unavailable) {
-        if (auto e = late()) return *e;
-      }
-      return st.error();
-    }
-    std::string writes;
-    Result<T> out = fn(conn, &writes);
-    Status st = conn.exec(writes + "COMMIT");
-    if (!st.ok()) {
-      (void)conn.exec("ROLLBACK");
-      pool_.put(std::move(*c));
-      return st.error();
-    }
-    pool_.put(std::move(*c));
-    return out;
-  }
+  Result<T> write_tx(const CallContext& ctx, F&& fn);
 
   // The scheduling step on `names` in one write transaction.
   template <typename T, typename F>
-  Result<T> transact(const std::vector<std::string>& names, F&& fn) {
-    return write_tx<T>([&](sq::Conn& conn, std::string* writes) -> Result<T> {
+  Result<T> transact(const CallContext& ctx,
+                     const std::vector<std::string>& names, F&& fn) {
+    auto step = [&](sq::Conn& conn, std::string* writes) -> Result<T> {
       auto state = sq::load_state(conn, o_.prefix, names);
       if (!state.ok()) return std::move(state).error();
-      // Read under the write lock: store time never goes back between
-      // two transactions of any process on this host.
+      // Read under the write lock: store time never goes back between two
+      // transactions of any process on this host.
       const std::int64_t now = sq::store_now_us();
       // Store (boot) time + (wall clock now − store time now) = the Unix
-      // epoch time a lease's expiry is reported in (core/request.h).
+      // epoch time a lease's expiry is reported in.
       Tx tx(o_.prefix, sqlstep::Dialect::sqlite, std::move(*state), now,
             sq::wall_now_us() - now);
       Result<T> out = fn(tx);
       *writes = tx.writes();
       return out;
-    });
+    };
+    return write_tx<T>(ctx, step);
   }
 
   // The rows of `names` in one read transaction (WAL: never waits for the
   // writer), with the store time of the read.
   Result<std::map<std::string, NameState>> read_state(
-      const std::vector<std::string>& names, std::int64_t* now);
+      const CallContext& ctx, const std::vector<std::string>& names,
+      std::int64_t* now);
 
-  // One acquire pass in `mode`; *arrival is set on the first pass.
-  Result<Pass> pass(const AcquireSpec& spec, const std::string& token,
-                    Mode mode, long long wait_ms, std::int64_t* arrival);
-
-  // A waiter's non-locking look: its grant, or position > 0 when a locking
-  // pass could change nothing now (then due_us says when it could).
-  Result<Pass> peek(const std::string& name, const std::string& token,
-                    std::int64_t arrival);
-
-  // When a locking pass for `mine` could next change something.
+  // When a locking pass for `mine` could next change something (store
+  // time; kNever: nothing is due).
   std::int64_t next_due(const NameState& s, const sq::Request* mine,
                         std::int64_t now) const;
 
-  Result<std::vector<LockInfo>> infos(const std::vector<std::string>& names);
+  // The fallback re-check: recheck_interval / 2 .. recheck_interval.
+  milliseconds recheck() const;
 
-  Result<std::int64_t> counter(const char* op, std::string_view name,
-                               std::int64_t n);
+  Result<std::vector<LockInfo>> infos(
+      const CallContext& ctx, const std::vector<std::string>& names) override;
+  Result<std::int64_t> counter(const CallContext& ctx, sqlstep::CounterOp op,
+                               std::string_view name, std::int64_t n) override;
 
   const sq::StoreOptions o_;
-  const std::string safe_url_;
   sq::Pool pool_;
   std::shared_ptr<sq::Bell> bell_;
 };
+
+template <typename T, typename F>
+Result<T> SqliteStore::write_tx(const CallContext& ctx, F&& fn) {
+  const SteadyTime d = deadline(ctx);
+  // Rule 7: once the caller's deadline has passed, the answer is timeout
+  // (the outcome is known: nothing was written).
+  auto late = [&]() -> std::optional<Error> {
+    if (!ctx.expired()) return std::nullopt;
+    return Error(Errc::timeout, "sqlite database \"" + o_.path +
+                                    "\": the call's deadline passed while "
+                                    "waiting for the write lock");
+  };
+  if (!bell_->writer.lock_until(d)) {
+    if (auto e = late()) return *e;
+    return Error(Errc::unavailable,
+                 "sqlite database \"" + o_.path +
+                     "\": this process's other writers held it until the "
+                     "request deadline");
+  }
+  struct Unlock {
+    sq::FifoTurn& t;
+    ~Unlock() { t.unlock(); }
+  } turn{bell_->writer};
+  auto c = pool_.get(d);
+  if (!c.ok()) {
+    if (c.error().code() == Errc::unavailable) {
+      if (auto e = late()) return *e;
+    }
+    return std::move(c).error();
+  }
+  sq::Conn& conn = **c;
+  if (Status st = conn.exec("BEGIN IMMEDIATE"); !st.ok()) {
+    pool_.put(std::move(*c));
+    if (st.error().code() == Errc::unavailable) {
+      if (auto e = late()) return *e;
+    }
+    return st.error();
+  }
+  std::string writes;
+  Result<T> out = fn(conn, &writes);
+  Status st = conn.exec(writes + "COMMIT");
+  if (!st.ok()) {
+    (void)conn.exec("ROLLBACK");
+    pool_.put(std::move(*c));
+    return st.error();
+  }
+  pool_.put(std::move(*c));
+  return out;
+}
 
 }  // namespace baton::store::sq_impl
 

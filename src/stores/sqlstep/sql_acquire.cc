@@ -34,6 +34,13 @@ std::string busy_reason(const NameState& s, bool shared, std::int64_t now) {
          " waiters ahead of this request";
 }
 
+// Nothing granted and nothing left queued.
+AcquireOutcome ended() {
+  AcquireOutcome out;
+  out.ended = true;
+  return out;
+}
+
 int place_of(const NameState& s, const Request* mine) {
   int pos = 0;
   for (const auto& x : s.queue) {
@@ -70,8 +77,7 @@ Result<AcquireOutcome> acquire_step(Tx& tx, const AcquireSpec& spec,
     if (mode != MultiMode::wait || wait_ms <= 0) {
       tx.remove_request(name, q->id);
       tx.pump(name);
-      return Error(Errc::timeout, "wait deadline for lock " +
-                                      core::quote_name(name) + " passed");
+      return ended();
     }
     if (q->kind == 0 && *q->heartbeat_us < now + hb_us / 2) {
       tx.refresh(*q, now + wait_ms * 1000, now + hb_us);
@@ -102,16 +108,14 @@ Result<AcquireOutcome> acquire_step(Tx& tx, const AcquireSpec& spec,
     if (!hs.empty()) e.with_holders(std::move(hs));
     return e;
   }
-  if (mode == MultiMode::withdraw || wait_ms <= 0) {
-    return Error(Errc::timeout, "wait deadline for lock " +
-                                    core::quote_name(name) +
-                                    " passed before it was free");
-  }
+  if (mode == MultiMode::withdraw || wait_ms <= 0) return ended();
   tx.enqueue(name, token, 0, spec.ttl.count(), cap, spec.label,
              spec.reentrancy_key, now + wait_ms * 1000, now + hb_us,
              spec.shared);
   return AcquireOutcome{std::nullopt, s.waiting(now), s.request_of(token)};
 }
+
+namespace {
 
 int quiet_position(const NameState& s, const Request* mine, std::int64_t now,
                    std::int64_t hb_us) {
@@ -132,6 +136,26 @@ int quiet_position(const NameState& s, const Request* mine, std::int64_t now,
   const bool stuck = head->kind == 2 ? s.live_holders(now) >= s.capacity
                                      : !s.fits(head->shared, now);
   return stuck ? place_of(s, mine) : 0;
+}
+
+}  // namespace
+
+AcquireOutcome quiet_look(const Tx& tx, const NameState& s,
+                          const std::string& token, std::int64_t hb_us,
+                          std::int64_t arrival) {
+  AcquireOutcome out;
+  const std::int64_t now = tx.now();
+  for (const auto& h : s.holders) {
+    if (h.has(token) && h.expires_us > now) {
+      out.grant = tx.to_grant(h, s.capacity, arrival);
+      return out;
+    }
+  }
+  for (const auto& q : s.queue) {
+    if (q.token == token) out.mine = &q;
+  }
+  out.position = quiet_position(s, out.mine, now, hb_us);
+  return out;
 }
 
 LockInfo lock_info(const std::string& name, const NameState& s,

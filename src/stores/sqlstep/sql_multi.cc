@@ -1,6 +1,6 @@
-// stores/sqlstep/sql_multi.cc — acquire_some / acquire_all (seed 000's
-// reservations) as one scheduling step over every name of the request, all
-// of which the store's transaction holds (mysql://: their serialization
+// stores/sqlstep/sql_multi.cc — acquire_some / acquire_all (reservations
+// of several names) as one scheduling step over every name of the request,
+// all of which the store's transaction holds (mysql://: their serialization
 // rows; sqlite://: the one write transaction).
 #include "core/validate.h"
 #include "stores/sqlstep/sql_state.h"
@@ -98,7 +98,8 @@ Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
       }
       if (mode != MultiMode::wait || wait_ms <= 0) {
         drop_all();
-        return Error(Errc::timeout, "wait deadline of the reservation passed");
+        out.ended = true;
+        return out;
       }
       for (const auto& n : spec.names) {
         if (Request* q = tx.at(n).request_of(token)) {
@@ -135,8 +136,8 @@ Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
       return e;
     }
     if (mode == MultiMode::withdraw || wait_ms <= 0) {
-      return Error(Errc::timeout,
-                   "wait deadline passed before the locks were free");
+      out.ended = true;
+      return out;
     }
     for (const auto& n : spec.names) {
       if (held(n)) continue;
@@ -146,7 +147,14 @@ Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
     }
     return collect();
   }
-  // acquire_some: every name on its own.
+  // acquire_some: every name on its own. A withdrawal leaves every queue
+  // and keeps what is held.
+  if (mode == MultiMode::withdraw) {
+    drop_all();
+    out = collect();
+    out.ended = true;
+    return out;
+  }
   for (const auto& n : spec.names) {
     NameState& s = tx.at(n);
     if (held(n)) continue;

@@ -178,8 +178,8 @@ Holder& Tx::grant(const std::string& name, const std::string& token,
   h.label = label;
   h.rkey = rkey;
   h.shared = shared;
-  // The unique index on (name, slot) is seed 001's lock: a second insert
-  // of a taken slot fails, whatever the scheduling step decided.
+  // The unique index on (name, slot) is the unique-index lock: a second
+  // insert of a taken slot fails, whatever the scheduling step decided.
   w_ += "INSERT INTO " + p_ +
         "holders (name, slot, token, fencing, ttl_ms, granted_us, "
         "expires_us, holds, label, rkey, aliases, shared) VALUES (" +

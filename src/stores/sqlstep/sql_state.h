@@ -1,12 +1,12 @@
 // stores/sqlstep/sql_state.h — the scheduling step of the table-backed SQL
 // stores (mysql://, sqlite://): the rows of some lock names as one
-// transaction read them (locks, holders, queue), and the step (seed 000:
-// expire what is due, grant the oldest requests while they fit: capacity,
-// and rule 18's shared and exclusive modes) computed in C++ and written back as
-// SQL statements that run in the same transaction before its COMMIT. The stores
-// differ only in how they read the rows, in one upsert's syntax (Dialect) and
-// in how their store clock maps to the Unix epoch; this file is their one copy
-// of the rest.
+// transaction read them (locks, holders, queue), and the step (expire what
+// is due, grant the oldest requests while they fit: capacity, and rule 18's
+// shared and exclusive modes) computed in C++ and written back as SQL
+// statements that run in the same transaction before its COMMIT. The stores
+// differ only in how they read the rows, in one upsert's syntax (Dialect)
+// and in how their store clock maps to the Unix epoch; this file is their
+// one copy of the rest.
 //
 // No I/O. Thread safety: a Tx belongs to one store call.
 #ifndef BATON_STORES_SQLSTEP_SQL_STATE_H_
@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "baton/error.h"
-#include "stores/store.h"
+#include "baton/lease.h"
+#include "baton/store.h"
 
 namespace baton::store::sqlstep {
 
@@ -240,25 +241,32 @@ enum class MultiMode { try_, wait, withdraw };
 
 // One acquire pass (rules 6-8, 12, 17, 18) on `spec.name`, which the
 // transaction holds: the lease (new, joined, or granted earlier to this
-// token), or position > 0 with `mine` the caller's queued request.
-// `hb_us`: the waiter heartbeat (waiter_timeout); `*arrival` is set on the
-// first pass.
+// token), or position > 0 with `mine` the caller's queued request, or
+// `ended` (a wait past its deadline, or a withdrawal: nothing granted and
+// nothing left queued). Refusals are errors: not_acquired for a try that
+// finds the lock busy (with its holders) and for a request its owner token
+// withdrew while it waited. `hb_us`: the waiter heartbeat
+// (waiter_timeout); `*arrival` is set on the first pass.
 struct AcquireOutcome {
   std::optional<Grant> grant;
   int position = 0;
   const Request* mine = nullptr;  // into the Tx's state
+  bool ended = false;
 };
 Result<AcquireOutcome> acquire_step(Tx& tx, const AcquireSpec& spec,
                                     const std::string& token, MultiMode mode,
                                     long long wait_ms, std::int64_t hb_us,
                                     std::int64_t* arrival);
 
-// A waiter's non-locking look at rows read without the lock: the caller's
+// A waiter's non-locking look at rows `tx` holds, read without the lock:
+// the lease `token` holds (valid_for from `arrival`), else the caller's
 // place in line when a locking pass could change nothing now (its plain
 // request is queued, its heartbeat fresher than `hb_us` / 2, nothing on the
-// name is due and the first request in line does not fit), else 0.
-int quiet_position(const NameState& s, const Request* mine, std::int64_t now,
-                   std::int64_t hb_us);
+// name is due and the first request in line does not fit), else position
+// 0 (a pass is needed).
+AcquireOutcome quiet_look(const Tx& tx, const NameState& s,
+                          const std::string& token, std::int64_t hb_us,
+                          std::int64_t arrival);
 
 // describe() of one name from its rows (holders and waiters with their
 // mode, rule 18).
@@ -266,9 +274,13 @@ LockInfo lock_info(const std::string& name, const NameState& s,
                    std::int64_t now);
 
 // acquire_some / acquire_all (rule 11) on names the transaction holds.
+// In withdraw mode an acquire_all whose turn came on every name is granted;
+// otherwise every queued request of the reservation leaves.
 struct MultiOutcome {
   std::vector<Grant> grants;  // leases the reservation holds, names' order
   int pending = 0;            // requests still queued
+  bool ended = false;         // nothing of the reservation is queued any more
+                              // (its wait ended, or it withdrew)
 };
 Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
                                 long long wait_ms,
