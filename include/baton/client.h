@@ -30,9 +30,6 @@
 
 namespace baton {
 
-namespace store {
-class Store;  // the former internal interface (stores moving off it)
-}
 class Counter;
 class Store;
 
@@ -48,9 +45,6 @@ class Client {
   // baton::open_store(). A null store makes every call answer
   // invalid_argument.
   static Client wrap(std::shared_ptr<Store> store, ClientOptions options = {});
-  // The same for a store still written to the former internal interface.
-  static Client wrap(std::shared_ptr<store::Store> store,
-                     ClientOptions options = {});
 
   // Rule 6: granted at once, or not_acquired (error().holders() says who
   // holds it and for how long).

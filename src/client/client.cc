@@ -18,7 +18,6 @@
 #include "core/duration.h"
 #include "core/request.h"
 #include "core/validate.h"
-#include "stores/legacy.h"
 
 namespace baton {
 namespace {
@@ -129,13 +128,6 @@ Client Client::wrap(std::shared_ptr<Store> store, ClientOptions options) {
         std::make_unique<engine::Engine>(impl->store, std::move(policy));
   }
   return Client(std::move(impl));
-}
-
-Client Client::wrap(std::shared_ptr<store::Store> store,
-                    ClientOptions options) {
-  std::shared_ptr<Store> adapted;
-  if (store) adapted = store::adapt_legacy(std::move(store));
-  return wrap(std::move(adapted), std::move(options));
 }
 
 namespace {

@@ -1,8 +1,8 @@
-// stores/registry.cc — the URL → Store factory table.
+// stores/registry.cc — the stores built into this binary, the registered
+// ones, and baton::open_store() over their descriptors.
 #include "stores/registry.h"
 
 #include <algorithm>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "baton/store_descriptor.h"
-#include "stores/legacy.h"
 #include "stores/memory/memory_store.h"
 #if BATON_WITH_SERVER
 #include "stores/baton/baton_store.h"
@@ -58,129 +57,33 @@
 #define BATON_WITH_SQLITE 0
 #endif
 
-namespace baton::store {
+namespace baton {
 namespace {
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, Factory> extra;  // guarded by mu
-};
-
-Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed (used at exit)
-  return *r;
-}
-
-// A store known to the project: its scheme, how it is written, the build
-// option that compiles it in and whether this build has it.
+// A store known to the project: its scheme, how it is written, and the
+// build option that compiles it in (named when a URL asks for a store this
+// binary was built without).
 struct KnownStore {
   const char* scheme;
   const char* spelled;
   const char* option;
-  bool built;
 };
 
 constexpr KnownStore kKnown[] = {
-    {"baton", "baton://", "BATON_WITH_SERVER", BATON_WITH_SERVER != 0},
-    {"batons", "batons://", "BATON_WITH_SERVER", BATON_WITH_SERVER != 0},
-    {"postgres", "postgres://", "BATON_WITH_POSTGRES",
-     BATON_WITH_POSTGRES != 0},
-    {"postgresql", "postgresql://", "BATON_WITH_POSTGRES",
-     BATON_WITH_POSTGRES != 0},
-    {"redis", "redis://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
-    {"rediss", "rediss://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
-    {"redlock", "redlock://", "BATON_WITH_REDIS", BATON_WITH_REDIS != 0},
-    {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER",
-     BATON_WITH_ZOOKEEPER != 0},
-    {"zk", "zk://", "BATON_WITH_ZOOKEEPER", BATON_WITH_ZOOKEEPER != 0},
-    {"mysql", "mysql://", "BATON_WITH_MYSQL", BATON_WITH_MYSQL != 0},
-    {"mariadb", "mariadb://", "BATON_WITH_MYSQL", BATON_WITH_MYSQL != 0},
-    {"etcd", "etcd://", "BATON_WITH_ETCD", BATON_WITH_ETCD != 0},
-    {"sqlite", "sqlite://", "BATON_WITH_SQLITE", BATON_WITH_SQLITE != 0},
+    {"baton", "baton://", "BATON_WITH_SERVER"},
+    {"batons", "batons://", "BATON_WITH_SERVER"},
+    {"postgres", "postgres://", "BATON_WITH_POSTGRES"},
+    {"postgresql", "postgresql://", "BATON_WITH_POSTGRES"},
+    {"redis", "redis://", "BATON_WITH_REDIS"},
+    {"rediss", "rediss://", "BATON_WITH_REDIS"},
+    {"redlock", "redlock://", "BATON_WITH_REDIS"},
+    {"zookeeper", "zookeeper://", "BATON_WITH_ZOOKEEPER"},
+    {"zk", "zk://", "BATON_WITH_ZOOKEEPER"},
+    {"mysql", "mysql://", "BATON_WITH_MYSQL"},
+    {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
+    {"etcd", "etcd://", "BATON_WITH_ETCD"},
+    {"sqlite", "sqlite://", "BATON_WITH_SQLITE"},
 };
-
-// The stores compiled into this binary.
-Result<std::unique_ptr<Store>> open_builtin(const Url& url, bool* found) {
-  *found = true;
-  *found = false;
-  return Error(Errc::internal, "no built-in store");
-}
-
-}  // namespace
-
-bool register_store(std::string scheme, Factory factory) {
-  if (scheme.empty() || !factory) return false;
-  for (auto& c : scheme) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lk(r.mu);
-  r.extra[std::move(scheme)] = std::move(factory);
-  return true;
-}
-
-std::vector<std::string> builtin_schemes() {
-  // The stores with descriptors (each scheme as its URL form writes it),
-  // then the built-in ones not yet moved onto them.
-  std::vector<std::string> out;
-  auto add = [&out](std::string spelled) {
-    if (std::find(out.begin(), out.end(), spelled) == out.end()) {
-      out.push_back(std::move(spelled));
-    }
-  };
-  for (const StoreDescriptor& d : baton::store_descriptors()) {
-    for (const std::string& s : d.schemes) {
-      add(d.url_form.rfind(s + "://", 0) == 0 ? s + "://" : s + ":");
-    }
-  }
-  for (const auto& k : kKnown) {
-    if (k.built) add(k.spelled);
-  }
-  return out;
-}
-
-Result<std::unique_ptr<Store>> open_store(std::string_view url) {
-  if (url.substr(0, 7) == "memory:" || url.substr(0, 7) == "MEMORY:") {
-    return Error(Errc::invalid_argument,
-                 "memory: is opened with baton::open_store (baton/store.h)");
-  }
-  auto parsed = core::parse_url(url);
-  if (!parsed.ok()) return std::move(parsed).error();
-  const Url& u = *parsed;
-
-  Factory extra;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lk(r.mu);
-    auto it = r.extra.find(u.scheme);
-    if (it != r.extra.end()) extra = it->second;
-  }
-  if (extra) return extra(u);
-
-  bool found = false;
-  auto store = open_builtin(u, &found);
-  if (found) return store;
-
-  for (const auto& k : kKnown) {
-    if (u.scheme == k.scheme) {
-      return Error(Errc::invalid_argument,
-                   std::string("store \"") + k.spelled +
-                       "\" is not built into this binary (configure with -D" +
-                       k.option + "=ON)");
-    }
-  }
-  return Error(Errc::invalid_argument,
-               "store URL \"" + u.safe() + "\" has an unknown scheme \"" +
-                   u.scheme +
-                   "\" (available: memory:, baton://, batons://, postgres://, "
-                   "redis://, rediss://, redlock://, zookeeper://, mysql://, "
-                   "etcd://, sqlite://)");
-}
-
-}  // namespace baton::store
-
-namespace baton {
-namespace {
 
 struct Descriptors {
   std::mutex mu;
@@ -195,24 +98,24 @@ Descriptors& descriptors() {
 // The stores built into this binary that are written to baton/store.h.
 std::vector<const StoreDescriptor*> builtin() {
   std::vector<const StoreDescriptor*> out = {&store::memory_descriptor()};
-#if BATON_WITH_ZOOKEEPER
-  out.push_back(&store::zookeeper_descriptor());
-#endif
-#if BATON_WITH_ETCD
-  out.push_back(&store::etcd_descriptor());
-#endif
-#if BATON_WITH_REDIS
-  out.push_back(&store::redis_descriptor());
-  out.push_back(&store::redlock_descriptor());
-#endif
 #if BATON_WITH_SERVER
   out.push_back(&store::baton_descriptor());
 #endif
 #if BATON_WITH_POSTGRES
   out.push_back(&store::postgres_descriptor());
 #endif
+#if BATON_WITH_REDIS
+  out.push_back(&store::redis_descriptor());
+  out.push_back(&store::redlock_descriptor());
+#endif
+#if BATON_WITH_ZOOKEEPER
+  out.push_back(&store::zookeeper_descriptor());
+#endif
 #if BATON_WITH_MYSQL
   out.push_back(&store::mysql_descriptor());
+#endif
+#if BATON_WITH_ETCD
+  out.push_back(&store::etcd_descriptor());
 #endif
 #if BATON_WITH_SQLITE
   out.push_back(&store::sqlite_descriptor());
@@ -291,10 +194,44 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
     if (!parsed.ok()) return std::move(parsed).error();
     return d->open(*parsed);
   }
-  // A store still written to the former internal interface.
-  auto old = store::open_store(url);
-  if (!old.ok()) return std::move(old).error();
-  return store::adapt_legacy(std::move(*old));
+  const std::string scheme = lower_scheme(url);
+  for (const auto& k : kKnown) {
+    if (scheme == k.scheme) {
+      return Error(Errc::invalid_argument,
+                   std::string("store \"") + k.spelled +
+                       "\" is not built into this binary (configure with -D" +
+                       k.option + "=ON)");
+    }
+  }
+  std::string available;
+  for (const std::string& s : store::builtin_schemes()) {
+    available += (available.empty() ? "" : ", ") + s;
+  }
+  return Error(Errc::invalid_argument,
+               "store URL has an unknown scheme \"" + scheme.substr(0, 64) +
+                   "\" (available: " + available + ")");
 }
 
 }  // namespace baton
+
+namespace baton::store {
+
+std::vector<std::string> builtin_schemes() {
+  std::vector<std::string> out;
+  auto add = [&out](const StoreDescriptor& d) {
+    for (const std::string& s : d.schemes) {
+      std::string spelled =
+          d.url_form.rfind(s + "://", 0) == 0 ? s + "://" : s + ":";
+      if (std::find(out.begin(), out.end(), spelled) == out.end()) {
+        out.push_back(std::move(spelled));
+      }
+    }
+  };
+  for (const StoreDescriptor* b : builtin()) add(*b);
+  Descriptors& d = descriptors();
+  std::lock_guard<std::mutex> lk(d.mu);
+  for (const auto& r : d.registered) add(r);
+  return out;
+}
+
+}  // namespace baton::store
