@@ -345,9 +345,9 @@ def main():
         o.append("")
     if not scope:
         python_section(d, o, md_dir)
-    # Issue 5's goals for the redis:// store.
+    # The redis:// store's goals.
     if any(k[1] == "baton redis://" for k in d.by):
-        o.append("## The redis:// store against its goals (issue 5)")
+        o.append("## The redis:// store against its goals")
         o.append("")
         o.append("| goal | measured (median [range]) |")
         o.append("| --- | --- |")
@@ -393,7 +393,7 @@ def main():
         o.append("")
         o.append("Workloads: " + "; ".join(t for _, t in extra) + ".")
         o.append("")
-    seeds(d, o)
+    scenarios(d, o)
     failed = []
     for (case, impl), rows in sorted(d.by.items()):
         if not any(ok(r) or r.get("scenario") for r in rows):
@@ -501,7 +501,7 @@ def findings(d, o):
                  f"{pj[hi]:.2f} ({hi}). A polling lock lets the client that just released "
                  "take it again while the others sleep; a queue (baton, ZooKeeper's "
                  "sequential nodes) serves them in turn.")
-    s0 = [r for r in d.rows if r["case"] == "seed000" and ok(r) and "scenario" in r]
+    s0 = [r for r in d.rows if r["case"] == "microbatch" and ok(r) and "scenario" in r]
     if s0:
         fw = statistics.median(get(r, "scenario", "fifo", "late", "worst_wait_ms") for r in s0)
         pw = statistics.median(get(r, "scenario", "polling", "late", "worst_wait_ms") for r in s0)
@@ -509,10 +509,10 @@ def findings(d, o):
         pt = statistics.median(get(r, "scenario", "polling", "namespaces_per_sec") for r in s0)
         fr = statistics.median(get(r, "scenario", "fifo", "lock_requests") for r in s0)
         pr = statistics.median(get(r, "scenario", "polling", "lock_requests") for r in s0)
-        f.append(f"Seed 000: the late process's worst wait is {si(fw)} ms with baton's FIFO "
+        f.append(f"Micro-batch scheduler: the late process's worst wait is {si(fw)} ms with baton's FIFO "
                  f"`acquire_some` and {si(pw)} ms with naive polling ({ratio_fmt(pw / fw) if fw else '—'}); "
                  f"throughput {si(ft)} vs {si(pt)} namespaces/s, with {si(fr)} vs {si(pr)} lock requests.")
-    s3 = [r for r in d.rows if r["case"] == "seed003" and r.get("scenario")]
+    s3 = [r for r in d.rows if r["case"] == "segments" and r.get("scenario")]
     if s3:
         parts = []
         for impl in sorted({r["impl"] for r in s3}):
@@ -522,7 +522,7 @@ def findings(d, o):
             inc = any(get(r, "scenario", p, "complete") is False for r in rows for p in ("center", "segments"))
             parts.append(f"{impl.replace('baton ', '')} {si(c)} s / {si(g)} s"
                          + (" (cut at the bound before 5000 modifications)" if inc else ""))
-        f.append("Seed 003 (center lock / 100 segments; the seed reports 8 s / 5 s on MySQL): "
+        f.append("Center lock / 100 segments (the MySQL lock table's production report: 8 s / 5 s): "
                  + ", ".join(parts) + ".")
     if f:
         o.append("## Findings (computed from the tables below)")
@@ -580,28 +580,28 @@ def python_section(d, o, md_dir):
     o.append("")
 
 
-def seeds(d, o):
-    s0 = [r for r in d.rows if r["case"] == "seed000" and ok(r) and "scenario" in r]
+def scenarios(d, o):
+    s0 = [r for r in d.rows if r["case"] == "microbatch" and ok(r) and "scenario" in r]
     s3 = collections.defaultdict(list)
     for r in d.rows:
-        if r["case"] == "seed003" and "scenario" in r:
+        if r["case"] == "segments" and "scenario" in r:
             s3[r["impl"]].append(r)
     if not s0 and not s3:
         return
-    o.append("## Seed scenarios")
+    o.append("## Scenarios")
     o.append("")
     if s0:
-        o.append("### Seed 000: FIFO multi-lock scheduling vs naive polling (micro-batch pipelines)")
+        o.append("### microbatch: FIFO multi-lock scheduling vs naive polling (micro-batch pipelines)")
         o.append("")
-        o.append("100 namespaces, one lock each; time scaled so one seed second is 100 ms. "
+        o.append("100 namespaces, one lock each; time scaled so one scenario second is 100 ms. "
                  "A *recent* run starts every (scaled) second with 2 shards, shard j needing the "
                  "50 namespaces i with i mod 2 = j and processing each for 1.8 ms (90% of the "
                  "period); a *late* run starts every 10 (scaled) seconds with 1 shard needing all "
-                 "100 (0.5 ms each). Every shard does what the seed prescribes: take whatever is "
+                 "100 (0.5 ms each). Every shard avoids hold-and-wait: take whatever is "
                  "granted, process those namespaces, release them, ask again for the rest. First "
                  "half of the run: baton's `acquire_some` (one reservation per shard, FIFO queue per "
                  "lock); second half, same store, fresh names: naive SETNX-style polling "
-                 "(`try_acquire` each missing lock, sleep 10 ms = 0.1 seed s, retry). A shard's "
+                 "(`try_acquire` each missing lock, sleep 10 ms = 0.1 scenario s, retry). A shard's "
                  "*wait* is its start → all its namespaces processed (or the end of the phase, for "
                  "a shard still unfinished). Store: batond.")
         o.append("")
@@ -625,13 +625,13 @@ def seeds(d, o):
         row("errors", "errors")
         o.append("")
     if s3:
-        o.append("### Seed 003: 50 threads × 100 guarded modifications")
+        o.append("### segments: 50 threads × 100 guarded modifications")
         o.append("")
         o.append("Each modification: acquire the guard lock (blocking), read a counter row, yield, "
                  "write it + 1, release. The rows (1000 of them, 5 modifications each) live in the "
                  "benchmark's memory, so a broken lock shows as lost updates. *center*: one lock "
-                 "for everything (the seed's version 2: ~8 s on MySQL); *segments*: 100 locks, "
-                 "`center_lock_NN` with NN = crc32(row name) mod 100 (version 3: ~5 s). "
+                 "for everything (a MySQL lock table's `center_lock` design: ~8 s in production); *segments*: 100 locks, "
+                 "`center_lock_NN` with NN = crc32(row name) mod 100 (its successor: ~5 s). "
                  "One `baton::Client` per thread.")
         o.append("")
         o.append("| store | center lock: seconds | 100 segments: seconds | center acquire p50 µs | "

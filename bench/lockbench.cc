@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "                  (the ZooKeeper floor)\n"
     "                  (default baton://127.0.0.1:7420)\n"
     "  --workload W    uncontended (default) | contended | handoff | fair |\n"
-    "                  mixed | seed000 | seed003 | hold | waiters\n"
+    "                  mixed | microbatch | segments | hold | waiters\n"
     "  --clients N     clients (threads, one connection each); hold: "
     "connections;\n"
     "                  waiters: number of waiters (default 1; handoff 2)\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/pg_notify_cost.sh — what a NOTIFY adds to its sender's commit in
-# PostgreSQL 15 as listening backends are added (issue 18: is the
+# PostgreSQL 15 as listening backends are added (is the
 # broadcast what slows postgres://'s contended handoff?).
 #
 # Starts a private PostgreSQL 15 (initdb as the postgres user in a temp

@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench/pipelined_cost.sh — server CPU per request under pipelined load
-# (issue 18): redis-benchmark -c 50 -P 16 -r 100000 sends
+# bench/pipelined_cost.sh — server CPU per request under pipelined load:
+# redis-benchmark -c 50 -P 16 -r 100000 sends
 #   LOCK.ACQUIRE k:<rand> <token> 30000      to batond (each binary given)
 #   LOCK.ACQUIRE k:<rand> <token> 30000 BRIEF   the same, as the baton://
 #                                            client sends it (the short

@@ -11,7 +11,8 @@
 #           table-backed lock with the store's durability must write
 #   store   baton_lockbench --store postgres://... --workload uncontended |
 #           contended | handoff, with serialize=name (per-name advisory keys)
-#           and serialize=global (seed 000's one scheduler lock)
+#           and serialize=global (the micro-batch scheduler's one
+#           scheduling lock)
 # with 1 and 8 clients, REPEATS times each (median kept), and prints a
 # Markdown table with the store/raw ratio (also $WORK/report.md; raw lines
 # in $WORK/results.txt). Every run is bounded (--duration / -T plus
@@ -197,6 +198,6 @@ done
   echo
   echo "raw = pgbench -M prepared, pg_try_advisory_lock + pg_advisory_unlock, one key per client, same server, same run."
   echo "floor = pgbench -M prepared, one single-row upsert (durable commit) + one single-row update (commit without waiting for the flush) per pair: the least a table-backed lock with the store's durability writes."
-  echo "store = baton_lockbench (baton::Client -> postgres:// store); serialize=name: per-name advisory keys; serialize=global: seed 000's single key."
+  echo "store = baton_lockbench (baton::Client -> postgres:// store); serialize=name: per-name advisory keys; serialize=global: one key for every name (the micro-batch scheduler's scheduling lock)."
 } | tee "$WORK/report.md"
 log "report: $WORK/report.md"

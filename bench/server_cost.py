@@ -203,7 +203,7 @@ def main():
         us = median([x[1] for x in xs])
         sy = median([x[2] for x in xs])
         print(f"| {name} | {pps:,.0f} | {us + sy:.1f} | {us:.1f} | {sy:.1f} |")
-    # Issue 18's redis:// goal, as ratios of server CPU per pair within
+    # The redis:// store's CPU goal, as ratios of server CPU per pair within
     # each repeat (the runs of one repeat are back to back).
     per = {name: [x[1] + x[2] for x in rows[name]] for name, _, _ in cases}
     store, raw = per["Redis, baton redis:// store"], per["Redis, raw SET NX PX + EVALSHA"]

@@ -58,13 +58,13 @@ void latency_json(std::ostringstream& o, const char* key, const Latency& l) {
 Result<Workload> parse_workload(std::string_view text) {
   for (Workload w :
        {Workload::uncontended, Workload::contended, Workload::handoff,
-        Workload::fair, Workload::mixed, Workload::seed000, Workload::seed003,
-        Workload::hold, Workload::waiters}) {
+        Workload::fair, Workload::mixed, Workload::microbatch,
+        Workload::segments, Workload::hold, Workload::waiters}) {
     if (text == workload_name(w)) return w;
   }
   return Error(Errc::invalid_argument,
                "workload must be uncontended, contended, handoff, fair, "
-               "mixed, seed000, seed003, hold or waiters, not \"" +
+               "mixed, microbatch, segments, hold or waiters, not \"" +
                    std::string(text) + "\"");
 }
 
@@ -80,10 +80,10 @@ const char* workload_name(Workload w) {
       return "fair";
     case Workload::mixed:
       return "mixed";
-    case Workload::seed000:
-      return "seed000";
-    case Workload::seed003:
-      return "seed003";
+    case Workload::microbatch:
+      return "microbatch";
+    case Workload::segments:
+      return "segments";
     case Workload::hold:
       return "hold";
     case Workload::waiters:
@@ -200,11 +200,11 @@ Result<LoadResult> run_load(const LoadOptions& options) {
     case Workload::waiters:
       r = run_waiters(o);
       break;
-    case Workload::seed000:
-      r = run_seed000(o);
+    case Workload::microbatch:
+      r = run_microbatch(o);
       break;
-    case Workload::seed003:
-      r = run_seed003(o);
+    case Workload::segments:
+      r = run_segments(o);
       break;
     default:
       r = run_loop(o);

@@ -35,9 +35,11 @@
 //                of one of K shared locks, one extend, release; 15%
 //                try_acquire of a shared lock (busy is counted, not an
 //                error) and release if granted;
-//   seed000      the micro-batch scenario of seed 000 (seeds.h): FIFO
-//                acquire_some against try-lock polling, one half each;
-//   seed003      the guarded-counter scenario of seed 003 (seeds.h): 50x100
+//   microbatch   the micro-batch scheduler's scenario (scenarios.cc): a
+//                frequent "recent" process and a rare "late" one over 100
+//                namespace locks; FIFO acquire_some against try-lock
+//                polling, one half each;
+//   segments     the guarded-counter scenario (scenarios.cc): 50x100
 //                read-modify-writes under one center lock, then 100 segments;
 //   hold         holds --locks leases with a long TTL, pipelined over
 //                --clients raw RESP connections, and reads the server's RSS
@@ -69,8 +71,8 @@ enum class Workload {
   handoff,
   fair,
   mixed,
-  seed000,
-  seed003,
+  microbatch,
+  segments,
   hold,
   waiters
 };
@@ -122,7 +124,7 @@ struct LoadResult {
   // Longest single wait for a grant, including a wait still unanswered
   // when the run ended (a starving client shows here).
   double worst_wait_ms = 0;
-  // seed000 / seed003: their own figures, as a JSON object and as text.
+  // microbatch / segments: their own figures, as a JSON object and as text.
   std::string scenario_json, scenario_text;
   // hold
   std::int64_t rss_before_kb = -1, rss_after_kb = -1;

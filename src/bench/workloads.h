@@ -10,9 +10,10 @@ namespace baton::bench {
 
 // uncontended, contended, handoff, fair, mixed (loop.cc).
 Result<LoadResult> run_loop(const LoadOptions& o);
-// The source documents' scenarios (seeds.cc; see docs/benchmarks.md).
-Result<LoadResult> run_seed000(const LoadOptions& o);
-Result<LoadResult> run_seed003(const LoadOptions& o);
+// The application scenarios microbatch and segments (scenarios.cc; see
+// docs/benchmarks.md).
+Result<LoadResult> run_microbatch(const LoadOptions& o);
+Result<LoadResult> run_segments(const LoadOptions& o);
 
 }  // namespace baton::bench
 

@@ -78,6 +78,7 @@ Command add_status_command(CLI::App& app, const Globals& globals);
 Command add_counter_command(CLI::App& app, const Globals& globals);
 Command add_leader_command(CLI::App& app, const Globals& globals);
 Command add_bench_command(CLI::App& app, const Globals& globals);
+Command add_stores_command(CLI::App& app);
 
 // The exit code documented for an error code.
 int exit_code_for(Errc code) noexcept;

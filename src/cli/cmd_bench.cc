@@ -80,7 +80,7 @@ int do_bench(const Globals& globals, const BenchFlags& flags) {
       std::cerr << line << std::flush;
     };
   }
-  // Safety net: every run stops itself at its deadline (seed003 has two
+  // Safety net: every run stops itself at its deadline (segments has two
   // phases of --duration each); if a store never answers, give up later.
   const auto limit = o.duration * 2 + std::chrono::seconds(60);
   std::thread([limit] {
@@ -108,7 +108,7 @@ Command add_bench_command(CLI::App& app, const Globals& globals) {
       "latency, fairness (Jain index) and worst wait. Bounded by --duration.");
   sub->add_option("--workload", flags->workload,
                   "uncontended | contended | handoff | fair | mixed | "
-                  "seed000 | seed003 | hold | waiters (docs/cli.md)")
+                  "microbatch | segments | hold | waiters (docs/cli.md)")
       ->capture_default_str();
   flags->clients_option =
       sub->add_option("--clients", flags->clients,

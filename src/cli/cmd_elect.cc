@@ -1,5 +1,5 @@
 // cli/cmd_elect.cc — `baton elect <group> [flags] -- cmd args...`:
-// active-standby (source document 002). Every candidate campaigns; the one
+// active-standby leader election. Every candidate campaigns; the one
 // elected runs the command while its term is renewed every retry interval;
 // standbys wait and report leader changes.
 #include <CLI/CLI.hpp>

@@ -1,7 +1,8 @@
 // cli/config.h — the `baton` CLI's YAML config file (--config FILE or
 // BATON_CONFIG): the store, the client's TTL and RetryInterval, and the
-// seed-002 pool settings of the postgres:// store, with the same names as
-// everywhere else (docs/cli.md, docs/stores/postgres.md):
+// connection-pool settings of the postgres:// store (MaxOpenConnections,
+// MaxIdleConnections, ConnectionMaxLifetime, ConnectionMaxIdleTime), named
+// as everywhere else (docs/cli.md, docs/stores/postgres.md):
 //
 //   Store: postgres://baton@db:5432/app?schema=baton
 //   TTL: 15s                       # default --ttl

@@ -111,6 +111,7 @@ constexpr const char* kHelpFooter = R"(Examples:
   baton leader billing --watch            # each change of leader
   baton run nightly --hold-at-least 20h -- ./etl   # once per 20 h, any host
   baton --store memory: run demo -- env
+  baton stores postgres                   # its URL and every URL option
 
 Durations: 500ms, 30s, 2m, 1h, 7d, 1m30s (a number needs a unit; 0 is
 fine); --wait also takes "forever".
@@ -198,6 +199,7 @@ int main(int argc, char** argv) {
   commands.push_back(baton::cli::add_leader_command(app, globals));
   commands.push_back(baton::cli::add_counter_command(app, globals));
   commands.push_back(baton::cli::add_bench_command(app, globals));
+  commands.push_back(baton::cli::add_stores_command(app));
 
   // CLI11 wants argv in reverse order for parse(vector).
   std::vector<std::string> reversed(args.rbegin(), args.rend());

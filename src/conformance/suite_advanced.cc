@@ -59,12 +59,12 @@ TEST_P(ConformanceTest, Rule11_AcquireSomeGrantsWhatIsFree) {
   EXPECT_TRUE(*client().release((*rest)[0]));
 }
 
-// Source document 000: processes of several types share namespace locks;
-// each takes whatever is granted, processes it, releases it and asks again
-// for the rest under the same reservation. No deadlock, no namespace
+// The micro-batch scheduler: processes of several types share namespace
+// locks; each takes whatever is granted, processes it, releases it and asks
+// again for the rest under the same reservation. No deadlock, no namespace
 // processed by two processes at once, every name processed exactly once per
 // round.
-TEST_P(ConformanceTest, Rule11_Seed000PartialGrantsNeverDeadlock) {
+TEST_P(ConformanceTest, Rule11_MicroBatchPartialGrantsNeverDeadlock) {
   BATON_REQUIRE("rule11");
   constexpr int kNamespaces = 8, kProcesses = 6, kRounds = 15;
   std::vector<std::string> ns;
@@ -430,8 +430,8 @@ TEST_P(ConformanceTest, Election_OneLeaderAndResignHandsOver) {
   std::vector<std::string> seen_by_2;
   ElectorOptions o1;
   // 600 ms: renewals every 200 ms ride out a 400 ms stall. With 300 ms,
-  // postgres:// over TLS lost its leader within 10 s once in session 12's
-  // CI (durable renewals, tests running two at a time on 2 vCPUs).
+  // postgres:// over TLS lost its leader within 10 s in CI (durable renewals,
+  // tests running two at a time on 2 vCPUs).
   o1.ttl = 600ms;
   o1.label = "cand-1";
   o1.on_elected = [&](const Lease&) { elected1.fetch_add(1); };

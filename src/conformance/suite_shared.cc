@@ -384,7 +384,7 @@ TEST_P(ConformanceTest, Shared_BadInputIsRefusedAndChangesNothing) {
   EXPECT_TRUE(*client().release(*s));
 }
 
-// Cancellable waits (issue 17) cover acquire_shared too: a stop withdraws
+// Cancellable waits cover acquire_shared too: a stop withdraws
 // the shared request and leaves no trace in the queue.
 TEST_P(ConformanceTest, Shared_StopEndsASharedWaitAndLeavesNoTrace) {
   BATON_REQUIRE_SHARED();

@@ -220,8 +220,9 @@ std::vector<std::string> builtin_schemes() {
   std::vector<std::string> out;
   auto add = [&out](const StoreDescriptor& d) {
     for (const std::string& s : d.schemes) {
+      // memory: is opaque; every other scheme takes an authority or path.
       std::string spelled =
-          d.url_form.rfind(s + "://", 0) == 0 ? s + "://" : s + ":";
+          d.url_form.find("://") != std::string::npos ? s + "://" : s + ":";
       if (std::find(out.begin(), out.end(), spelled) == out.end()) {
         out.push_back(std::move(spelled));
       }

@@ -98,8 +98,8 @@ TEST(CliBench, UncontendedAndMixedTextAndJson) {
   EXPECT_EQ(number(mixed.out, "errors"), 0) << mixed.out;
 }
 
-TEST(CliBench, SeedScenariosOnMemory) {
-  auto s3 = bench("memory:", {"--workload", "seed003", "--json"});
+TEST(CliBench, ScenariosOnMemory) {
+  auto s3 = bench("memory:", {"--workload", "segments", "--json"});
   ASSERT_EQ(s3.exit_code, 0) << s3.err;
   for (const char* phase : {"center", "segments"}) {
     const std::string p = object(s3.out, phase);
@@ -107,8 +107,8 @@ TEST(CliBench, SeedScenariosOnMemory) {
     EXPECT_EQ(number(p, "lost_updates"), 0) << phase;
     EXPECT_GT(number(p, "seconds"), 0) << phase;
   }
-  auto s0 =
-      bench("memory:", {"--workload", "seed000", "--duration", "3s", "--json"});
+  auto s0 = bench("memory:",
+                  {"--workload", "microbatch", "--duration", "3s", "--json"});
   ASSERT_EQ(s0.exit_code, 0) << s0.err;
   for (const char* mode : {"fifo", "polling"}) {
     const std::string m = object(s0.out, mode);

@@ -39,6 +39,28 @@ class CliMemoryTest : public ::testing::Test {
   }
 };
 
+// `baton stores` prints what each store's descriptor declares: every store
+// built in, and one store's URL options with their types and defaults.
+TEST_F(CliMemoryTest, StoresListsTheDescriptors) {
+  auto all = run({kBaton, "stores"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const char* name : {"memory", "sqlite"}) {
+    EXPECT_THAT(all.out, HasSubstr(std::string(name) + " — "))
+        << all.out;
+  }
+  auto one = run({kBaton, "stores", "SQLITE://"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_THAT(one.out, MatchesRegex("^sqlite — (.|\n)*"));
+  EXPECT_THAT(one.out, HasSubstr("request_timeout (duration, default 5s)"));
+  EXPECT_THAT(one.out, Not(HasSubstr("\nmemory — ")));
+  auto json = run({kBaton, "stores", "memory", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, MatchesRegex("^\\{\"name\":\"memory\",.*\\}\n$"));
+  auto none = run({kBaton, "stores", "nosuch"});
+  EXPECT_EQ(none.exit_code, 64);
+  EXPECT_THAT(none.err, HasSubstr("no store with scheme \"nosuch\""));
+}
+
 TEST_F(CliMemoryTest, RunExportsEnvironmentAndPropagatesExitCode) {
   auto r = baton({"run", "job", "--", "sh", "-c",
                   "echo \"$BATON_LOCK $BATON_FENCING_TOKEN $BATON_OWNER_TOKEN "

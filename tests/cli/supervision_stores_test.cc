@@ -1,4 +1,4 @@
-// tests/cli/supervision_stores_test.cc — issue 12 on every store: no command
+// tests/cli/supervision_stores_test.cc — supervision on every store: no command
 // run by `baton run` may outlive its lease, whatever the store does.
 //
 // For each store (batond, PostgreSQL, Redis) and fault kind, a holder runs
@@ -417,7 +417,7 @@ TEST_P(StoreFault, CommandIsGoneBeforeTheLockCanBeGrantedAgain) {
                  std::to_string((first.front() - last.back()) / kMs));
 }
 
-// Issue 17: SIGINT or SIGTERM to `baton run` while it waits for the lock
+// SIGINT or SIGTERM to `baton run` while it waits for the lock
 // withdraws its request before baton exits (128 + signal): the queue is
 // empty at once, not only when a waiter's own deadline or heartbeat ends
 // it, and the lock is not granted to the gone waiter later.

@@ -1,4 +1,4 @@
-// tests/cli/supervision_test.cc — issue 12: no command run by `baton run` /
+// tests/cli/supervision_test.cc — supervision: no command run by `baton run` /
 // `baton elect` may outlive its lease, and no command waits on a store that
 // does not answer.
 //

@@ -1,8 +1,8 @@
 // tests/postgres/postgres_cli_test.cc — the `baton` CLI on postgres://: its
-// YAML config (src/cli/config.h) configures the pool with the seed-002
-// names and bad values are refused naming the key; and clients whose clock
-// is hours off (Debian's faketime) still see leases expire by the
-// database's clock.
+// YAML config (src/cli/config.h) configures the pool with its
+// MaxOpenConnections... keys and bad values are refused naming the key; and
+// clients whose clock is hours off (Debian's faketime) still see leases expire
+// by the database's clock.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

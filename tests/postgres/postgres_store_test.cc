@@ -1,6 +1,7 @@
 // tests/postgres/postgres_store_test.cc — postgres:// specifics: the
 // database clock, the fenced-write helper, dead waiters, concurrent schema
-// creation, seed 000's shard workers, URL/pool settings, global mode.
+// creation, the micro-batch scheduler's shard workers, URL/pool settings,
+// global mode.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -54,7 +55,8 @@ TEST(PostgresStore, ExpiryFollowsTheDatabaseClock) {
   EXPECT_GE(db_now_ms(sql), brief->store_expires_at_ms);
 }
 
-// Seed 004's fenced write as one SQL call, judged against real grants.
+// The fenced write (the resource rejects a token lower than the highest it
+// has seen) as one SQL call, judged against real grants.
 TEST(PostgresStore, FencedWriteAcceptsOnlyTheNewestToken) {
   Sql sql(pg_server().conninfo());
   Client c = pg_client();
@@ -230,14 +232,14 @@ TEST(PostgresStore, OldSchemaIsMigratedAndNewerSchemaIsRefused) {
       << refused.error().to_string();
 }
 
-// Seed 000: a frequent "recent" shard over every namespace and an
-// occasional "late" shard over half of them, both with acquire_some: take
+// The micro-batch scheduler: a frequent "recent" shard over every namespace and
+// an occasional "late" shard over half of them, both with acquire_some: take
 // what is granted, process, release, ask for the rest. Both finish (no
 // deadlock, the late one is not starved) and no namespace is ever
 // processed by both at once.
-TEST(PostgresStore, Seed000ShardWorkersWithOverlappingNamespaces) {
+TEST(PostgresStore, MicroBatchShardWorkersWithOverlappingNamespaces) {
   constexpr int kNamespaces = 12;
-  const std::string base = unique_name("seed000");
+  const std::string base = unique_name("microbatch");
   std::vector<std::string> ns;
   for (int i = 0; i < kNamespaces; ++i) {
     ns.push_back(base + "/namespace" + std::to_string(i) + "-event");
@@ -357,8 +359,9 @@ TEST(PostgresStore, PoolNeverOpensMoreThanMaxOpenConnections) {
   EXPECT_LE(peak.load(), 3);  // 2 pooled + the LISTEN connection
 }
 
-// Seed 000's single scheduler lock (serialize=global) keeps every rule the
-// per-name locks keep: spot-check exclusion, FIFO and acquire_all.
+// The micro-batch scheduler's single scheduling lock (serialize=global) keeps
+// every rule the per-name locks keep: spot-check exclusion, FIFO and
+// acquire_all.
 TEST(PostgresStore, GlobalSerializationModeWorks) {
   Client c = pg_client("serialize=global");
   const std::string a = unique_name("global-a"), b = unique_name("global-b");

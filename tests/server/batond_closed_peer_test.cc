@@ -1,5 +1,5 @@
 // tests/server/batond_closed_peer_test.cc — a request whose connection is
-// already closed is not granted (issue 12): batond is SIGSTOPped, a client
+// already closed is not granted: batond is SIGSTOPped, a client
 // sends an acquire and closes its socket, batond is resumed; the lock must
 // be free at once, not held for the TTL by a client that is gone.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // tests/server/batond_corruption_test.cc — a real batond on a damaged data
-// dir (issue 12 §3): a corrupt journal or snapshot stops it with the file and
+// dir: a corrupt journal or snapshot stops it with the file and
 // offset named and the files untouched; --repair (or `repair: true`) starts
 // it from what is still valid, keeps copies and never reuses a fencing
 // token; a torn tail is still ignored quietly.

@@ -1,5 +1,5 @@
 // tests/server/batond_stop_test.cc — batond stops gracefully on SIGTERM
-// (issue 19, "Operations"): a parked waiter is answered `unavailable`
+// (docs/server.md, first section): a parked waiter is answered `unavailable`
 // instead of seeing its connection drop, and nothing acknowledged is lost
 // (the journal is flushed: the lease is held after a restart, and the next
 // grant's fencing token is larger).

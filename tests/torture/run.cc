@@ -159,7 +159,7 @@ class Pool : public WorkerPool {
   // it was aimed at: a worker that exits while its slot's clock is stepped
   // is respawned into the same stepped clock. `faults` plus, for every
   // clock_step, a copy for each later incarnation of that slot spawned
-  // before the step healed (seen in session 8: etcd seed 217030, a worker
+  // before the step healed (seen with etcd, seed 217030: a worker
   // respawned 0.2 s into a -2 s step reported its lease 2 s early).
   std::vector<Fault> with_inherited_clock_steps(
       const std::vector<Fault>& faults) {

@@ -47,7 +47,7 @@ struct Options {
   bool counters = true;  // the store offers Counter (not redlock://)
   // Negative control of checker 8 (test only): keeper holds use an
   // emulation of the old LeaseKeeper, whose lost notice waited for a
-  // synchronous renewal call to return (issue 12).
+  // synchronous renewal call to return.
   bool late_notice = false;
   // Negative control of checker 9 (test only): shared holders also write,
   // half of the time (rule 18 forbids it; the resource must notice).

@@ -411,8 +411,8 @@ TEST(ZkCli, RunKeepsALeaseWhoseTtlIsLongerThanTheSession) {
 #endif
 }
 
-// Rule 8 and seed 001's recipe at scale: 50 waiters, each its own client
-// (session), queued one after the other, are granted in that order, and
+// Rule 8 and the ephemeral-sequential recipe at scale: 50 waiters, each its own
+// client (session), queued one after the other, are granted in that order, and
 // while they wait each one watches only a node or two (the one ahead of
 // it): `wchp` never shows more than 3 of them on one path, and the server
 // holds at most 3 child watches (a getChildren watch per waiter on the

@@ -1,21 +1,22 @@
-// bench/seeds.cc — the source documents' scenarios as measured workloads
-// (docs/benchmarks.md, "Seed scenarios").
+// bench/scenarios.cc — two application scenarios as measured workloads
+// (docs/benchmarks.md, "Scenarios").
 //
-// seed000: micro-batch pipelines over 100 namespaces, time-scaled so one
-//   second of the seed is kSecond (100 ms). "recent" runs start every
+// microbatch: micro-batch pipelines over 100 namespaces, time-scaled so one
+//   second of the scenario is kSecond (100 ms). "recent" runs start every
 //   second with 2 shards (shard j needs the namespaces i with i % 2 == j);
 //   a "late" run starts every 10 seconds with 1 shard needing all 100.
 //   Every shard takes what it is granted, processes those namespaces
 //   (a sleep per namespace), releases them and asks again for the rest,
-//   as the seed prescribes. The first half of --duration uses baton's
-//   FIFO acquire_some (one reservation per shard); the second half naive
-//   polling (try_acquire each missing lock, sleep kPoll, retry), on the
-//   same store and with fresh lock names.
-// seed003: 50 threads x 100 guarded modifications: lock, read-modify-write
+//   so that no shard holds some locks while waiting for others. The first
+//   half of --duration uses baton's FIFO acquire_some (one reservation per
+//   shard); the second half naive polling (try_acquire each missing lock,
+//   sleep kPoll, retry), on the same store and with fresh lock names.
+// segments: 50 threads x 100 guarded modifications: lock, read-modify-write
 //   a counter row (in this process's memory, with a yield between the read
 //   and the write so a broken lock would show as lost updates), unlock.
 //   First with one center lock, then with 100 segment locks chosen by
-//   crc32(row name) % 100, as in the seed's versions 2 and 3.
+//   crc32(row name) % 100: the center-lock and 100-segment designs of a
+//   MySQL lock table.
 //
 // Both stop themselves: every wait is cut to the phase's deadline.
 #include <algorithm>
@@ -41,8 +42,8 @@ using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
 constexpr int kNamespaces = 100;
-constexpr milliseconds kSecond{100};    // one second of the seed
-constexpr milliseconds kPoll{10};       // polling retry interval (0.1 seed s)
+constexpr milliseconds kSecond{100};  // one scenario second
+constexpr milliseconds kPoll{10};     // polling retry interval (0.1 scenario s)
 constexpr int kMaxShardsInFlight = 20;  // per type; more starts are skipped
 
 struct ProcessType {
@@ -69,7 +70,7 @@ std::string fmt(double v) {
   return buf;
 }
 
-// Seconds to the millisecond: on memory: a seed-003 phase can finish in
+// Seconds to the millisecond: on memory: a segments phase can finish in
 // under 50 ms, which "%.1f" printed as 0.0.
 std::string fmt_secs(double v) {
   char buf[64];
@@ -94,7 +95,8 @@ struct Tally {
   }
 };
 
-// One shard of one run: the seed's loop until every namespace is done.
+// One shard of one run: take, process, release, ask again until every namespace
+// is done.
 void run_shard(const Client& client, bool fifo, std::vector<std::string> todo,
                microseconds work, Clock::time_point deadline, int type,
                Tally* tally) {
@@ -147,10 +149,10 @@ void run_shard(const Client& client, bool fifo, std::vector<std::string> todo,
   tally->runs.push_back(run);
 }
 
-// One phase of seed000 (FIFO or polling) for `length`; its JSON object.
-std::string seed000_phase(const Client& client, const std::string& prefix,
-                          bool fifo, milliseconds length, std::string* text,
-                          LoadResult* total) {
+// One phase of microbatch (FIFO or polling) for `length`; its JSON object.
+std::string microbatch_phase(const Client& client, const std::string& prefix,
+                             bool fifo, milliseconds length, std::string* text,
+                             LoadResult* total) {
   Tally tally;
   std::atomic<int> in_flight[2] = {0, 0};
   std::uint64_t skipped[2] = {0, 0}, started[2] = {0, 0};
@@ -244,11 +246,11 @@ constexpr int kThreads = 50;
 constexpr int kModsPerThread = 100;
 constexpr int kRows = 1000;
 
-// One seed003 phase: 50 x 100 guarded read-modify-writes.
-std::string seed003_phase(const std::vector<Client>& clients,
-                          const std::string& prefix, bool segments,
-                          Clock::time_point deadline, std::string* text,
-                          LoadResult* total) {
+// One segments phase: 50 x 100 guarded read-modify-writes.
+std::string segments_phase(const std::vector<Client>& clients,
+                           const std::string& prefix, bool segments,
+                           Clock::time_point deadline, std::string* text,
+                           LoadResult* total) {
   std::vector<std::atomic<std::int64_t>> rows(kRows);
   for (auto& r : rows) r.store(0);
   std::atomic<std::uint64_t> done{0}, errors{0};
@@ -337,7 +339,7 @@ std::string seed003_phase(const std::vector<Client>& clients,
 
 }  // namespace
 
-Result<LoadResult> run_seed000(const LoadOptions& o) {
+Result<LoadResult> run_microbatch(const LoadOptions& o) {
   ClientOptions copts;
   copts.max_retries = 0;
   auto client = Client::open(o.store, copts);
@@ -348,12 +350,12 @@ Result<LoadResult> run_seed000(const LoadOptions& o) {
   const auto start = Clock::now();
   const milliseconds half = o.duration / 2;
   std::string text =
-      "seed000 (1 seed second = 100 ms; recent every 1 s x 2 "
+      "microbatch (1 scenario second = 100 ms; recent every 1 s x 2 "
       "shards, late every 10 s x 1 shard, 100 namespaces)\n";
   const std::string fifo =
-      seed000_phase(*client, o.prefix + "/fifo", true, half, &text, &r);
+      microbatch_phase(*client, o.prefix + "/fifo", true, half, &text, &r);
   const std::string poll =
-      seed000_phase(*client, o.prefix + "/poll", false, half, &text, &r);
+      microbatch_phase(*client, o.prefix + "/poll", false, half, &text, &r);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.pairs_per_sec =
       r.seconds > 0 ? static_cast<double>(r.pairs) / r.seconds : 0;
@@ -362,7 +364,7 @@ Result<LoadResult> run_seed000(const LoadOptions& o) {
   return r;
 }
 
-Result<LoadResult> run_seed003(const LoadOptions& o) {
+Result<LoadResult> run_segments(const LoadOptions& o) {
   // One Client per thread (own connections), as 50 processes would have.
   std::vector<Client> clients;
   ClientOptions copts;
@@ -376,12 +378,12 @@ Result<LoadResult> run_seed003(const LoadOptions& o) {
   r.clients = kThreads;
   r.locks = 100;
   const auto start = Clock::now();
-  std::string text = "seed003 (50 threads x 100 guarded modifications)\n";
-  const std::string center = seed003_phase(clients, o.prefix + "/center", false,
-                                           start + o.duration, &text, &r);
+  std::string text = "segments (50 threads x 100 guarded modifications)\n";
+  const std::string center = segments_phase(
+      clients, o.prefix + "/center", false, start + o.duration, &text, &r);
   const std::string segments =
-      seed003_phase(clients, o.prefix + "/segments", true,
-                    Clock::now() + o.duration, &text, &r);
+      segments_phase(clients, o.prefix + "/segments", true,
+                     Clock::now() + o.duration, &text, &r);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.pairs_per_sec =
       r.seconds > 0 ? static_cast<double>(r.pairs) / r.seconds : 0;
