@@ -18,9 +18,47 @@ Error invalid(std::string message) {
   return Error(Errc::invalid_argument, std::move(message));
 }
 
-std::chrono::milliseconds floor_ms(Nanos d) {
-  if (d <= Nanos::zero()) return std::chrono::milliseconds{0};
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+Status validate_acquire(const AcquireRequest& r) {
+  if (Status s = validate_acquire_fields(r.name, r.ttl, r.capacity, r.label,
+                                         r.reentrancy_key);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = validate_shared(r.shared, r.capacity, r.reentrancy_key);
+      !s.ok()) {
+    return s;
+  }
+  if (r.token.is_zero()) return invalid("owner token is zero");
+  return {};
+}
+
+// The lease of `lock` that holds reentrancy key `key`, if any (nullptr for
+// an empty key).
+LeaseE* reentrant_lease(LockE& lock, std::string_view key) {
+  if (key.empty() || !lock.ext) return nullptr;
+  auto& keys = lock.ext->by_reentrancy_key;
+  auto k = keys.find(std::string(key));
+  return k == keys.end() ? nullptr : k->second;
+}
+
+// Why a request that may not wait is refused, checked in this order: shared
+// holders against an exclusive request, an exclusive holder against a
+// shared one (rule 18), no capacity left, else waiters ahead of it.
+std::string busy_message(const LockE& lock, const AcquireRequest& r) {
+  std::string msg = "lock " + quote_name(r.name);
+  if (lock.shared_holders > 0 && !r.shared) {
+    msg += " is held shared by " + std::to_string(lock.shared_holders) +
+           (lock.shared_holders == 1 ? " holder" : " holders");
+  } else if (lock.shared_holders < lock.holders && r.shared) {
+    msg += " is held exclusively";
+  } else if (lock.holders >= lock.capacity) {
+    msg += " is held (" + std::to_string(lock.holders) + " of " +
+           std::to_string(lock.capacity) + ")";
+  } else {
+    msg += " has " + std::to_string(lock.queue_size()) +
+           " waiters ahead of this request";
+  }
+  return msg;
 }
 
 }  // namespace
@@ -301,24 +339,6 @@ LeaseRecord LockTable::Impl::make_record(const LockE& lock,
   return r;
 }
 
-std::vector<HolderInfo> LockTable::Impl::holders_of(const LockE& lock,
-                                                    Instant now) const {
-  std::vector<const LeaseE*> held;
-  held.reserve(lock.holders);
-  lock.for_each_holder([&](const LeaseE& l) { held.push_back(&l); });
-  // Grant order (fencing tokens are handed out in grant order).
-  std::sort(held.begin(), held.end(), [](const LeaseE* a, const LeaseE* b) {
-    return a->fencing < b->fencing;
-  });
-  std::vector<HolderInfo> out;
-  out.reserve(held.size());
-  for (const LeaseE* l : held) {
-    out.push_back({std::string(l->label_view()), l->fencing,
-                   floor_ms(l->expiry - now), l->holds, l->shared});
-  }
-  return out;
-}
-
 void LockTable::Impl::sink_put(const LockE& lock, const LeaseE& lease) {
   ++changes;  // every lease change a reader sees goes through here
   if (sink != nullptr) sink->lease_put(make_record(lock, lease));
@@ -339,13 +359,38 @@ std::size_t LockTable::Impl::position_of(const LockE& lock, WaiterIt it) const {
   return pos;
 }
 
-Error LockTable::Impl::queue_full(std::string_view name,
-                                  std::size_t waiters) const {
+std::optional<Error> LockTable::Impl::queue_full(std::string_view name,
+                                                 const LockE* lock) const {
+  if (lock == nullptr || lock->queue_size() < limits.max_waiters_per_lock) {
+    return std::nullopt;
+  }
   return Error(Errc::unavailable,
-               "lock " + quote_name(name) + " has " + std::to_string(waiters) +
+               "lock " + quote_name(name) + " has " +
+                   std::to_string(lock->queue_size()) +
                    " waiters, the limit (max_waiters_per_lock " +
                    std::to_string(limits.max_waiters_per_lock) +
                    "); the queue is full, retry later");
+}
+
+Error LockTable::Impl::capacity_mismatch(std::string_view name,
+                                         const LockE& lock,
+                                         std::uint32_t asked) const {
+  return invalid("lock " + quote_name(name) + " has capacity " +
+                 std::to_string(lock.capacity) + "; request asked for " +
+                 std::to_string(asked));
+}
+
+Error LockTable::Impl::table_full() const {
+  return invalid("the table holds " + std::to_string(locks.size()) +
+                 " locks; the limit is " + std::to_string(limits.max_locks));
+}
+
+std::optional<WaiterIt> LockTable::Impl::queued_waiter(
+    const LockE& lock, const OwnerToken& token) const {
+  if (lock.queue_empty()) return std::nullopt;
+  auto w = waiters.find(Key{std::string(lock.name()), token});
+  if (w == waiters.end()) return std::nullopt;
+  return w->second.second;
 }
 
 void LockTable::Impl::advance() {
@@ -410,118 +455,120 @@ Result<AcquireOutcome> LockTable::acquire(const AcquireRequest& request) {
   return impl_->acquire(request);
 }
 
+// acquire is a sequence of decisions, each final: a refusal changes
+// nothing (except a queued request whose wait ended, which leaves), and the
+// first step that applies answers. Retries of a granted or queued request
+// answer before the late-duplicate check: the table still knows them.
 Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   advance();
   const Instant now = clock.now();
-  if (Status s = validate_acquire_fields(r.name, r.ttl, r.capacity, r.label,
-                                         r.reentrancy_key);
-      !s.ok()) {
-    return std::move(s).error();
-  }
-  if (Status s = validate_shared(r.shared, r.capacity, r.reentrancy_key);
-      !s.ok()) {
-    return std::move(s).error();
-  }
-  if (r.token.is_zero()) return invalid("owner token is zero");
+  if (Status s = validate_acquire(r); !s.ok()) return std::move(s).error();
 
   LockE* lock = find_lock(r.name);
-  if (lock != nullptr && lock->capacity != r.capacity) {
-    return invalid("lock " + quote_name(r.name) + " has capacity " +
-                   std::to_string(lock->capacity) + "; request asked for " +
-                   std::to_string(r.capacity));
-  }
-  AcquireOutcome out;
   if (lock != nullptr) {
+    // A lock's capacity is fixed while the lock exists.
+    if (lock->capacity != r.capacity) {
+      return capacity_mismatch(r.name, *lock, r.capacity);
+    }
     // Idempotent retry of a granted request (or a reentrant alias).
     if (LeaseE* l = lock->find_lease(r.token)) {
+      AcquireOutcome out;
       out.granted = true;
       out.grant = make_grant(*lock, *l, now);
       return out;
     }
     // Retry of a queued request: it keeps its place.
-    if (auto w = lock->queue_empty()
-                     ? waiters.end()
-                     : waiters.find(Key{std::string(r.name), r.token});
-        w != waiters.end()) {
-      WaiterIt it = w->second.second;
-      if (r.wait_deadline) {
-        if (*r.wait_deadline <= now) {
-          if (it->group != nullptr) {
-            remove_group(*it->group, std::nullopt);
-          } else {
-            remove_waiter(*lock, it);
-          }
-          settle(now);
-          return Error(Errc::timeout, "wait deadline for lock " +
-                                          quote_name(r.name) + " passed");
-        }
-        set_deadline(it, *r.wait_deadline);
-      }
-      out.position = position_of(*lock, it);
-      return out;
+    if (std::optional<WaiterIt> it = queued_waiter(*lock, r.token)) {
+      return retry_queued(*lock, *it, r, now);
     }
   }
   // A late duplicate of a request whose lease already ended.
   if (Status s = check_not_ended(r.name, r.token, now, "request"); !s.ok()) {
     return std::move(s).error();
   }
+  // A reentrant request joins the lease of its key (it jumps the queue).
   if (lock != nullptr) {
-    // Reentrant join.
-    if (!r.reentrancy_key.empty() && lock->ext) {
-      auto& keys = lock->ext->by_reentrancy_key;
-      auto k = keys.find(std::string(r.reentrancy_key));
-      if (k != keys.end()) {
-        LeaseE* lease = k->second;
-        if (lease->holds == std::numeric_limits<std::uint32_t>::max()) {
-          return invalid("lock " + quote_name(r.name) +
-                         " has reached the maximum hold count");
-        }
-        join_lease(*lock, lease, r.token, r.ttl, now);
-        out.granted = true;
-        out.grant = make_grant(*lock, *lease, now);
-        return out;
-      }
+    if (LeaseE* lease = reentrant_lease(*lock, r.reentrancy_key)) {
+      return join_reentrant(*lock, *lease, r, now);
     }
   }
-  const bool free =
-      lock == nullptr || (lock->queue_empty() && lock->fits(r.shared));
-  if (lock == nullptr && locks.size() >= limits.max_locks) {
-    return invalid("the table holds " + std::to_string(locks.size()) +
-                   " locks; the limit is " + std::to_string(limits.max_locks));
-  }
-  if (free) {
-    LockE& l = get_or_create_lock(r.name, r.capacity);
-    LeaseE* lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
-                              r.ephemeral ? r.session : 0, r.shared);
-    out.granted = true;
-    out.created = true;
-    out.grant = make_grant(l, *lease, now);
-    return out;
+  if (lock == nullptr && locks.size() >= limits.max_locks) return table_full();
+  // Free: no queue to jump, and the request fits beside the holders.
+  if (lock == nullptr || (lock->queue_empty() && lock->fits(r.shared))) {
+    return grant_request(r, now);
   }
   if (!r.wait_deadline) {
-    std::string msg = "lock " + quote_name(r.name);
-    if (lock->shared_holders > 0 && !r.shared) {
-      msg += " is held shared by " + std::to_string(lock->shared_holders) +
-             (lock->shared_holders == 1 ? " holder" : " holders");
-    } else if (lock->shared_holders < lock->holders && r.shared) {
-      msg += " is held exclusively";
-    } else if (lock->holders >= lock->capacity) {
-      msg += " is held (" + std::to_string(lock->holders) + " of " +
-             std::to_string(lock->capacity) + ")";
-    } else {
-      msg += " has " + std::to_string(lock->queue_size()) +
-             " waiters ahead of this request";
-    }
-    return Error(Errc::not_acquired, std::move(msg))
+    return Error(Errc::not_acquired, busy_message(*lock, r))
         .with_holders(holders_of(*lock, now));
   }
+  return queue_request(*lock, r, now);
+}
+
+// A retry of the queued request `it`: a deadline that has passed ends the
+// wait (with every name of its acquire_all group); one still ahead
+// replaces the old one. The request keeps its place either way.
+Result<AcquireOutcome> LockTable::Impl::retry_queued(LockE& lock, WaiterIt it,
+                                                     const AcquireRequest& r,
+                                                     Instant now) {
+  if (r.wait_deadline) {
+    if (*r.wait_deadline <= now) {
+      if (it->group != nullptr) {
+        remove_group(*it->group, std::nullopt);
+      } else {
+        remove_waiter(lock, it);
+      }
+      settle(now);
+      return Error(Errc::timeout,
+                   "wait deadline for lock " + quote_name(r.name) + " passed");
+    }
+    set_deadline(it, *r.wait_deadline);
+  }
+  AcquireOutcome out;
+  out.position = position_of(lock, it);
+  return out;
+}
+
+// One more hold on `lease`, which holds the request's reentrancy key; the
+// hold count never wraps.
+Result<AcquireOutcome> LockTable::Impl::join_reentrant(LockE& lock,
+                                                       LeaseE& lease,
+                                                       const AcquireRequest& r,
+                                                       Instant now) {
+  if (lease.holds == std::numeric_limits<std::uint32_t>::max()) {
+    return invalid("lock " + quote_name(r.name) +
+                   " has reached the maximum hold count");
+  }
+  join_lease(lock, &lease, r.token, r.ttl, now);
+  AcquireOutcome out;
+  out.granted = true;
+  out.grant = make_grant(lock, lease, now);
+  return out;
+}
+
+// A new lease on a free lock (created if need be; the caller checked
+// max_locks).
+Result<AcquireOutcome> LockTable::Impl::grant_request(const AcquireRequest& r,
+                                                      Instant now) {
+  LockE& l = get_or_create_lock(r.name, r.capacity);
+  LeaseE* lease = add_lease(l, r.token, r.ttl, now, r.label, r.reentrancy_key,
+                            r.ephemeral ? r.session : 0, r.shared);
+  AcquireOutcome out;
+  out.granted = true;
+  out.created = true;
+  out.grant = make_grant(l, *lease, now);
+  return out;
+}
+
+// Queues a request that may wait on `lock`, which is not free: refused
+// when its deadline has passed or the queue is full.
+Result<AcquireOutcome> LockTable::Impl::queue_request(LockE& lock,
+                                                      const AcquireRequest& r,
+                                                      Instant now) {
   if (*r.wait_deadline <= now) {
     return Error(Errc::timeout, "wait deadline for lock " + quote_name(r.name) +
                                     " passed before it was free");
   }
-  if (lock->queue_size() >= limits.max_waiters_per_lock) {
-    return queue_full(r.name, lock->queue_size());
-  }
+  if (std::optional<Error> e = queue_full(r.name, &lock)) return std::move(*e);
   WaiterE w;
   w.token = r.token;
   w.ttl = r.ttl;
@@ -532,8 +579,9 @@ Result<AcquireOutcome> LockTable::Impl::acquire(const AcquireRequest& r) {
   w.shared = r.shared;
   w.arrival = now;
   w.deadline = *r.wait_deadline;
-  add_waiter(*lock, std::move(w));
-  out.position = lock->queue_size();
+  add_waiter(lock, std::move(w));
+  AcquireOutcome out;
+  out.position = lock.queue_size();
   return out;
 }
 

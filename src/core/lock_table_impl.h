@@ -18,6 +18,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,7 @@ namespace baton::core {
 
 struct LockE;
 struct GroupE;
+struct MultiLookup;  // acquire_multi's look-up (lock_table_multi.cc)
 
 inline constexpr std::uint32_t kNoTimer = 0xFFFFFFFFu;
 
@@ -285,14 +287,26 @@ struct LockTable::Impl {
   CoreGrant make_grant(const LockE& lock, const LeaseE& lease,
                        Instant arrival) const;
   LeaseRecord make_record(const LockE& lock, const LeaseE& lease) const;
+  // The holders in grant order (lock_table_state.cc).
   std::vector<HolderInfo> holders_of(const LockE& lock, Instant now) const;
   void sink_put(const LockE& lock, const LeaseE& lease);
   void push_event(Event::Kind kind, const LockE& lock, const OwnerToken& token,
                   CoreGrant grant = {});
   std::size_t position_of(const LockE& lock, WaiterIt it) const;
-  // `unavailable` (retry later): the queue of `name` is at
-  // max_waiters_per_lock.
-  Error queue_full(std::string_view name, std::size_t waiters) const;
+  // `unavailable` (retry later) when the queue of `lock` (named `name`) is
+  // at max_waiters_per_lock; nullopt when it has room or `lock` is nullptr
+  // (a lock not created yet has an empty queue).
+  std::optional<Error> queue_full(std::string_view name,
+                                  const LockE* lock) const;
+  // invalid_argument: `lock` exists with another capacity than `asked`.
+  Error capacity_mismatch(std::string_view name, const LockE& lock,
+                          std::uint32_t asked) const;
+  // invalid_argument: the table is at max_locks.
+  Error table_full() const;
+  // The queued request of `token` on `lock`, if any (no key is built when
+  // the queue is empty).
+  std::optional<WaiterIt> queued_waiter(const LockE& lock,
+                                        const OwnerToken& token) const;
   // Notes that `lease` (its token and aliases) ended (lock_table_release.cc).
   void remember_ended(const LockE& lock, const LeaseE& lease, Instant now);
   // lock_lost if (name, token) is a lease that ended recently.
@@ -303,10 +317,33 @@ struct LockTable::Impl {
 
   // --- requests (lock_table.cc / lock_table_multi.cc) ---
   Result<AcquireOutcome> acquire(const AcquireRequest& r);
+  // acquire's steps once `r` is valid and looked up (lock_table.cc).
+  Result<AcquireOutcome> retry_queued(LockE& lock, WaiterIt it,
+                                      const AcquireRequest& r, Instant now);
+  Result<AcquireOutcome> join_reentrant(LockE& lock, LeaseE& lease,
+                                        const AcquireRequest& r, Instant now);
+  Result<AcquireOutcome> grant_request(const AcquireRequest& r, Instant now);
+  Result<AcquireOutcome> queue_request(LockE& lock, const AcquireRequest& r,
+                                       Instant now);
   // release() and undo_grant(); `remember`: note the token as ended.
   Result<ReleaseOutcome> release(std::string_view name, const OwnerToken& token,
                                  bool remember);
   Result<MultiOutcome> acquire_multi(const MultiRequest& r);
+  // acquire_multi's steps (lock_table_multi.cc); `m` is the look-up of
+  // every name of `r`, made before anything changes.
+  Status look_up_multi(const MultiRequest& r, Instant now, MultiLookup& m);
+  Result<MultiOutcome> acquire_all(const MultiRequest& r, const MultiLookup& m,
+                                   Instant now);
+  Result<MultiOutcome> retry_group(const MultiRequest& r, const MultiLookup& m,
+                                   Instant now);
+  Result<MultiOutcome> grant_all(const MultiRequest& r, const MultiLookup& m,
+                                 Instant now);
+  Result<MultiOutcome> queue_all(const MultiRequest& r, const MultiLookup& m,
+                                 std::size_t first_blocked, Instant now);
+  Result<MultiOutcome> acquire_some(const MultiRequest& r, MultiLookup& m,
+                                    Instant now);
+  // A new lease of `r.reservation` on `r.names[i]` (creating the lock).
+  CoreGrant grant_new(const MultiRequest& r, std::size_t i, Instant now);
 };
 
 }  // namespace baton::core

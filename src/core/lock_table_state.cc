@@ -272,6 +272,24 @@ LockInfo describe_lock(const LockTable::Impl& m, const LockE& lock,
 }
 }  // namespace
 
+std::vector<HolderInfo> LockTable::Impl::holders_of(const LockE& lock,
+                                                    Instant now) const {
+  std::vector<const LeaseE*> held;
+  held.reserve(lock.holders);
+  lock.for_each_holder([&](const LeaseE& l) { held.push_back(&l); });
+  // Grant order (fencing tokens are handed out in grant order).
+  std::sort(held.begin(), held.end(), [](const LeaseE* a, const LeaseE* b) {
+    return a->fencing < b->fencing;
+  });
+  std::vector<HolderInfo> out;
+  out.reserve(held.size());
+  for (const LeaseE* l : held) {
+    out.push_back({std::string(l->label_view()), l->fencing,
+                   floor_ms(l->expiry - now), l->holds, l->shared});
+  }
+  return out;
+}
+
 Result<LockInfo> LockTable::describe(std::string_view name) {
   impl_->advance();
   if (Status s = validate_name(name); !s.ok()) return std::move(s).error();

@@ -7,170 +7,285 @@
 
 namespace baton::store::sqlstep {
 
-Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
-                                long long wait_ms,
-                                std::int64_t waiter_timeout_us,
-                                std::int64_t arrival_us) {
-  const std::string token = spec.reservation.to_string();
-  const int cap = static_cast<int>(spec.capacity);
-  const bool all = spec.all_or_nothing;
-  const int kind = all ? 2 : 1;
-  const std::int64_t now = tx.now();
-  MultiOutcome out;
-  for (const auto& n : spec.names) tx.schedule(n);
-  for (const auto& n : spec.names) {
-    NameState& s = tx.at(n);
-    if (auto e = capacity_conflict(n, s, cap, now)) return *e;
-    if (Request* q = s.request_of(token); q != nullptr && q->kind != kind) {
+namespace {
+
+// Kinds of queued request (Request::kind).
+constexpr int kSomeKind = 1;  // acquire_some
+constexpr int kAllKind = 2;   // acquire_all
+
+// One multi_step call: its request, the rows' time, and the outcome it
+// builds. Every name of the request is scheduled (expired, pumped) before
+// any decision; each decision below ends the step.
+class MultiStep {
+ public:
+  MultiStep(Tx& tx, const MultiSpec& spec, MultiMode mode, long long wait_ms,
+            std::int64_t waiter_timeout_us, std::int64_t arrival_us)
+      : tx_(tx),
+        spec_(spec),
+        mode_(mode),
+        wait_ms_(wait_ms),
+        waiter_timeout_us_(waiter_timeout_us),
+        arrival_us_(arrival_us),
+        token_(spec.reservation.to_string()),
+        cap_(static_cast<int>(spec.capacity)),
+        now_(tx.now()) {}
+
+  Result<MultiOutcome> run();
+
+ private:
+  std::optional<Error> check_names();
+  Result<MultiOutcome> acquire_all();
+  Result<MultiOutcome> retry_all();
+  bool heads_every_queue();
+  Result<MultiOutcome> grant_queued();
+  const std::string* first_blocked();
+  Error busy(const std::string& name);
+  Result<MultiOutcome> enqueue_all();
+  Result<MultiOutcome> acquire_some();
+
+  // The reservation holds a lease on `n` with its own token (an alias of
+  // another lease does not count).
+  bool held(const std::string& n) {
+    const Holder* h = tx_.at(n).holder_of(token_);
+    return h != nullptr && h->token == token_;
+  }
+  // A new lease on `n` would jump no live request and fit the capacity.
+  bool free(const std::string& n) {
+    NameState& s = tx_.at(n);
+    return s.waiting(now_) == 0 && s.live_holders(now_) < cap_;
+  }
+  // Adds the leases the reservation holds (names' order) and hands the
+  // outcome out: the last call of a step.
+  MultiOutcome collect();
+  // Nothing of the reservation is queued any more; what it holds is not
+  // reported (the outcome so far, marked ended).
+  MultiOutcome ended() {
+    out_.ended = true;
+    return std::move(out_);
+  }
+  // Removes the reservation's request from every queue, then grants what
+  // that frees.
+  void drop_all();
+
+  Tx& tx_;
+  const MultiSpec& spec_;
+  const MultiMode mode_;
+  const long long wait_ms_;
+  const std::int64_t waiter_timeout_us_;
+  const std::int64_t arrival_us_;
+  const std::string token_;  // the reservation
+  const int cap_;
+  const std::int64_t now_;
+  MultiOutcome out_;
+};
+
+Result<MultiOutcome> MultiStep::run() {
+  for (const auto& n : spec_.names) tx_.schedule(n);
+  if (std::optional<Error> e = check_names()) return std::move(*e);
+  return spec_.all_or_nothing ? acquire_all() : acquire_some();
+}
+
+// Refuses a capacity other than that of a lock in use, and a reservation
+// queued on a name by the other kind of request.
+std::optional<Error> MultiStep::check_names() {
+  const bool all = spec_.all_or_nothing;
+  const int kind = all ? kAllKind : kSomeKind;
+  for (const auto& n : spec_.names) {
+    NameState& s = tx_.at(n);
+    if (auto e = capacity_conflict(n, s, cap_, now_)) return e;
+    if (Request* q = s.request_of(token_); q != nullptr && q->kind != kind) {
       return Error(Errc::invalid_argument,
                    "reservation is already queued on lock " +
                        core::quote_name(n) + " by " +
                        (all ? "acquire_some" : "acquire_all"));
     }
   }
-  auto collect = [&] {
-    for (const auto& n : spec.names) {
-      NameState& s = tx.at(n);
-      for (const auto& h : s.holders) {
-        if (h.token == token) {
-          out.grants.push_back(tx.to_grant(h, s.capacity, arrival_us));
-        }
-      }
+  return std::nullopt;
+}
+
+// acquire_all: every name at once or none. A reservation that waits is
+// queued on every name it does not hold; the pump never grants such a
+// request (Tx::pump), so the reservation takes all its names in one pass
+// of its own, once it heads every queue with room.
+Result<MultiOutcome> MultiStep::acquire_all() {
+  bool queued = false, withdrawn = false;
+  for (const auto& n : spec_.names) {
+    if (Request* q = tx_.at(n).request_of(token_)) {
+      queued = true;
+      withdrawn = withdrawn || q->withdrawn;
     }
-    return out;
-  };
-  auto drop_all = [&] {
-    for (const auto& n : spec.names) {
-      if (Request* q = tx.at(n).request_of(token)) tx.remove_request(n, q->id);
-    }
-    for (const auto& n : spec.names) tx.pump(n);
-  };
-  auto held = [&](const std::string& n) {
-    const Holder* h = tx.at(n).holder_of(token);
-    return h != nullptr && h->token == token;
-  };
-  auto free = [&](const std::string& n) {
-    NameState& s = tx.at(n);
-    return s.waiting(now) == 0 && s.live_holders(now) < cap;
-  };
-  if (all) {
-    bool queued = false, withdrawn = false;
-    for (const auto& n : spec.names) {
-      if (Request* q = tx.at(n).request_of(token)) {
-        queued = true;
-        withdrawn = withdrawn || q->withdrawn;
-      }
-    }
-    if (withdrawn) {
-      drop_all();
-      return Error(Errc::not_acquired,
-                   "the reservation was withdrawn while it waited");
-    }
-    if (queued) {
-      // Granted only when it heads every queue it is in, with room.
-      bool ready = true;
-      for (const auto& n : spec.names) {
-        NameState& s = tx.at(n);
-        if (held(n)) continue;
-        const Request* head = nullptr;
-        for (const auto& q : s.queue) {
-          if (!q.withdrawn) {
-            head = &q;
-            break;
-          }
-        }
-        if (head == nullptr || head->token != token ||
-            s.live_holders(now) >= s.capacity) {
-          ready = false;
-          break;
-        }
-      }
-      if (ready) {
-        for (const auto& n : spec.names) {
-          if (Request* q = tx.at(n).request_of(token)) {
-            const std::int64_t ttl = q->ttl_ms;
-            const std::string label = q->label;
-            tx.remove_request(n, q->id);
-            tx.grant(n, token, ttl, cap, label, "");
-          }
-        }
-        return collect();
-      }
-      if (mode != MultiMode::wait || wait_ms <= 0) {
-        drop_all();
-        out.ended = true;
-        return out;
-      }
-      for (const auto& n : spec.names) {
-        if (Request* q = tx.at(n).request_of(token)) {
-          if (*q->heartbeat_us < now + waiter_timeout_us / 2) {
-            tx.refresh(*q, now + wait_ms * 1000, now + waiter_timeout_us);
-          }
-          ++out.pending;
-        }
-      }
-      return collect();
-    }
-    std::string blocked;
-    for (const auto& n : spec.names) {
-      if (!held(n) && !free(n)) {
-        blocked = n;
-        break;
-      }
-    }
-    if (blocked.empty()) {
-      for (const auto& n : spec.names) {
-        if (!held(n)) tx.grant(n, token, spec.ttl.count(), cap, spec.label, "");
-      }
-      return collect();
-    }
-    if (mode == MultiMode::try_) {
-      NameState& s = tx.at(blocked);
-      Error e(Errc::not_acquired,
-              "lock " + core::quote_name(blocked) + " is not free (" +
-                  std::to_string(s.live_holders(now)) + " of " +
-                  std::to_string(s.capacity) + " held, " +
-                  std::to_string(s.waiting(now)) + " waiting)");
-      auto hs = tx.holder_infos(blocked);
-      if (!hs.empty()) e.with_holders(std::move(hs));
-      return e;
-    }
-    if (mode == MultiMode::withdraw || wait_ms <= 0) {
-      out.ended = true;
-      return out;
-    }
-    for (const auto& n : spec.names) {
-      if (held(n)) continue;
-      tx.enqueue(n, token, 2, spec.ttl.count(), cap, spec.label, "",
-                 now + wait_ms * 1000, now + waiter_timeout_us);
-      ++out.pending;
+  }
+  if (withdrawn) {
+    drop_all();
+    return Error(Errc::not_acquired,
+                 "the reservation was withdrawn while it waited");
+  }
+  if (queued) return retry_all();
+  const std::string* blocked = first_blocked();
+  if (blocked == nullptr) {
+    for (const auto& n : spec_.names) {
+      if (!held(n))
+        tx_.grant(n, token_, spec_.ttl.count(), cap_, spec_.label, "");
     }
     return collect();
   }
-  // acquire_some: every name on its own. A withdrawal leaves every queue
-  // and keeps what is held.
-  if (mode == MultiMode::withdraw) {
+  if (mode_ == MultiMode::try_) return busy(*blocked);
+  if (mode_ == MultiMode::withdraw || wait_ms_ <= 0) return ended();
+  return enqueue_all();
+}
+
+// A pass of a queued acquire_all: granted on every name once its turn came
+// on all of them; else it leaves every queue unless it still waits; else
+// its requests stay, their deadline and heartbeat rewritten only once the
+// heartbeat has less than half of waiter_timeout left (a write spared on
+// most passes).
+Result<MultiOutcome> MultiStep::retry_all() {
+  if (heads_every_queue()) return grant_queued();
+  if (mode_ != MultiMode::wait || wait_ms_ <= 0) {
     drop_all();
-    out = collect();
-    out.ended = true;
-    return out;
+    return ended();
   }
-  for (const auto& n : spec.names) {
-    NameState& s = tx.at(n);
-    if (held(n)) continue;
-    if (Request* q = s.request_of(token)) {
-      if (q->withdrawn) continue;
-      tx.refresh(*q, now + spec.ttl.count() * 1000, std::nullopt);
-      ++out.pending;
-    } else if (free(n)) {
-      tx.grant(n, token, spec.ttl.count(), cap, spec.label, "");
-    } else if (mode != MultiMode::try_) {
-      tx.enqueue(n, token, 1, spec.ttl.count(), cap, spec.label, "",
-                 now + spec.ttl.count() * 1000, std::nullopt);
-      ++out.pending;
+  for (const auto& n : spec_.names) {
+    if (Request* q = tx_.at(n).request_of(token_)) {
+      if (*q->heartbeat_us < now_ + waiter_timeout_us_ / 2) {
+        tx_.refresh(*q, now_ + wait_ms_ * 1000, now_ + waiter_timeout_us_);
+      }
+      ++out_.pending;
     }
   }
   return collect();
+}
+
+// On every name the reservation does not hold, its request is the first
+// one not withdrawn, and a holder's place is free.
+bool MultiStep::heads_every_queue() {
+  for (const auto& n : spec_.names) {
+    NameState& s = tx_.at(n);
+    if (held(n)) continue;
+    const Request* head = nullptr;
+    for (const auto& q : s.queue) {
+      if (!q.withdrawn) {
+        head = &q;
+        break;
+      }
+    }
+    if (head == nullptr || head->token != token_ ||
+        s.live_holders(now_) >= s.capacity) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The reservation's queued requests become leases, with the TTL and label
+// they were queued with.
+Result<MultiOutcome> MultiStep::grant_queued() {
+  for (const auto& n : spec_.names) {
+    if (Request* q = tx_.at(n).request_of(token_)) {
+      // Copies: removing the request invalidates `q`.
+      const std::int64_t ttl = q->ttl_ms;
+      const std::string label = q->label;
+      tx_.remove_request(n, q->id);
+      tx_.grant(n, token_, ttl, cap_, label, "");
+    }
+  }
+  return collect();
+}
+
+// The first name, in the request's order, that the reservation does not
+// hold and that is not free; nullptr if none.
+const std::string* MultiStep::first_blocked() {
+  for (const auto& n : spec_.names) {
+    if (!held(n) && !free(n)) return &n;
+  }
+  return nullptr;
+}
+
+// not_acquired for a try: `name` is not free (with its holders, if any).
+Error MultiStep::busy(const std::string& name) {
+  NameState& s = tx_.at(name);
+  Error e(Errc::not_acquired,
+          "lock " + core::quote_name(name) + " is not free (" +
+              std::to_string(s.live_holders(now_)) + " of " +
+              std::to_string(s.capacity) + " held, " +
+              std::to_string(s.waiting(now_)) + " waiting)");
+  auto hs = tx_.holder_infos(name);
+  if (!hs.empty()) e.with_holders(std::move(hs));
+  return e;
+}
+
+// Queues the reservation on every name it does not hold, until the end of
+// the caller's wait, with a waiter heartbeat.
+Result<MultiOutcome> MultiStep::enqueue_all() {
+  for (const auto& n : spec_.names) {
+    if (held(n)) continue;
+    tx_.enqueue(n, token_, kAllKind, spec_.ttl.count(), cap_, spec_.label, "",
+                now_ + wait_ms_ * 1000, now_ + waiter_timeout_us_);
+    ++out_.pending;
+  }
+  return collect();
+}
+
+// acquire_some: every name on its own. A withdrawal leaves every queue and
+// keeps what is held. Otherwise, on each name not held: a queued request
+// (unless withdrawn) stays, its deadline one TTL ahead (the caller's next
+// call refreshes it); a free name is granted; a busy one is queued unless
+// this is a try.
+Result<MultiOutcome> MultiStep::acquire_some() {
+  if (mode_ == MultiMode::withdraw) {
+    drop_all();
+    MultiOutcome out = collect();
+    out.ended = true;
+    return out;
+  }
+  const std::int64_t ttl_ms = spec_.ttl.count();
+  for (const auto& n : spec_.names) {
+    NameState& s = tx_.at(n);
+    if (held(n)) continue;
+    if (Request* q = s.request_of(token_)) {
+      if (q->withdrawn) continue;
+      tx_.refresh(*q, now_ + ttl_ms * 1000, std::nullopt);
+      ++out_.pending;
+    } else if (free(n)) {
+      tx_.grant(n, token_, ttl_ms, cap_, spec_.label, "");
+    } else if (mode_ != MultiMode::try_) {
+      tx_.enqueue(n, token_, kSomeKind, ttl_ms, cap_, spec_.label, "",
+                  now_ + ttl_ms * 1000, std::nullopt);
+      ++out_.pending;
+    }
+  }
+  return collect();
+}
+
+MultiOutcome MultiStep::collect() {
+  for (const auto& n : spec_.names) {
+    NameState& s = tx_.at(n);
+    for (const auto& h : s.holders) {
+      if (h.token == token_) {
+        out_.grants.push_back(tx_.to_grant(h, s.capacity, arrival_us_));
+      }
+    }
+  }
+  return std::move(out_);
+}
+
+void MultiStep::drop_all() {
+  for (const auto& n : spec_.names) {
+    if (Request* q = tx_.at(n).request_of(token_)) {
+      tx_.remove_request(n, q->id);
+    }
+  }
+  for (const auto& n : spec_.names) tx_.pump(n);
+}
+
+}  // namespace
+
+Result<MultiOutcome> multi_step(Tx& tx, const MultiSpec& spec, MultiMode mode,
+                                long long wait_ms,
+                                std::int64_t waiter_timeout_us,
+                                std::int64_t arrival_us) {
+  return MultiStep(tx, spec, mode, wait_ms, waiter_timeout_us, arrival_us)
+      .run();
 }
 
 }  // namespace baton::store::sqlstep
