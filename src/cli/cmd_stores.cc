@@ -2,12 +2,12 @@
 // this binary and the options of their URLs, read from each store's
 // descriptor (baton/store_descriptor.h), so the help cannot drift from the
 // parser that checks the URL.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "baton/store_descriptor.h"
 #include "cli/cli.h"
 

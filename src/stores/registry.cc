@@ -207,9 +207,9 @@ Result<std::unique_ptr<Store>> open_store(std::string_view url) {
   for (const std::string& s : store::builtin_schemes()) {
     available += (available.empty() ? "" : ", ") + s;
   }
-  return Error(Errc::invalid_argument,
-               "store URL has an unknown scheme \"" + scheme.substr(0, 64) +
-                   "\" (available: " + available + ")");
+  return Error(Errc::invalid_argument, "store URL has an unknown scheme \"" +
+                                           scheme.substr(0, 64) +
+                                           "\" (available: " + available + ")");
 }
 
 }  // namespace baton

@@ -45,8 +45,7 @@ TEST_F(CliMemoryTest, StoresListsTheDescriptors) {
   auto all = run({kBaton, "stores"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
   for (const char* name : {"memory", "sqlite"}) {
-    EXPECT_THAT(all.out, HasSubstr(std::string(name) + " — "))
-        << all.out;
+    EXPECT_THAT(all.out, HasSubstr(std::string(name) + " — ")) << all.out;
   }
   auto one = run({kBaton, "stores", "SQLITE://"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
