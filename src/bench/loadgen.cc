@@ -34,12 +34,6 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-std::string fmt(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 std::string fmt3(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", v);

@@ -25,11 +25,6 @@ std::int64_t ns_of(Clock::time_point t) {
       .count();
 }
 
-milliseconds left_until(Clock::time_point deadline) {
-  auto l = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return l.count() < 0 ? milliseconds(0) : l;
-}
-
 // Per-thread counters, merged after the run.
 struct ThreadStats {
   std::vector<std::uint64_t> acquire_ns;

@@ -55,19 +55,8 @@ struct ProcessType {
 constexpr ProcessType kRecent{"recent", kSecond, 2, microseconds(1800)};
 constexpr ProcessType kLate{"late", 10 * kSecond, 1, microseconds(500)};
 
-milliseconds left_until(Clock::time_point deadline) {
-  auto l = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return l.count() < 0 ? milliseconds(0) : l;
-}
-
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-std::string fmt(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
 }
 
 // Seconds to the millisecond: on memory: a segments phase can finish in

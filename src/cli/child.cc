@@ -30,7 +30,6 @@ using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
-constexpr const std::array<int, 4>& kForwarded = kForwardedSignals;
 // When only a stop flag (no StopNotice) can say "lost", it is read this
 // often.
 constexpr milliseconds kFlagPoll{20};
@@ -451,7 +450,7 @@ Result<SuperviseResult> supervise(const SuperviseOptions& options,
   // before anything else); here they stay pending until forwarding starts.
   sigset_t block, old_mask;
   sigemptyset(&block);
-  for (int sig : kForwarded) sigaddset(&block, sig);
+  for (int sig : kForwardedSignals) sigaddset(&block, sig);
   pthread_sigmask(SIG_BLOCK, &block, &old_mask);
   const pid_t guard = raw_fork();
   if (guard == 0) guard_main(plan);

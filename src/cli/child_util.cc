@@ -19,7 +19,6 @@ namespace baton::cli {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr const std::array<int, 4>& kForwarded = kForwardedSignals;
 
 volatile sig_atomic_t g_latched_signal = 0;
 
@@ -187,14 +186,14 @@ void handle_forwarded_signals(void (*handler)(int), SavedHandlers* old) {
   sa.sa_handler = handler;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &sa, &(*old)[i]);
+  for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
+    sigaction(kForwardedSignals[i], &sa, &(*old)[i]);
   }
 }
 
 void restore_forwarded_signals(const SavedHandlers& old) {
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], &old[i], nullptr);
+  for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
+    sigaction(kForwardedSignals[i], &old[i], nullptr);
   }
 }
 

@@ -26,9 +26,12 @@ using client_internal::SessionCore;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-namespace {
+// Named (not anonymous): Elector::State, declared in a public header, has a
+// member of this type.
+namespace elector_detail {
 enum class Mode { idle, observing, leading };
-}  // namespace
+}  // namespace elector_detail
+using elector_detail::Mode;
 
 struct Elector::State {
   explicit State(Client c) : client(std::move(c)) {}

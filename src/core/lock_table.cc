@@ -14,10 +14,6 @@ namespace baton::core {
 
 namespace {
 
-Error invalid(std::string message) {
-  return Error(Errc::invalid_argument, std::move(message));
-}
-
 Status validate_acquire(const AcquireRequest& r) {
   if (Status s = validate_acquire_fields(r.name, r.ttl, r.capacity, r.label,
                                          r.reentrancy_key);

@@ -39,10 +39,6 @@ namespace {
 
 using Plan = MultiLookup::Plan;
 
-Error invalid(std::string message) {
-  return Error(Errc::invalid_argument, std::move(message));
-}
-
 Status validate_multi(const MultiRequest& r) {
   if (Status s = validate_names(r.names); !s.ok()) return s;
   if (Status s = validate_ttl(r.ttl); !s.ok()) return s;

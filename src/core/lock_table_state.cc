@@ -10,12 +10,6 @@
 
 namespace baton::core {
 
-namespace {
-Error invalid(std::string message) {
-  return Error(Errc::invalid_argument, std::move(message));
-}
-}  // namespace
-
 // ------------------------------------------------------------- counters
 
 Result<std::int64_t> LockTable::counter_get(std::string_view name) {

@@ -12,10 +12,6 @@ namespace baton::core {
 
 namespace {
 
-Error invalid(std::string message) {
-  return Error(Errc::invalid_argument, std::move(message));
-}
-
 // Renders a nanosecond count exactly ("0ms", "500us", "7d", "1ns").
 std::string render_nanos(std::chrono::nanoseconds d) {
   long long ns = d.count();

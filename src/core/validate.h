@@ -12,12 +12,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "baton/error.h"
 
 namespace baton::core {
+
+// An invalid_argument error with `message`.
+inline Error invalid(std::string message) {
+  return Error(Errc::invalid_argument, std::move(message));
+}
 
 // 1..512 bytes, no NUL. `what` names the thing ("lock name", "counter name").
 Status validate_name(std::string_view name,

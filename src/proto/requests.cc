@@ -37,12 +37,14 @@ bool parse_int(std::string_view s, std::int64_t* v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-Error bad(std::string m) { return Error(Errc::invalid_argument, std::move(m)); }
+Error invalid_field(std::string m) {
+  return Error(Errc::invalid_argument, std::move(m));
+}
 
 Status arity(const Request& req, std::size_t min, std::size_t max,
              std::string_view cmd) {
   if (req.size() < min || req.size() > max) {
-    return bad("wrong number of arguments for " + std::string(cmd));
+    return invalid_field("wrong number of arguments for " + std::string(cmd));
   }
   return {};
 }
@@ -51,13 +53,13 @@ Result<std::int64_t> int_arg(std::string_view s, std::string_view what,
                              std::int64_t min, std::int64_t max) {
   std::int64_t v = 0;
   if (!parse_int(s, &v)) {
-    return bad(std::string(what) + " must be an integer, got " +
-               core::quote_name(s));
+    return invalid_field(std::string(what) + " must be an integer, got " +
+                         core::quote_name(s));
   }
   if (v < min || v > max) {
-    return bad(std::string(what) + " " + std::to_string(v) +
-               " is out of range (" + std::to_string(min) + ".." +
-               std::to_string(max) + ")");
+    return invalid_field(std::string(what) + " " + std::to_string(v) +
+                         " is out of range (" + std::to_string(min) + ".." +
+                         std::to_string(max) + ")");
   }
   return v;
 }
@@ -73,7 +75,8 @@ Result<milliseconds> ttl_arg(std::string_view s) {
     }
   }
   if (!parse_int(s, &v)) {
-    return bad("ttl_ms must be an integer, got " + core::quote_name(s));
+    return invalid_field("ttl_ms must be an integer, got " +
+                         core::quote_name(s));
   }
   if (Status st = core::validate_ttl_ms(v); !st.ok()) {
     return std::move(st).error();
@@ -83,8 +86,8 @@ Result<milliseconds> ttl_arg(std::string_view s) {
 
 Result<OwnerToken> token_arg(std::string_view s) {
   auto t = OwnerToken::parse(s);
-  if (!t) return bad("owner token must be 32 hex digits");
-  if (t->is_zero()) return bad("owner token must not be zero");
+  if (!t) return invalid_field("owner token must be 32 hex digits");
+  if (t->is_zero()) return invalid_field("owner token must not be zero");
   return *t;
 }
 
@@ -112,8 +115,8 @@ Status acquire_options(const Request& req, AcquireCommand* c) {
     } else if (iequals(opt, "REENTRANT") && has_value) {
       c->spec.reentrancy_key = req[++i];
     } else {
-      return bad("unknown or incomplete LOCK.ACQUIRE option " +
-                 core::quote_name(req[i]));
+      return invalid_field("unknown or incomplete LOCK.ACQUIRE option " +
+                           core::quote_name(req[i]));
     }
   }
   return {};
@@ -292,10 +295,10 @@ Result<CounterCommand> decode_counter(const Request& req) {
       return s.error();
     }
     if (!parse_int(req[2], &c.n)) {
-      return bad("counter argument must be an integer");
+      return invalid_field("counter argument must be an integer");
     }
   } else {
-    return bad("unknown command " + core::quote_name(cmd));
+    return invalid_field("unknown command " + core::quote_name(cmd));
   }
   c.name = req[1];
   return c;

@@ -13,7 +13,8 @@ namespace baton::server {
 
 namespace {
 
-constexpr std::uint8_t kLeasePut = 1, kLeaseDel = 2, kCounter = 3, kFence = 4;
+constexpr std::uint8_t kRecordLeasePut = 1, kRecordLeaseDel = 2,
+                       kRecordCounter = 3, kRecordFence = 4;
 constexpr std::uint8_t kFlagShared = 1;  // lease-put flags byte
 constexpr std::uint32_t kMaxRecord = 64u << 20;
 constexpr std::size_t kHeader = 8;
@@ -117,7 +118,7 @@ std::optional<Record> decode(std::string_view payload) {
   if (!d.u8(&type)) return std::nullopt;
   std::optional<Record> out;
   switch (type) {
-    case kLeasePut: {
+    case kRecordLeasePut: {
       core::LeaseRecord r;
       std::uint64_t fencing = 0, ttl = 0, expiry = 0;
       std::uint32_t holds = 0, cap = 0, aliases = 0;
@@ -146,13 +147,13 @@ std::optional<Record> decode(std::string_view payload) {
       out = std::move(r);
       break;
     }
-    case kLeaseDel: {
+    case kRecordLeaseDel: {
       LeaseDel r;
       if (!d.str(&r.name) || !d.token(&r.token)) return std::nullopt;
       out = std::move(r);
       break;
     }
-    case kCounter: {
+    case kRecordCounter: {
       CounterPut r;
       std::uint64_t v = 0;
       if (!d.str(&r.name) || !d.u64(&v)) return std::nullopt;
@@ -160,7 +161,7 @@ std::optional<Record> decode(std::string_view payload) {
       out = std::move(r);
       break;
     }
-    case kFence: {
+    case kRecordFence: {
       Fence r;
       if (!d.u64(&r.mark)) return std::nullopt;
       out = r;
@@ -232,7 +233,7 @@ std::optional<Record> read_at(std::string_view bytes, std::size_t at,
   }
   std::string_view payload = bytes.substr(at + kHeader, len);
   const auto type = static_cast<std::uint8_t>(payload[0]);
-  if (why == nullptr && (type < kLeasePut || type > kFence)) {
+  if (why == nullptr && (type < kRecordLeasePut || type > kRecordFence)) {
     return std::nullopt;
   }
   const std::uint32_t actual = crc32c(payload.data(), payload.size());
@@ -271,7 +272,7 @@ std::uint32_t crc32c(const void* data, std::size_t size) {
 
 std::string encode_lease_put(const core::LeaseRecord& r) {
   Enc e;
-  e.u8(kLeasePut);
+  e.u8(kRecordLeasePut);
   e.str(r.name);
   e.token(r.token);
   e.u64(r.fencing_token);
@@ -288,21 +289,21 @@ std::string encode_lease_put(const core::LeaseRecord& r) {
 }
 std::string encode_lease_del(std::string_view name, const OwnerToken& token) {
   Enc e;
-  e.u8(kLeaseDel);
+  e.u8(kRecordLeaseDel);
   e.str(name);
   e.token(token);
   return e.frame();
 }
 std::string encode_counter(std::string_view name, std::int64_t value) {
   Enc e;
-  e.u8(kCounter);
+  e.u8(kRecordCounter);
   e.str(name);
   e.u64(static_cast<std::uint64_t>(value));
   return e.frame();
 }
 std::string encode_fence(std::uint64_t mark) {
   Enc e;
-  e.u8(kFence);
+  e.u8(kRecordFence);
   e.u64(mark);
   return e.frame();
 }

@@ -21,19 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool eventually(const std::function<bool()>& f) {
-  for (int i = 0; i < 1000; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
-}
-
-std::size_t waiters_of(const TestStore& s, const std::string& name) {
-  auto info = s.describe(name);
-  return info.ok() ? info->waiters.size() : 0;
-}
-
 // A holder granted after a wait (the lock is contended: its release looks
 // for the request behind it). Returns its grant.
 Lease contended_holder(const TestStore& s, const std::string& name) {

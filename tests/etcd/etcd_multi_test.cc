@@ -45,19 +45,6 @@ MultiSpec all_of(std::vector<std::string> names, std::uint32_t capacity) {
   return m;
 }
 
-std::size_t waiters_of(const TestStore& s, const std::string& name) {
-  auto info = s.describe(name);
-  return info.ok() ? info->waiters.size() : 0;
-}
-
-bool eventually(const std::function<bool()>& f) {
-  for (int i = 0; i < 500; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 // Capacity 1: lock L free. Capacity 2: one slot of L held, so the
 // acquire_all has room on L (it waits for N only) and a single request
 // behind it has room only if the waiting acquire_all is not counted.

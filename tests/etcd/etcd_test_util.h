@@ -19,6 +19,7 @@
 #include "baton/store.h"
 #include "baton/store_descriptor.h"
 #include "etcd_process.h"
+#include "eventually.h"
 #include "stores/etcd/etcd_impl.h"
 
 namespace baton::testing {
@@ -129,6 +130,12 @@ inline AcquireSpec spec_of(const std::string& name,
 }
 
 // A lock name unique to this run.
+// Requests waiting on `name` (0 if describe fails).
+inline std::size_t waiters_of(const TestStore& s, const std::string& name) {
+  auto info = s.describe(name);
+  return info.ok() ? info->waiters.size() : 0;
+}
+
 inline std::string unique_name(const std::string& what) {
   return "etcd-test/" + what + "/" +
          OwnerToken::random().to_string().substr(0, 8);

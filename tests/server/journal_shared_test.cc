@@ -2,23 +2,11 @@
 // (rule 18). Part of server_journal_test.
 #include <gtest/gtest.h>
 
+#include "journal_test_util.h"
 #include "server/journal.h"
 
 namespace baton::server {
 namespace {
-
-core::LeaseRecord lease(std::string name, std::uint64_t fencing,
-                        std::int64_t expiry_ms) {
-  core::LeaseRecord r;
-  r.name = std::move(name);
-  r.token = OwnerToken{fencing, 99};
-  r.fencing_token = fencing;
-  r.ttl = std::chrono::seconds(30);
-  r.expiry = wall_expiry(expiry_ms);
-  r.label = "host:1:test";
-  r.aliases = {OwnerToken{5, 6}};
-  return r;
-}
 
 // Rule 18: a shared lease keeps its mode across a restart; an exclusive
 // record stays byte-identical to the format before shared mode.

@@ -11,21 +11,10 @@
 #include <future>
 #include <map>
 
+#include "journal_test_util.h"
+
 namespace baton::server {
 namespace {
-
-core::LeaseRecord lease(std::string name, std::uint64_t fencing,
-                        std::int64_t expiry_ms) {
-  core::LeaseRecord r;
-  r.name = std::move(name);
-  r.token = OwnerToken{fencing, 99};
-  r.fencing_token = fencing;
-  r.ttl = std::chrono::seconds(30);
-  r.expiry = wall_expiry(expiry_ms);
-  r.label = "host:1:test";
-  r.aliases = {OwnerToken{5, 6}};
-  return r;
-}
 
 TEST(Crc32c, KnownValue) {
   // RFC 3720 test vector: 32 bytes of zeros.

@@ -22,7 +22,9 @@
 #include <vector>
 
 namespace baton::testing {
-namespace {
+// Named (not anonymous): TcpProxy::Impl, declared in the header, holds
+// these types.
+namespace tcp_proxy_detail {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxQueued = 1 << 20;  // per direction, then stop reading
@@ -99,7 +101,8 @@ bool resolve(const std::string& host, std::uint16_t port, sockaddr_storage* out,
   return true;
 }
 
-}  // namespace
+}  // namespace tcp_proxy_detail
+using namespace tcp_proxy_detail;
 
 struct TcpProxy::Impl {
   int listen_fd = -1;

@@ -13,11 +13,6 @@ namespace {
 
 std::string us(std::int64_t t) { return std::to_string(t / 1000) + " ms"; }
 
-bool is_grant(const Op& o) {
-  return (o.kind == "acquire" || o.kind == "try" || o.kind == "multi") &&
-         o.result == "ok";
-}
-
 bool overlaps(std::int64_t a0, std::int64_t a1, std::int64_t b0,
               std::int64_t b1) {
   return a0 <= b1 && b0 <= a1;

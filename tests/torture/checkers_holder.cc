@@ -30,11 +30,6 @@ namespace {
 
 std::string ms(std::int64_t us) { return std::to_string(us / 1000) + " ms"; }
 
-bool is_grant(const Op& o) {
-  return (o.kind == "acquire" || o.kind == "try" || o.kind == "multi") &&
-         o.result == "ok";
-}
-
 using Key = std::tuple<int, std::string, std::uint64_t>;  // worker lock token
 
 struct Held {

@@ -98,6 +98,12 @@ struct Op {
   bool shared = false;
 };
 
+// An operation that granted a lease (acquire, try or multi that succeeded).
+inline bool is_grant(const Op& o) {
+  return (o.kind == "acquire" || o.kind == "try" || o.kind == "multi") &&
+         o.result == "ok";
+}
+
 // One write seen by the guarded resource.
 struct Write {
   int worker = 0;

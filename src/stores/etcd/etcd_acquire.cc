@@ -34,11 +34,6 @@ Error wrong_capacity(std::string_view name, std::uint32_t has,
                    std::to_string(asked));
 }
 
-// Rounds of one ask or look that meet a key changed under them (a join, a
-// claim, a key taken by an older request) before they let the engine call
-// again.
-constexpr int kRounds = 8;
-
 // What the last wait_change() saw, for the look() that follows it.
 enum class Wake {
   none,        // nothing known: renew the lease if due, read the queue

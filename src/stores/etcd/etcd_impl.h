@@ -32,6 +32,11 @@
 
 namespace baton::store::etcd {
 
+// Rounds of one ask or look that meet keys changed under them (a join, a
+// claim that lost a race, a key taken by an older request) before they let
+// the engine call again.
+inline constexpr int kRounds = 8;
+
 struct EtcdOptions {
   Conn::Options conn;
   std::string prefix = "baton";  // every key starts with "<prefix>/"

@@ -16,10 +16,6 @@ namespace {
 
 using std::chrono::steady_clock;
 
-// Rounds of one ask or look that meet keys changed under them (a claim
-// that lost a race) before they let the engine call again.
-constexpr int kRounds = 8;
-
 // True if the reservation has a key in every queue.
 bool all_queued(const std::vector<Queue>& qs, const OwnerToken& reservation) {
   for (const auto& q : qs) {

@@ -13,9 +13,6 @@
 namespace baton::store::zk {
 namespace {
 
-// Passes over the queues one ask or look makes at most (as zk_request.cc).
-constexpr int kMaxPasses = 64;
-
 // One name of a multi request.
 struct Item {
   std::string name;

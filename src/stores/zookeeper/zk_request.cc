@@ -25,10 +25,6 @@ namespace {
 
 using std::chrono::steady_clock;
 
-// Passes over the queue one ask or look makes at most; each pass again is
-// caused by a change of the queue (a request ahead left or was collected).
-constexpr int kMaxPasses = 64;
-
 Error vanished(std::string_view name) {
   return Error(Errc::unavailable,
                "the request for lock " + core::quote_name(name) +

@@ -35,6 +35,10 @@
 
 namespace baton::store::zk {
 
+// Passes over the queue(s) one ask or look makes at most; each pass again
+// is caused by a change of a queue (a request ahead left or was collected).
+inline constexpr int kMaxPasses = 64;
+
 inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
 struct ZkOptions {
