@@ -20,10 +20,10 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-const std::string kBaton = BATON_CLI_PATH;
+const std::string kBenchCli = BATON_CLI_PATH;
 
 ProcessResult bench(const std::string& store, std::vector<std::string> args) {
-  args.insert(args.begin(), {kBaton, "--store", store, "bench"});
+  args.insert(args.begin(), {kBenchCli, "--store", store, "bench"});
   return run(args, {}, 120s);
 }
 

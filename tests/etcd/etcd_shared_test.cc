@@ -44,7 +44,7 @@ TEST(EtcdShared, TheModeSortsTheValueAroundTheSharedFloor) {
   EXPECT_FALSE(decode("b3 1 0 1 1 30 0 0 0 0 ")) << "unknown kind accepted";
 }
 
-AcquireSpec spec_of(const std::string& name, bool shared,
+AcquireSpec shared_spec(const std::string& name, bool shared,
                     const std::string& label) {
   AcquireSpec s;
   s.name = name;
@@ -62,8 +62,8 @@ AcquireSpec spec_of(const std::string& name, bool shared,
 TEST(EtcdShared, ASecondReaderIsCreatedHeldInOneTxn) {
   auto t = open_test_store(shared_cluster().url());
   const std::string name = unique_name("shared-fast");
-  auto r1 = t.acquire(spec_of(name, true, "r1"), 0ms);
-  auto r2 = t.acquire(spec_of(name, true, "r2"), 0ms);
+  auto r1 = t.acquire(shared_spec(name, true, "r1"), 0ms);
+  auto r2 = t.acquire(shared_spec(name, true, "r2"), 0ms);
   ASSERT_TRUE(r1.ok() && r2.ok());
   for (const auto* g : {&*r1, &*r2}) {
     auto e = t.etcd->read_entry(name, g->token, cx());
@@ -88,14 +88,14 @@ TEST(EtcdShared, ASecondReaderIsCreatedHeldInOneTxn) {
 TEST(EtcdShared, AWritersReleaseWakesOnlyTheReadersBehindIt) {
   auto t = open_test_store(shared_cluster().url());
   const std::string name = unique_name("shared-herd");
-  auto holder = t.acquire(spec_of(name, false, "w0"), 0ms);
+  auto holder = t.acquire(shared_spec(name, false, "w0"), 0ms);
   ASSERT_TRUE(holder.ok()) << holder.error().to_string();
   constexpr int kReaders = 10;
   std::vector<AcquireSpec> specs;
   for (int i = 0; i < 2 * kReaders + 1; ++i) {
     const bool writer = i == kReaders;
     specs.push_back(
-        spec_of(name, !writer, writer ? "w1" : "r" + std::to_string(i)));
+        shared_spec(name, !writer, writer ? "w1" : "r" + std::to_string(i)));
   }
   std::vector<std::future<Result<Lease>>> f;
   for (std::size_t i = 0; i < specs.size(); ++i) {

@@ -39,7 +39,7 @@ using std::chrono::steady_clock;
 
 constexpr const char* kEtcd = "/usr/bin/etcd";
 constexpr int kMembers = 3;
-constexpr milliseconds kReadyWithin{30000};
+constexpr milliseconds kEtcdReadyWithin{30000};
 
 // GET /health on 127.0.0.1:port: true if etcd says it is healthy.
 bool healthy(std::uint16_t port) {
@@ -160,7 +160,7 @@ class EtcdCluster : public Proxied {
 
   bool wait_ready(int i, std::string* error) {
     Member& m = members_[static_cast<std::size_t>(i)];
-    const auto until = steady_clock::now() + kReadyWithin;
+    const auto until = steady_clock::now() + kEtcdReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
       if (child_exited(m.pid, &st)) {
@@ -172,7 +172,7 @@ class EtcdCluster : public Proxied {
       std::this_thread::sleep_for(milliseconds(50));
     }
     *error = "etcd " + m.name + " was not healthy within " +
-             format_duration(kReadyWithin);
+             format_duration(kEtcdReadyWithin);
     return false;
   }
 

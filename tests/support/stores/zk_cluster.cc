@@ -45,7 +45,7 @@ constexpr const char* kSlf4jSimple = "/usr/share/java/slf4j-simple.jar";
 constexpr milliseconds kMinSession{1000};
 constexpr milliseconds kMaxSession{30000};
 // A JVM start on a loaded 2-core machine took seconds; give it room.
-constexpr milliseconds kReadyWithin{30000};
+constexpr milliseconds kZkReadyWithin{30000};
 
 // The session timeout of every client's session, from the lease TTL.
 //
@@ -154,7 +154,7 @@ class ZkServer {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
       return false;
     }
-    const auto until = steady_clock::now() + kReadyWithin;
+    const auto until = steady_clock::now() + kZkReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
       if (child_exited(pid_, &st)) {
@@ -175,7 +175,7 @@ class ZkServer {
     kill9();
     *error = "zookeeper did not answer ruok/srvr on 127.0.0.1:" +
              std::to_string(port_) + " within " +
-             format_duration(kReadyWithin) + "; see " + log;
+             format_duration(kZkReadyWithin) + "; see " + log;
     return false;
   }
 
