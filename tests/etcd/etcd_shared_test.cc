@@ -45,7 +45,7 @@ TEST(EtcdShared, TheModeSortsTheValueAroundTheSharedFloor) {
 }
 
 AcquireSpec shared_spec(const std::string& name, bool shared,
-                    const std::string& label) {
+                        const std::string& label) {
   AcquireSpec s;
   s.name = name;
   s.token = OwnerToken::random();
