@@ -22,8 +22,11 @@
 #              clock (CLOCK_REALTIME, date +%s%N) no two critical sections
 #              overlap.
 # A kind where the older build is refused with an error naming the versions
-# counts as passed ("refused"). Prints one line per check; exits 1 if any
-# failed.
+# passes as "refused": from then on the fifo check wants the newer build's
+# two waiters in order and the older build's two refused naming the
+# versions, and the overlap check the newer build's 40 sections one at a
+# time and each of the older build's 40 runs refused so. Prints one line
+# per check; exits 1 if any failed.
 set -uo pipefail
 OLD=${1:?usage: rolling_upgrade.sh OLD_BATON NEW_BATON [KIND...]}
 NEW=${2:?usage: rolling_upgrade.sh OLD_BATON NEW_BATON [KIND...]}
@@ -89,6 +92,15 @@ check_fifo() {
     echo "granted in arrival order (old new old new), fencing $tokens"
     return 0
   fi
+  # The older build refused loudly (REFUSED=1, from the exclusion check):
+  # the newer build's waiters keep their order, and each of the older
+  # build's two was refused naming the versions.
+  if ((REFUSED)) && [[ $got == 13 ]] &&
+    [[ $(grep -ci version "$WORK/fifo.err") -ge 2 ]] &&
+    sort -n -c <(awk '{print $2}' "$log") 2>/dev/null; then
+    echo "the newer build's waiters in arrival order, fencing $tokens; the older build's refused: $(grep -i -m1 version "$WORK/fifo.err")"
+    return 0
+  fi
   echo "order $got (want 0123), fencing $tokens $(tail -1 "$WORK/fifo.err" 2>/dev/null)"
   return 1
 }
@@ -110,8 +122,13 @@ check_overlap() {
     done
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  /usr/bin/python3 - "$log" <<'PY'
+  # With REFUSED=1 the older build's 40 runs must each fail, naming the
+  # versions, and the newer build's 40 must run one at a time.
+  local refusals=0
+  [[ -f $WORK/overlap.err ]] && refusals=$(grep -ci version "$WORK/overlap.err")
+  /usr/bin/python3 - "$log" "$REFUSED" "$refusals" <<'PY'
 import sys
+refused, refusals = sys.argv[2] == "1", int(sys.argv[3])
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 errors = sum(1 for k, _ in rows if k == "x")
 events = sorted((int(t), k) for k, t in rows if k in "se")
@@ -120,7 +137,10 @@ for _, k in events:
     depth += 1 if k == "s" else -1
     worst = max(worst, depth)
 sections = sum(1 for _, k in events if k == "s")
-print(f"{sections} sections, at most {worst} at once, {errors} runs failed")
+print(f"{sections} sections, at most {worst} at once, {errors} runs failed"
+      + (f" ({refusals} refusals naming the versions)" if refused else ""))
+if refused:
+    sys.exit(0 if worst <= 1 and sections == 40 and errors == 40 and refusals >= 40 else 1)
 sys.exit(0 if worst <= 1 and errors == 0 and sections == 80 else 1)
 PY
 }
@@ -140,6 +160,8 @@ for kind in "${KINDS[@]}"; do
     failed=1
     continue
   fi
+  REFUSED=0
+  rm -f "$WORK/fifo.err" "$WORK/overlap.err"
   for check in "exclusion old-holds" "exclusion new-holds" fifo overlap; do
     case $check in
       "exclusion old-holds") msg=$(check_exclusion "$url" "$OLD" "$NEW") ;;
@@ -148,6 +170,7 @@ for kind in "${KINDS[@]}"; do
       overlap) msg=$(check_overlap "$url") ;;
     esac
     if [[ $? == 0 ]]; then
+      [[ $msg == "older build refused"* ]] && REFUSED=1
       say "$kind" "$check" "ok: $msg"
     else
       say "$kind" "$check" "FAILED: $msg"
