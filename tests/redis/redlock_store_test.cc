@@ -1,6 +1,7 @@
 // tests/redis/redlock_store_test.cc — Redlock over private instances:
 // failures of a minority and of a majority, a restart without persistence,
-// a paused instance, a lost reply, the waiters' order (tickets).
+// a paused instance, a lost reply, the waiters' order (tickets), a pushed
+// grant taken too late.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -201,6 +202,53 @@ TEST(Redlock, WaiterTakesTheGrantsPushedByEveryInstance) {
     EXPECT_EQ(info.holders[0].fencing_token, got->fencing_token);
     EXPECT_TRUE(info.waiters.empty());
   }
+  EXPECT_TRUE(*b->release(*got));
+}
+
+// A pushed grant whose validity is gone by the time the waiter takes it
+// (its last round was sent longer than its TTL ago) is given back, and the
+// wait goes on in its place. Here a quorum pushed: the give-back frees the
+// two instances that granted (the waiter behind, d, takes them) and takes
+// the request out of the third one's queue, marked withdrawn there. That
+// mark must not end the wait as a withdrawal by its owner: the next round
+// enqueues again by the request's ticket, and it is granted after d.
+TEST(Redlock, APushedGrantWithoutValidityIsGivenBackAndTheWaitGoesOn) {
+  auto& hooks = store::redis::test_hooks();
+  hooks.recheck_ms = 20'000;
+  Servers s = make(3);
+  auto a = open_client(redlock_url(s), no_retry());
+  auto b = open_client(redlock_url(s), no_retry());
+  auto c = open_client(s[2]->url(), no_retry());
+  auto d = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  const std::string name = unique("late-push");
+  auto held = a->try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  Result<Lease> got_c = Error(Errc::internal, "not run");
+  std::thread third([&] { got_c = c->acquire(name, 20s, opts(30s)); });
+  await_waiters(*s[2], name, 1);
+  Result<Lease> got = Error(Errc::internal, "not run");
+  std::thread waiter([&] { got = b->acquire(name, 20s, opts(250ms)); });
+  await_waiters(*s[2], name, 2);
+  Result<Lease> got_d = Error(Errc::internal, "not run");
+  std::thread behind([&] {
+    got_d = d->acquire(name, 20s, opts(30s));
+    if (got_d.ok()) (void)d->release(*got_d);
+  });
+  await_waiters(*s[2], name, 3);
+  std::this_thread::sleep_for(400ms);  // past b's 250 ms TTL
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(*a->release(*held));
+  waiter.join();
+  behind.join();
+  third.join();
+  hooks.recheck_ms = 0;
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  ASSERT_TRUE(got_d.ok()) << got_d.error().to_string();
+  ASSERT_TRUE(got_c.ok()) << got_c.error().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_GT(got->fencing_token, got_d->fencing_token);
+  EXPECT_TRUE(*c->release(*got_c));
   EXPECT_TRUE(*b->release(*got));
 }
 

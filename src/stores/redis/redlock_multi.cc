@@ -163,7 +163,13 @@ Result<MultiAnswer> RedlockMulti::finish(
     const std::vector<std::string>& names, Steady::time_point t0,
     const CallContext& ctx) {
   auto g = s_.finish_multi(spec_, replies, names, t0, first_ask_, seq_, ctx);
-  if (!g.ok()) return std::move(g).error();
+  if (!g.ok()) {
+    // Given back everywhere, which marks the reservation withdrawn where
+    // it still waited: only an enqueue clears that mark (as for a single
+    // request, redlock_request.cc).
+    first_ = true;
+    return std::move(g).error();
+  }
   MultiAnswer a;
   a.pending = spec_.names.size() - g->size();
   a.grants = std::move(*g);

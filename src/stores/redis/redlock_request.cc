@@ -39,8 +39,20 @@ class RedlockRequest final : public InboxRequest<Request> {
   std::optional<Grant> take_pushed(std::vector<Notifier::Push> pushes,
                                    const CallContext& ctx, bool* wait_more);
 
-  static Result<Answer> granted(Result<Grant> g) {
-    if (!g.ok()) return std::move(g).error();
+  // A quorum granted: the lease, or — when finish() gave the grants back
+  // (no validity left, or the fence could not be raised) — its error, and
+  // the next round enqueues again at the ticket's place. The give-back
+  // also marked the request withdrawn on the instances where it still
+  // waited, and only an enqueue clears that mark: a refresh would end
+  // the wait as "withdrawn" although its owner withdrew nothing.
+  Result<Answer> finished(const std::vector<Result<AcqReply>>& replies,
+                          Steady::time_point t0, std::int64_t seq,
+                          const CallContext& ctx) {
+    auto g = s_.finish(spec_, replies, t0, first_ask_, seq, ctx);
+    if (!g.ok()) {
+      first_ = true;
+      return std::move(g).error();
+    }
     return Answer::granted_with(std::move(*g));
   }
 
@@ -87,9 +99,7 @@ Result<Answer> RedlockRequest::round(const char* mode, milliseconds left,
     s_.release_all(spec_.name, spec_.token, seq, ctx);
     return *t.fatal;
   }
-  if (t.granted >= quorum_) {
-    return granted(s_.finish(spec_, replies, t0, first_ask_, seq, ctx));
-  }
+  if (t.granted >= quorum_) return finished(replies, t0, seq, ctx);
   if (t.withdrawn > 0 || t.answered < quorum_ || try_only) {
     return not_granted(t, seq, ctx);
   }
@@ -178,9 +188,7 @@ Result<Answer> RedlockRequest::withdraw(const CallContext& ctx) {
   for (const auto& r : replies) {
     if (r.ok() && r->kind == AcqReply::Kind::granted) ++n;
   }
-  if (n >= quorum_) {
-    return granted(s_.finish(spec_, replies, t0, first_ask_, seq, ctx));
-  }
+  if (n >= quorum_) return finished(replies, t0, seq, ctx);
   // Past the call deadline the engine withdraws the token in the
   // background.
   if (!ctx.expired()) s_.release_all(spec_.name, spec_.token, seq, ctx);
@@ -217,10 +225,9 @@ std::optional<Grant> RedlockRequest::take_pushed(
   const auto replies = pushed_.replies();
   const auto since = pushed_.since();
   pushed_.clear();
-  auto g = s_.finish(spec_, replies, since, first_ask_,
-                     RedlockStore::next_seq(), ctx);
-  if (!g.ok()) return std::nullopt;  // given back: the next look decides
-  return std::move(*g);
+  auto g = finished(replies, since, RedlockStore::next_seq(), ctx);
+  if (!g.ok()) return std::nullopt;  // given back: the next look enqueues
+  return std::move(g->grant);
 }
 
 }  // namespace
