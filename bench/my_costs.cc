@@ -88,14 +88,14 @@ int main(int argc, char** argv) {
       "ENGINE=InnoDB");
     const std::string nm = "X'636f7374'", ser = "X'636f7374'";
     q("INSERT IGNORE INTO cost_serial (id) VALUES (" + ser + ")");
-    q("INSERT IGNORE INTO cost_locks (name, capacity, last_fencing) VALUES (" +
+    q("INSERT IGNORE INTO cost_locks (name, capacity, high_fencing) VALUES (" +
       nm + ", 1, 0)");
     q("DELETE FROM cost_holders WHERE name = " + nm);
     const std::string read =
         "START TRANSACTION;SELECT id FROM cost_serial WHERE id IN (" + ser +
         ") ORDER BY id FOR UPDATE;SELECT TIMESTAMPDIFF(MICROSECOND, "
         "'1970-01-01 00:00:00', UTC_TIMESTAMP(6));SELECT name, capacity, "
-        "last_fencing FROM cost_locks WHERE name IN (" +
+        "high_fencing FROM cost_locks WHERE name IN (" +
         nm +
         ") FOR UPDATE;SELECT name, slot, token, fencing, ttl_ms, granted_us, "
         "expires_us, holds, label, rkey, aliases, shared FROM cost_holders "
@@ -117,10 +117,10 @@ int main(int argc, char** argv) {
         "'', 0)";
     auto upsert = [&](long f) {
       return "SET @f = " + std::to_string(f) +
-             ";INSERT INTO cost_locks (name, capacity, last_fencing) VALUES (" +
+             ";INSERT INTO cost_locks (name, capacity, high_fencing) VALUES (" +
              nm +
              ", 1, @f) ON DUPLICATE KEY UPDATE capacity = VALUES(capacity), "
-             "last_fencing = VALUES(last_fencing);" +
+             "high_fencing = VALUES(high_fencing);" +
              holder;
     };
     const std::string del =
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
         " FOR UPDATE;"
         "SET t = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
         "UTC_TIMESTAMP(6));"
-        "SELECT capacity, last_fencing INTO cap, lf FROM cost_locks WHERE "
+        "SELECT capacity, high_fencing INTO cap, lf FROM cost_locks WHERE "
         "name = " +
         nm +
         " FOR UPDATE;"
@@ -152,9 +152,9 @@ int main(int argc, char** argv) {
     q("DROP PROCEDURE IF EXISTS cost_sp_acquire");
     q("CREATE PROCEDURE cost_sp_acquire(IN f BIGINT) BEGIN " + sp_vars +
       sp_reads + "SET @f = f;" +
-      "INSERT INTO cost_locks (name, capacity, last_fencing) VALUES (" + nm +
+      "INSERT INTO cost_locks (name, capacity, high_fencing) VALUES (" + nm +
       ", 1, f) ON DUPLICATE KEY UPDATE capacity = VALUES(capacity), "
-      "last_fencing = VALUES(last_fencing);" +
+      "high_fencing = VALUES(high_fencing);" +
       holder + "; COMMIT; SELECT h, w, t; END");
     q("DROP PROCEDURE IF EXISTS cost_sp_release");
     q("CREATE PROCEDURE cost_sp_release() BEGIN " + sp_vars + sp_reads + del +
@@ -260,9 +260,9 @@ int main(int argc, char** argv) {
          }},
         {"in-place", "2 UPDATEs of the locks row (autocommit)",
          [&](long f) {
-           q("UPDATE cost_locks SET last_fencing = " + std::to_string(f) +
+           q("UPDATE cost_locks SET high_fencing = " + std::to_string(f) +
              " WHERE name = " + nm);
-           q("UPDATE cost_locks SET last_fencing = " + std::to_string(f + 1) +
+           q("UPDATE cost_locks SET high_fencing = " + std::to_string(f + 1) +
              " WHERE name = " + nm);
          }},
         {"reads-only", "read+COMMIT twice",
