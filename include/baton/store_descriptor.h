@@ -85,6 +85,9 @@ OptionSpec request_timeout_option(std::string default_value = "5s");
 OptionSpec connect_timeout_option(std::string default_value = "5s");
 OptionSpec recheck_interval_option(std::string default_value = "100ms");
 OptionSpec prefix_option(std::string default_value, std::string help);
+// `password` (a secret) and `password_file`; `env_name`, if not empty, is
+// named in the help as the last place a password is looked for.
+std::vector<OptionSpec> password_options(const std::string& env_name);
 
 // Option values after parsing: every declared option is present, with its
 // given value or its default.
@@ -139,6 +142,16 @@ struct StoreDescriptor {
   std::vector<OptionSpec> options;
   std::function<Result<std::unique_ptr<Store>>(const StoreUrl& url)> open;
 };
+
+// A store's password, from the first place that has one: the `password`
+// option, the URL's userinfo, the first line of `password_file` (which must
+// not be readable or writable by other users: the error names the path and
+// its mode, never the content), then the environment variable `env_name`
+// (skipped if empty). "" if none has one. The store must declare
+// password_options(). Giving both a password and a password_file is
+// invalid_argument.
+Result<std::string> store_password(const StoreUrl& url,
+                                   std::string_view env_name);
 
 // Parses `url` for `d`: invalid_argument naming the URL (password masked)
 // and the problem (an unknown key, a bad value, a missing host).

@@ -1,12 +1,15 @@
 // core/store_url.cc — the one parser of store URLs and their options
 // (baton/store_descriptor.h).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "baton/duration.h"
 #include "baton/store_descriptor.h"
@@ -251,6 +254,66 @@ OptionSpec recheck_interval_option(std::string default_value) {
 
 OptionSpec prefix_option(std::string default_value, std::string help) {
   return text_option("prefix", std::move(default_value), std::move(help));
+}
+
+std::vector<OptionSpec> password_options(const std::string& env_name) {
+  return {
+      secret_option("password",
+                    "the password (or in the URL's user part; masked "
+                    "wherever the URL is shown)"),
+      file_option(
+          "password_file",
+          "file whose first line is the password (mode 0600 or "
+          "0400)" +
+              (env_name.empty() ? std::string() : "; else $" + env_name)),
+  };
+}
+
+Result<std::string> store_password(const StoreUrl& url,
+                                   std::string_view env_name) {
+  const OptionValues& o = url.options;
+  auto bad = [&](const std::string& why) {
+    return Error(Errc::invalid_argument,
+                 "store URL \"" + url.safe + "\": " + why);
+  };
+  const bool inline_given = o.given("password") || !url.password.empty();
+  if (o.given("password_file")) {
+    const std::string& path = o.text("password_file");
+    if (inline_given) {
+      return bad("give the password in the URL or in password_file, not both");
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return bad("password_file \"" + path + "\" is not a readable file");
+    }
+    if ((st.st_mode & 077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o",
+                    static_cast<unsigned>(st.st_mode & 07777));
+      return bad("password_file \"" + path + "\" has mode " + mode +
+                 ": other users may read it; chmod 600 it");
+    }
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      return bad("password_file \"" + path + "\" has no first line");
+    }
+    while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) {
+      line.pop_back();
+    }
+    if (line.empty()) {
+      return bad("password_file \"" + path + "\" has an empty first line");
+    }
+    return line;
+  }
+  if (o.given("password")) return o.text("password");
+  if (!url.password.empty()) return url.password;
+  if (!env_name.empty()) {
+    if (const char* env = std::getenv(std::string(env_name).c_str())) {
+      return std::string(env);
+    }
+  }
+  return std::string();
 }
 
 bool OptionValues::given(std::string_view key) const {

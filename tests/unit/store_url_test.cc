@@ -2,6 +2,7 @@
 // (baton/store_descriptor.h): one vocabulary, unknown keys refused by name,
 // every value checked against its type, defaults filled in.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -155,6 +156,78 @@ TEST(StoreUrlTest, AFileUrlNamesAPathNeverAnAuthority) {
   EXPECT_EQ(host.error().message().find("pw"), std::string::npos);
   auto dir = parse_store_url("demo:///var/lib/x/", d);
   EXPECT_FALSE(dir.ok());
+}
+
+StoreDescriptor password_descriptor() {
+  StoreDescriptor d = descriptor();
+  d.options = password_options("BATON_TEST_PASSWORD_ENV");
+  return d;
+}
+
+std::string write_file(const std::string& text, mode_t mode) {
+  char path[] = "/tmp/baton-password-XXXXXX";
+  const int fd = ::mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()),
+            static_cast<ssize_t>(text.size()));
+  ::fchmod(fd, mode);
+  ::close(fd);
+  return path;
+}
+
+TEST(StoreUrlTest, PasswordComesFromTheOptionTheUrlTheFileOrTheEnvironment) {
+  const StoreDescriptor d = password_descriptor();
+  ::unsetenv("BATON_TEST_PASSWORD_ENV");
+  auto none = parse_store_url("demo://h/db", d);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*store_password(*none, "BATON_TEST_PASSWORD_ENV"), "");
+
+  auto in_url = parse_store_url("demo://u:p1@h/db", d);
+  ASSERT_TRUE(in_url.ok());
+  EXPECT_EQ(*store_password(*in_url, "BATON_TEST_PASSWORD_ENV"), "p1");
+  auto option = parse_store_url("demo://u:p1@h/db?password=p2", d);
+  ASSERT_TRUE(option.ok());
+  EXPECT_EQ(*store_password(*option, "BATON_TEST_PASSWORD_ENV"), "p2");
+  EXPECT_EQ(option->safe.find("p2"), std::string::npos) << option->safe;
+
+  const std::string file = write_file("from-file\nsecond line\n", 0600);
+  auto from_file = parse_store_url("demo://u@h/db?password_file=" + file, d);
+  ASSERT_TRUE(from_file.ok());
+  EXPECT_EQ(*store_password(*from_file, "BATON_TEST_PASSWORD_ENV"),
+            "from-file");
+
+  ::setenv("BATON_TEST_PASSWORD_ENV", "from-env", 1);
+  EXPECT_EQ(*store_password(*none, "BATON_TEST_PASSWORD_ENV"), "from-env");
+  EXPECT_EQ(*store_password(*none, ""), "");
+  EXPECT_EQ(*store_password(*in_url, "BATON_TEST_PASSWORD_ENV"), "p1");
+  ::unsetenv("BATON_TEST_PASSWORD_ENV");
+  ::unlink(file.c_str());
+}
+
+TEST(StoreUrlTest, APasswordFileOthersMayReadIsRefusedWithoutItsContent) {
+  const StoreDescriptor d = password_descriptor();
+  const std::string open_file = write_file("s3cret-in-file\n", 0644);
+  auto u = parse_store_url("demo://h/db?password_file=" + open_file, d);
+  ASSERT_TRUE(u.ok());
+  auto p = store_password(*u, "");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code(), Errc::invalid_argument);
+  EXPECT_NE(p.error().message().find(open_file), std::string::npos);
+  EXPECT_NE(p.error().message().find("0644"), std::string::npos);
+  EXPECT_EQ(p.error().message().find("s3cret"), std::string::npos);
+
+  const std::string empty = write_file("\n", 0600);
+  auto e = parse_store_url("demo://h/db?password_file=" + empty, d);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(store_password(*e, "").ok());
+
+  const std::string good = write_file("x\n", 0400);
+  auto both = parse_store_url("demo://u:p@h/db?password_file=" + good, d);
+  ASSERT_TRUE(both.ok());
+  auto b = store_password(*both, "");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message().find("not both"), std::string::npos);
+  for (const auto& f : {open_file, empty, good}) ::unlink(f.c_str());
 }
 
 }  // namespace
