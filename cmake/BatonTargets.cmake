@@ -38,6 +38,21 @@ function(baton_add_library name)
   set_property(GLOBAL APPEND PROPERTY BATON_EXPORTED_TARGETS ${name})
 endfunction()
 
+# Every password the tests give a store or a server: fixed, distinctive
+# strings (a test that needs a new secret spells it "baton-<store>-secret-..."
+# or adds it here). A test whose output shows one fails, so an error
+# message, a log line or a URL that leaks a secret is caught in whatever
+# test it happens, not only in the tests written to look for it.
+set(BATON_TEST_SECRETS
+  "admin-test-pw|jobs-test-pw|b4t0n-secret|torture-pw|sekrit|baton-[a-z]+-secret"
+  CACHE INTERNAL "passwords the tests use; no test output may show one")
+function(baton_guard_secrets)
+  foreach(t ${ARGN})
+    set_tests_properties(${t} PROPERTIES
+      FAIL_REGULAR_EXPRESSION "${BATON_TEST_SECRETS}")
+  endforeach()
+endfunction()
+
 # baton_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [TIMEOUT s]
 #                [NO_MAIN])
 # One executable, registered with ctest under NAME, run from the build dir.
@@ -60,4 +75,5 @@ function(baton_add_test name)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}"
     TIMEOUT ${ARG_TIMEOUT})
+  baton_guard_secrets(${name})
 endfunction()

@@ -13,10 +13,10 @@ namespace baton::conformance {
 // (its INSTANTIATE_* line calls store_under_test): these references make
 // the linker take every suite file along, without --whole-archive.
 extern int kLinkSuiteAdvanced, kLinkSuiteBasic, kLinkSuiteCancel,
-    kLinkSuiteEnded, kLinkSuiteShared;
+    kLinkSuiteEnded, kLinkSuiteShared, kLinkSuiteSecrets;
 int suites_linked() {
   return kLinkSuiteAdvanced + kLinkSuiteBasic + kLinkSuiteCancel +
-         kLinkSuiteEnded + kLinkSuiteShared;
+         kLinkSuiteEnded + kLinkSuiteShared + kLinkSuiteSecrets;
 }
 
 StoreUnderTest store_under_test(std::string name, ClientFactory open,

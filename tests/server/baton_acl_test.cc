@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <string>
 
+#include "baton/client.h"
 #include "baton/lease.h"
 #include "baton_test_server.h"
 #include "direct_store.h"
@@ -182,6 +184,55 @@ TEST(BatonAcl, AuthIsRequiredAndFailedAuthIsSlowed) {
   EXPECT_EQ(c.call({"AUTH", "jobs", kJobsPassword}).str, "OK");
   EXPECT_TRUE(c.call({"LOCK.DESCRIBE", "jobs/a"}).type ==
               proto::Reply::Type::array);
+}
+
+// The password may come from a file only its owner reads, or from
+// BATON_PASSWORD, instead of the URL; a wrong one is refused at open with
+// the server named and the password not shown.
+TEST(BatonAcl, PasswordFromAFileOrTheEnvironment) {
+  const std::string base =
+      "baton://jobs@127.0.0.1:" + std::to_string(test_server().port());
+  char path[] = "/tmp/baton-acl-pw-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const auto write_file = [&](const std::string& text, mode_t mode) {
+    std::ofstream(path) << text << "\n";
+    ::chmod(path, mode);
+  };
+  const auto holds = [](const std::string& url) {
+    auto c = Client::open(url);
+    if (!c.ok()) return c.error().to_string();
+    auto l = c->try_acquire("jobs/pw-source", AcquireOptions{});
+    if (!l.ok()) return l.error().to_string();
+    return std::string(*c->release(*l) ? "held" : "not released");
+  };
+  write_file(kJobsPassword, 0600);
+  EXPECT_EQ(holds(base + "?password_file=" + path), "held");
+  ::setenv("BATON_PASSWORD", kJobsPassword, 1);
+  EXPECT_EQ(holds(base), "held");
+  ::unsetenv("BATON_PASSWORD");
+
+  write_file(kJobsPassword, 0644);
+  auto open_file = Client::open(base + "?password_file=" + path);
+  ASSERT_FALSE(open_file.ok());
+  EXPECT_EQ(open_file.error().code(), Errc::invalid_argument);
+  EXPECT_NE(
+      open_file.error().message().find(std::string(path) + "\" has mode 0644"),
+      std::string::npos)
+      << open_file.error().message();
+
+  write_file("not-the-password", 0600);
+  auto wrong = Client::open(base + "?password_file=" + path);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code(), Errc::permission_denied);
+  EXPECT_NE(wrong.error().message().find("batond refused the password for "
+                                         "baton://jobs@127.0.0.1:"),
+            std::string::npos)
+      << wrong.error().message();
+  EXPECT_EQ(wrong.error().message().find("not-the-password"),
+            std::string::npos);
+  ::unlink(path);
 }
 
 TEST(BatonAcl, ClientCertificateMapsToUser) {

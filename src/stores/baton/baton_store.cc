@@ -147,6 +147,14 @@ class BatonStore final : public baton::Store {
  public:
   explicit BatonStore(Settings settings) : set_(std::move(settings)) {}
 
+  // One connection made (TLS handshake and AUTH included) and kept idle.
+  Status check_credentials() {
+    auto c = take(steady_clock::now() + set_.request_timeout);
+    if (!c) return c.error();
+    give_back(std::move(*c));
+    return {};
+  }
+
   std::unique_ptr<Request> request(const AcquireSpec& spec) override {
     return std::make_unique<BatonRequest>(*this, spec);
   }
@@ -502,7 +510,9 @@ Result<std::unique_ptr<baton::Store>> open_baton(const StoreUrl& url) {
   s.host = url.hosts.front().host;
   s.port = url.hosts.front().port;
   s.user = url.user;
-  s.password = o.given("password") ? o.text("password") : url.password;
+  auto password = store_password(url, "BATON_PASSWORD");
+  if (!password.ok()) return std::move(password).error();
+  s.password = std::move(*password);
   s.request_timeout = o.duration("request_timeout");
   s.max_idle = static_cast<std::size_t>(o.count("max_idle_connections"));
   s.safe_url = url.safe;
@@ -521,8 +531,20 @@ Result<std::unique_ptr<baton::Store>> open_baton(const StoreUrl& url) {
     if (!t) return bad(t.error().message());
     s.tls = std::move(*t);
   }
-  return std::unique_ptr<baton::Store>(
-      std::make_unique<BatonStore>(std::move(s)));
+  const bool check = tls || !s.password.empty();
+  auto store = std::make_unique<BatonStore>(std::move(s));
+  // Credentials and certificates are checked now, so that a wrong password
+  // or an untrusted certificate fails open(), not the first call. A batond
+  // that is not up yet is not an error: connections are made when needed.
+  if (check) {
+    if (Status st = store->check_credentials(); !st.ok()) {
+      if (st.error().code() != Errc::unavailable ||
+          st.error().message().rfind(baton_conn::kCannotConnect, 0) != 0) {
+        return st.error();
+      }
+    }
+  }
+  return std::unique_ptr<baton::Store>(std::move(store));
 }
 
 }  // namespace
@@ -542,9 +564,6 @@ const StoreDescriptor& baton_descriptor() {
     idle.aliases = {"pool"};
     b.options = {
         timeout,
-        secret_option("password",
-                      "batond's password (AUTH); the URL's userinfo also "
-                      "gives it"),
         idle,
         flag_option("tls", "0",
                     "speak TLS to batond's tls_listen port (what batons:// "
@@ -558,6 +577,9 @@ const StoreDescriptor& baton_descriptor() {
         text_option("key", "",
                     "the client certificate's private key (PEM file)"),
     };
+    for (OptionSpec& p : password_options("BATON_PASSWORD")) {
+      b.options.push_back(std::move(p));
+    }
     b.open = open_baton;
     return b;
   }();

@@ -76,7 +76,8 @@ Result<std::unique_ptr<Conn>> Conn::connect(
   addrinfo* res = nullptr;
   const std::string ps = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0) {
-    return unavailable("batond " + host + ":" + ps + ": " + gai_strerror(rc));
+    return unavailable(kCannotConnect + host + ":" + ps + ": " +
+                       gai_strerror(rc));
   }
   std::string last = "no address";
   int fd = -1;
@@ -86,8 +87,7 @@ Result<std::unique_ptr<Conn>> Conn::connect(
   }
   ::freeaddrinfo(res);
   if (fd < 0) {
-    return unavailable("cannot connect to batond at " + host + ":" + ps + ": " +
-                       last);
+    return unavailable(kCannotConnect + host + ":" + ps + ": " + last);
   }
   std::unique_ptr<Conn> c(new Conn());
   c->fd_ = fd;

@@ -26,6 +26,11 @@ namespace baton::store::baton_conn {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
+// How every error of Conn::connect that reached no server begins (no
+// address, refused, timed out): the store tells "batond is not up" from
+// "batond refused us" by it.
+inline const std::string kCannotConnect = "cannot connect to batond at ";
+
 class Conn {
  public:
   ~Conn();

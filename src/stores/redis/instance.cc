@@ -152,20 +152,21 @@ std::vector<OptionSpec> common_options(std::string default_timeout) {
       "per-instance timeout: connect, and wait for one reply (a bare number "
       "is milliseconds)";
   timeout.aliases = {"timeout", "timeout_ms"};
-  return {
+  std::vector<OptionSpec> options = {
       timeout,
       prefix_option("baton:",
                     "every key and channel starts with it: scope Redis ACLs "
                     "to ~<prefix>* and &<prefix>*"),
-      secret_option("password",
-                    "AUTH password (with the URL's user, if any); overrides "
-                    "the URL's userinfo"),
       file_option("ca",
                   "TLS only: PEM file of the CA(s) the server's certificate "
                   "must chain to (default: the system CAs)"),
       file_option("cert", "TLS only: client certificate (PEM), with key"),
       file_option("key", "TLS only: the client certificate's key (PEM)"),
   };
+  for (OptionSpec& p : password_options("REDISCLI_AUTH")) {
+    options.push_back(std::move(p));
+  }
+  return options;
 }
 
 Result<StoreConfig> config_of(const StoreUrl& url) {
@@ -190,7 +191,9 @@ Result<StoreConfig> config_of(const StoreUrl& url) {
   }
   Target t;
   t.user = url.user;
-  t.password = o.given("password") ? o.text("password") : url.password;
+  auto password = store_password(url, "REDISCLI_AUTH");
+  if (!password.ok()) return std::move(password).error();
+  t.password = std::move(*password);
   t.timeout = o.duration("request_timeout");
   if (!url.path.empty()) {
     char* end = nullptr;
