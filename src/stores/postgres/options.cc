@@ -31,7 +31,7 @@ Error bad(const StoreUrl& url, const std::string& why) {
 }  // namespace
 
 std::vector<OptionSpec> options() {
-  return {
+  std::vector<OptionSpec> out = {
       text_option("schema", "baton",
                   "PostgreSQL schema of the store's tables and functions "
                   "([a-z_][a-z0-9_]*, at most 40 bytes)"),
@@ -73,12 +73,17 @@ std::vector<OptionSpec> options() {
                    {"sslkey"}),
       file_option("sslcrl", "certificate revocation list (libpq's)"),
       file_option("passfile", "libpq's password file"),
-      secret_option("password", "the password (or in the URL's user part)"),
       secret_option("sslpassword",
                     "refused: it would put a secret in the URL; use an "
                     "unencrypted key file (mode 0600)"),
       text_option("application_name", "baton", "passed to libpq"),
   };
+  // password_file: the shared key (the first line of a file of mode 0600);
+  // passfile: libpq's own format (host:port:db:user:password lines).
+  for (OptionSpec& p : password_options("PGPASSWORD")) {
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 Result<StoreOptions> settings(const StoreUrl& url, ConnParams* params,
@@ -117,9 +122,10 @@ Result<StoreOptions> settings(const StoreUrl& url, ConnParams* params,
   params->emplace_back("host", hosts);
   params->emplace_back("port", ports);
   if (!url.user.empty()) params->emplace_back("user", url.user);
-  const std::string& password =
-      v.given("password") ? v.text("password") : url.password;
-  if (!password.empty()) params->emplace_back("password", password);
+  // Without one here, libpq looks in PGPASSWORD and the passfile itself.
+  auto password = store_password(url, "");
+  if (!password.ok()) return std::move(password).error();
+  if (!password->empty()) params->emplace_back("password", *password);
   if (!url.path.empty()) params->emplace_back("dbname", url.path);
   // Several hosts: libpq tries them in order and takes the primary.
   if (url.hosts.size() > 1) {
