@@ -141,6 +141,58 @@ TEST(RedisStore, PrefixesScopeTheKeys) {
   EXPECT_TRUE(*b->release(*lb));
 }
 
+// The ACL user docs/stores/redis.md ("Security") tells operators to make:
+// keys and channels of its prefix only, no @dangerous command but INFO.
+// Everything works under its prefix; another prefix is permission_denied,
+// a wrong password fails open(); no message shows the password, which may
+// also come from a file or REDISCLI_AUTH.
+TEST(RedisStore, AnAclUserLimitedToItsPrefixWorksThereOnly) {
+  const std::string pw = "baton-redis-secret-acl";
+  const std::string setuser =
+      "redis-cli -p " + std::to_string(server().port()) +
+      " ACL SETUSER baton-acl reset on '>" + pw +
+      "' '~team-acl:*' '&team-acl:*' +@all -@dangerous +info >/dev/null";
+  ASSERT_EQ(std::system(setuser.c_str()), 0);
+  const std::string base =
+      "redis://baton-acl:" + pw + "@" + server().hostport();
+  auto c = open_client(base + "?prefix=team-acl:");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const std::string name = unique("acl");
+  auto l = c->try_acquire(name, opts(10s));
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  EXPECT_TRUE(c->extend(*l, 20s).ok());
+  auto info = c->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_EQ(info->holders.size(), 1u);
+  EXPECT_TRUE(c->counter(name).add(2).ok());
+  EXPECT_TRUE(*c->release(*l));
+
+  auto other = open_client(base + "?prefix=other:");
+  ASSERT_TRUE(other.ok()) << other.error().message();
+  auto denied = other->try_acquire(name, opts(10s));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().code(), Errc::permission_denied)
+      << denied.error().message();
+  EXPECT_NE(denied.error().message().find("~<prefix>* &<prefix>*"),
+            std::string::npos)
+      << denied.error().message();
+
+  auto wrong = open_client("redis://baton-acl:not-it@" + server().hostport());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code(), Errc::permission_denied);
+  EXPECT_NE(wrong.error().message().find("redis " + server().hostport()),
+            std::string::npos)
+      << wrong.error().message();
+  EXPECT_EQ(wrong.error().message().find("not-it"), std::string::npos);
+
+  ::setenv("REDISCLI_AUTH", pw.c_str(), 1);
+  auto from_env = open_client("redis://baton-acl@" + server().hostport() +
+                              "?prefix=team-acl:");
+  ::unsetenv("REDISCLI_AUTH");
+  ASSERT_TRUE(from_env.ok()) << from_env.error().message();
+  EXPECT_TRUE(from_env->try_acquire(unique("env"), opts(1s)).ok());
+}
+
 TEST(RedisStore, UrlsAreCheckedAndUnreachableIsUnavailable) {
   auto bad = open_store(server().url() + "?nosuch=1");
   ASSERT_FALSE(bad.ok());

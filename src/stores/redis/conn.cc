@@ -57,6 +57,14 @@ Error from_error_reply(const Target& t, const redisReply* r) {
       starts_with(r->str, r->len, "NOPERM")) {
     return Error(Errc::permission_denied, t.where() + ": " + msg);
   }
+  // A script run by a user whose ACL does not cover a key, channel or
+  // command it touches (Redis 7 reports it as ERR).
+  if (starts_with(r->str, r->len, "ERR The user executing the script can't")) {
+    return Error(Errc::permission_denied,
+                 t.where() + ": " + msg +
+                     " (the store's user needs ~<prefix>* &<prefix>* and "
+                     "the commands of docs/stores/redis.md, Security)");
+  }
   if (starts_with(r->str, r->len, "LOADING") ||
       starts_with(r->str, r->len, "BUSY") ||
       starts_with(r->str, r->len, "READONLY") ||
