@@ -258,6 +258,16 @@ TEST(Rediss, RedlockOverTls) {
   EXPECT_EQ(p.error().code(), Errc::unavailable) << p.error().to_string();
 }
 
+// A trio whose certificates do not verify (wrong CA) fails open(), naming
+// a master and the reason; with tls=1 every master is tried at open.
+TEST(Rediss, RedlockWithAnUntrustedCertificateFailsAtOpen) {
+  World& w = world();
+  expect_error("redlock://" + w.main->hostport() + "," + w.b->hostport() + "," +
+                   w.c->hostport() +
+                   "?tls=1&timeout=2000&ca=" + w.certs.path("other_ca.pem"),
+               Errc::unavailable, "TLS handshake failed: server certificate: ");
+}
+
 TEST(Rediss, OptionErrorsNameTheProblem) {
   const std::string hp = world().main->hostport();
   const std::string ca = world().ca();

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
+#include <optional>
 #include <utility>
 
 #include "core/validate.h"
@@ -344,6 +346,35 @@ Result<std::vector<Grant>> RedlockStore::finish_multi(
 
 namespace {
 
+// With a password or TLS, every master is connected to at open (at once,
+// each within its timeout): a master that refuses the password or whose
+// certificate does not verify fails open(), naming it. A master that does
+// not answer is not an error here: the others may still make a quorum.
+Status check_credentials(const std::vector<redis::Target>& targets) {
+  if (targets.empty() || (!targets[0].tls && targets[0].password.empty())) {
+    return {};
+  }
+  std::vector<std::future<Result<redis::ConnPtr>>> checks;
+  for (const redis::Target& t : targets) {
+    checks.push_back(std::async(
+        std::launch::async, [&t] { return redis::connect(t, CallContext()); }));
+  }
+  std::optional<Error> refused;
+  for (auto& check : checks) {
+    auto c = check.get();
+    if (c.ok() || refused) continue;
+    const std::string& m = c.error().message();
+    if (c.error().code() == Errc::permission_denied ||
+        m.find("TLS handshake failed: server certificate") !=
+            std::string::npos ||
+        m.find("certificate required") != std::string::npos) {
+      refused = c.error();
+    }
+  }
+  if (refused) return *refused;
+  return {};
+}
+
 Result<std::unique_ptr<baton::Store>> open_redlock(const StoreUrl& url) {
   if (url.hosts.size() < 3) {
     return Error(Errc::invalid_argument, "store URL \"" + url.safe +
@@ -354,6 +385,9 @@ Result<std::unique_ptr<baton::Store>> open_redlock(const StoreUrl& url) {
   }
   auto config = redis::config_of(url);
   if (!config.ok()) return std::move(config).error();
+  if (Status st = check_credentials(config->targets); !st.ok()) {
+    return st.error();
+  }
   return std::unique_ptr<baton::Store>(std::make_unique<redis::RedlockStore>(
       std::move(config->targets), config->prefix, url.safe));
 }
