@@ -35,16 +35,23 @@ std::optional<std::string> real_path(const std::string& path) {
   return std::string(buf);
 }
 
+// "alice (uid 1000)", or "uid 1000" for a uid with no name.
 std::string who(uid_t uid) {
-  std::string out = "uid " + std::to_string(uid);
+  const std::string id = "uid " + std::to_string(uid);
   struct passwd pw {};
   struct passwd* found = nullptr;
   char buf[4096];
   if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 &&
       found != nullptr) {
-    out += std::string(" (") + found->pw_name + ")";
+    return std::string(found->pw_name) + " (" + id + ")";
   }
-  return out;
+  return id;
+}
+
+// Who may own the files: "root", or "this user (alice, uid 1000) or root".
+std::string may_own() {
+  const uid_t me = ::geteuid();
+  return me == 0 ? "root" : "this user (" + who(me) + ") or root";
 }
 
 // The group may write the files only when file_mode lets it: then the
@@ -90,9 +97,8 @@ std::optional<Error> dir_check(const std::string& db, const std::string& dir,
                           kAccept);
   }
   if (!trusted_owner(st.st_uid, p)) {
-    return refuse(db, named + "is owned by " + who(st.st_uid) +
-                          ", not by this user (" + who(::geteuid()) +
-                          ") or root: its owner could replace the database" +
+    return refuse(db, named + "is owned by " + who(st.st_uid) + ", not by " +
+                          may_own() + ": its owner could replace the database" +
                           own_dir + kAccept);
   }
   return std::nullopt;
@@ -146,9 +152,9 @@ std::optional<Error> file_check(const std::string& db, const std::string& file,
                           kAccept);
   }
   if (!trusted_owner(st.st_uid, p)) {
-    return refuse(db, named + "is owned by " + who(st.st_uid) +
-                          ", not by this user (" + who(::geteuid()) +
-                          ") or root: its owner could change it at any "
+    return refuse(db, named + "is owned by " + who(st.st_uid) + ", not by " +
+                          may_own() +
+                          ": its owner could change it at any "
                           "time; chown it, or give " +
                           kAccept);
   }
