@@ -12,11 +12,11 @@
 
 namespace baton::store::sq {
 
-Bell::Bell(const std::string& db_path) {
+Bell::Bell(const std::string& db_path, const FilePolicy& files) {
   const std::string file = db_path + "-baton-bell";
   owner_ = ::getpid();
   db_path_ = db_path;
-  file_fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  file_fd_ = open_beside(file, files);
   if (file_fd_ < 0 && ::access(file.c_str(), R_OK) != 0) return;
   // A bell file this user may not write (another user's, mode 0644): still
   // watched, only this process's own releases do not ring other processes.
@@ -134,14 +134,15 @@ void FifoTurn::unlock() {
   cv_.notify_all();
 }
 
-std::shared_ptr<Bell> bell_for(const std::string& db_path) {
+std::shared_ptr<Bell> bell_for(const std::string& db_path,
+                               const FilePolicy& files) {
   static std::mutex mu;
   static auto* bells = new std::map<std::string, std::weak_ptr<Bell>>();
   std::lock_guard<std::mutex> lk(mu);
   auto& w = (*bells)[db_path + "\n" + std::to_string(::getpid())];
   auto b = w.lock();
   if (!b) {
-    b = std::make_shared<Bell>(db_path);
+    b = std::make_shared<Bell>(db_path, files);
     w = b;
   }
   return b;

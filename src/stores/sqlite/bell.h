@@ -9,7 +9,8 @@
 // waiters nap; they then look at the tables with a read-only transaction
 // (WAL readers never wait for the writer). If the
 // bell file cannot be created (a read-only directory), waiters fall back to
-// their jittered re-check timer alone.
+// their jittered re-check timer alone. The bell file is created with the
+// store's file_mode (files.h) and never through a symbolic link.
 //
 // The same thread checkpoints the WAL (PASSIVE, then TRUNCATE, on a
 // connection of its own) once it passes 4 MB, so that no store call pays
@@ -33,6 +34,7 @@
 #include <thread>
 
 #include "stores/sqlite/db.h"
+#include "stores/sqlite/files.h"
 #include "stores/sqlstep/sql_request.h"
 
 namespace baton::store::sq {
@@ -57,7 +59,8 @@ class FifoTurn {
 
 class Bell {
  public:
-  explicit Bell(const std::string& db_path);
+  // Opens (creating it with `files.mode`, past the umask) the bell file.
+  Bell(const std::string& db_path, const FilePolicy& files);
   ~Bell();
   Bell(const Bell&) = delete;
   Bell& operator=(const Bell&) = delete;
@@ -92,8 +95,10 @@ class Bell {
 };
 
 // The process's bell for `db_path` (shared by every store of this process
-// on that file; a forked child gets its own).
-std::shared_ptr<Bell> bell_for(const std::string& db_path);
+// on that file; a forked child gets its own). `files` applies when the bell
+// file is created.
+std::shared_ptr<Bell> bell_for(const std::string& db_path,
+                               const FilePolicy& files);
 
 }  // namespace baton::store::sq
 

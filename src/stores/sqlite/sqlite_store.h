@@ -3,6 +3,7 @@
 //
 //   sqlite:///abs/path/locks.db?prefix=baton_&request_timeout=5s
 //       &waiter_timeout=5s&recheck_interval=100ms&max_idle_connections=16
+//       &file_mode=0600&allow_insecure_files=0
 //   sqlite://./relative/locks.db       (relative to the working directory)
 //   sqlite:/abs/path/locks.db          (the opaque form)
 //
@@ -20,7 +21,9 @@
 // counters survive). Waiters are woken through an inotify bell file next to
 // the database (stores/sqlite/bell.h: their wait_change), and look again
 // at the next instant a pass could change something, with a jittered
-// re-check as the fallback. See docs/stores/sqlite.md.
+// re-check as the fallback. The files are private to their owner
+// (file_mode), and a database other users could write or replace is
+// refused (stores/sqlite/files.h). See docs/stores/sqlite.md.
 //
 // Thread safety: safe for concurrent use (Store contract); a store must not
 // be used across fork() (open a new one in the child).
@@ -44,6 +47,10 @@ struct StoreOptions {
   milliseconds request_timeout{5000};
   milliseconds waiter_timeout{5000};  // heartbeat timeout of waiters
   milliseconds recheck{100};          // fallback re-check of waiters
+  // Permission bits of every file the store or SQLite creates (files.h).
+  unsigned file_mode = 0600;
+  // Use files and directories other users may write, knowingly.
+  bool allow_insecure_files = false;
 };
 
 inline constexpr int kSchemaVersion = 2;

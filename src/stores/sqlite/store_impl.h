@@ -15,6 +15,7 @@
 #include "baton/store.h"
 #include "stores/sqlite/bell.h"
 #include "stores/sqlite/db.h"
+#include "stores/sqlite/files.h"
 #include "stores/sqlite/schema.h"
 #include "stores/sqlite/sqlite_store.h"
 #include "stores/sqlite/state.h"
@@ -58,8 +59,14 @@ class SqliteStore final : public sqlstep::StepStore {
         o_(std::move(o)),
         pool_(o_.path, o_.max_idle) {}
 
+  // Checks and creates the files (files.h: nothing is created or written
+  // when refused), opens the database, installs or checks the schema, then
+  // gives the files this user owns file_mode.
   Status open() {
     const SteadyTime deadline = sq::Clock::now() + o_.request_timeout;
+    const sq::FilePolicy files{static_cast<mode_t>(o_.file_mode),
+                               o_.allow_insecure_files};
+    if (Status st = sq::prepare_files(o_.path, files); !st.ok()) return st;
     auto c = std::make_unique<sq::Conn>();
     if (Status st = c->open(o_.path, true, deadline); !st.ok()) return st;
     // The schema transaction too may meet SQLITE_BUSY without the busy
@@ -71,7 +78,8 @@ class SqliteStore final : public sqlstep::StepStore {
       c->retry_nap(attempt);
     }
     pool_.put(std::move(c));
-    bell_ = sq::bell_for(o_.path);
+    bell_ = sq::bell_for(o_.path, files);
+    sq::settle_modes(o_.path, files);
     return {};
   }
 
