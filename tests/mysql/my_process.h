@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "child_process.h"
@@ -41,11 +42,18 @@ class MyProcess {
  public:
   struct Options {
     bool durable = true;  // innodb_flush_log_at_trx_commit=1
+    // TLS (all three or none): mariadbd's --ssl-ca, --ssl-cert, --ssl-key.
+    // mariadbd runs as this process's user (root: --user=root), so files
+    // in a 0700 temp dir of that user are readable to it.
+    std::string ssl_ca, ssl_cert, ssl_key;
+    // More loopback addresses to listen on besides 127.0.0.1 (e.g.
+    // "127.0.0.2": a name a certificate for 127.0.0.1 does not cover).
+    std::vector<std::string> extra_addresses;
   };
   static constexpr const char* kPassword = "b4t0n-secret";
 
   MyProcess() : MyProcess(Options{}) {}
-  explicit MyProcess(Options options) : options_(options) {
+  explicit MyProcess(Options options) : options_(std::move(options)) {
     char tmpl[] = "/tmp/baton-my-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
@@ -68,12 +76,14 @@ class MyProcess {
 
   void start() {
     if (pid_ > 0) return;
+    std::string bind = "127.0.0.1";
+    for (const std::string& a : options_.extra_addresses) bind += "," + a;
     std::vector<std::string> args = {
         "/usr/sbin/mariadbd",
         "--no-defaults",
         "--user=root",
         "--datadir=" + dir_ + "/data",
-        "--bind-address=127.0.0.1",
+        "--bind-address=" + bind,
         "--port=" + std::to_string(port_),
         "--socket=" + socket_path(),
         "--pid-file=" + dir_ + "/mysqld.pid",
@@ -84,6 +94,11 @@ class MyProcess {
         "--max-connections=1000",
         std::string("--innodb-flush-log-at-trx-commit=") +
             (options_.durable ? "1" : "2")};
+    if (!options_.ssl_cert.empty()) {
+      args.push_back("--ssl-ca=" + options_.ssl_ca);
+      args.push_back("--ssl-cert=" + options_.ssl_cert);
+      args.push_back("--ssl-key=" + options_.ssl_key);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     pid_ = spawn_logged(args, dir_ + "/stdout.log");
     if (pid_ < 0) throw std::runtime_error("fork failed");

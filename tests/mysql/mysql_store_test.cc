@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <regex>
@@ -131,6 +132,46 @@ TEST(MyUrl, MariadbSchemeAndPasswordFromTheEnvironment) {
   auto l = c->try_acquire(unique("env"), opts(5s));
   ASSERT_TRUE(l.ok()) << l.error().to_string();
   EXPECT_TRUE(*c->release(*l));
+}
+
+// This server offers no TLS (mysql_tls_test.cc has the one that does):
+// the modes that require TLS refuse it at open and create nothing; the
+// default, preferred, goes on in clear as MariaDB's and MySQL's clients do.
+TEST(MyUrl, ModesThatRequireTlsRefuseAServerWithoutIt) {
+  // Never read: no TLS handshake happens with this server.
+  const std::string ca = server().dir() + "/unused-ca.pem";
+  std::ofstream(ca) << "not read\n";
+  for (const char* mode : {"required", "verify_ca", "verify_identity"}) {
+    const std::string prefix = std::string("notls_") + mode + "_";
+    const std::string m = std::string("ssl_mode=") + mode;
+    auto c = Client::open(
+        server().url(m + "&prefix=" + prefix +
+                     (m == "ssl_mode=required" ? "" : "&ca=" + ca)));
+    ASSERT_FALSE(c.ok()) << mode;
+    const std::string text = c.error().to_string();
+    EXPECT_EQ(c.error().code(), Errc::unavailable) << text;
+    EXPECT_NE(text.find("mysql://127.0.0.1:" + std::to_string(server().port()) +
+                        "/baton_test"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("the server offers no TLS and " + m + " requires it"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find(MyProcess::kPassword), std::string::npos) << text;
+    EXPECT_EQ(server().sql("SELECT COUNT(*) FROM information_schema.tables "
+                           "WHERE table_schema = 'baton_test' AND table_name "
+                           "LIKE '" +
+                           prefix + "%'"),
+              "0")
+        << mode;
+  }
+  for (const char* mode : {"preferred", "disabled"}) {
+    auto c = Client::open(server().url(std::string("ssl_mode=") + mode));
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    auto l = c->try_acquire(unique("notls"), opts(5s));
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    EXPECT_TRUE(*c->release(*l));
+  }
 }
 
 // A server that could lose acknowledged commits in a crash is refused,

@@ -34,6 +34,32 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using std::chrono::milliseconds;
 
+// ssl_mode (docs/stores/mysql.md, "Security"). With Connector/C 3.3:
+// preferred asks for TLS when the server offers it and checks nothing;
+// required also refuses a connection that came up without TLS (checked after
+// the login: the library logs in in clear when the server offers no TLS);
+// verify_ca loads `ca`, which makes the library check the certificate chain
+// (not the name); verify_identity adds MYSQL_OPT_SSL_VERIFY_SERVER_CERT:
+// chain (to `ca`, or the system CAs) and host name, and a server without TLS
+// is refused before login.
+enum class SslMode {
+  disabled,
+  preferred,
+  required,
+  verify_ca,
+  verify_identity
+};
+
+// The canonical name ("verify_ca"); for messages.
+const char* ssl_mode_name(SslMode m);
+
+struct TlsParams {
+  SslMode mode = SslMode::preferred;
+  std::string ca;    // verify_ca (required) / verify_identity ("": system CAs)
+  std::string cert;  // client certificate, with key (both or neither)
+  std::string key;
+};
+
 struct ConnParams {
   std::string host = "127.0.0.1";
   unsigned port = 3306;
@@ -41,6 +67,7 @@ struct ConnParams {
   std::string password;  // never logged
   std::string db = "baton";
   std::string unix_socket;
+  TlsParams tls;  // every connection of a store: pool, doorbells, schema
 };
 
 // One result set: rows of nullable text values.
@@ -64,8 +91,11 @@ class Conn {
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
-  // Connects and prepares the session (READ COMMITTED, UTC, short lock
-  // waits). unavailable / timeout / permission_denied.
+  // Connects with p.tls and prepares the session (READ COMMITTED, UTC,
+  // short lock waits). unavailable / timeout / permission_denied; every
+  // message starts "mysql://host:port/db" and never holds the password. A
+  // connection that ssl_mode says must be TLS and is not is closed before
+  // any statement is sent (unavailable).
   Status connect(const ConnParams& p, const std::string& where,
                  TimePoint deadline);
 
@@ -88,6 +118,11 @@ class Conn {
   // ready bits, or -1 when the deadline passed.
   int wait(int status, TimePoint deadline);
   Error transport_error(const char* what, TimePoint deadline);
+  // Sets the TLS options of p.tls on mysql_ (before the connect).
+  void set_tls_options(const TlsParams& t);
+  // The connect failure as the caller should read it: the library's text
+  // and, for TLS and login failures, what the setting that caused it checks.
+  Error connect_error(const ConnParams& p, TimePoint deadline);
   void close();
 
   MYSQL* mysql_ = nullptr;

@@ -1,8 +1,9 @@
 // stores/mysql/options.cc — mysql://'s descriptor: its URL, its options
 // (checked by the shared parser, baton/store_descriptor.h) and the open
 // function that reads them.
-#include <cstdlib>
-#include <fstream>
+#include <cctype>
+#include <string>
+#include <vector>
 
 #include "stores/mysql/store_impl.h"
 
@@ -14,6 +15,68 @@ Error bad(const StoreUrl& url, const std::string& why) {
                "store URL \"" + url.safe + "\": " + why);
 }
 
+OptionSpec with_aliases(OptionSpec o, std::vector<std::string> aliases) {
+  o.aliases = std::move(aliases);
+  return o;
+}
+
+// ssl_mode ignoring case and with '-' for '_' ("VERIFY_CA", "verify-ca"):
+// MySQL's clients write it upper case, libpq's sslmode writes dashes.
+Result<my::TlsParams> read_tls(const StoreUrl& url) {
+  const OptionValues& v = url.options;
+  std::string mode = v.text("ssl_mode");
+  for (char& ch : mode) {
+    ch = ch == '-'
+             ? '_'
+             : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  my::TlsParams t;
+  if (mode == "disabled") {
+    t.mode = my::SslMode::disabled;
+  } else if (mode == "preferred") {
+    t.mode = my::SslMode::preferred;
+  } else if (mode == "required") {
+    t.mode = my::SslMode::required;
+  } else if (mode == "verify_ca") {
+    t.mode = my::SslMode::verify_ca;
+  } else if (mode == "verify_identity") {
+    t.mode = my::SslMode::verify_identity;
+  } else {
+    return bad(url, "ssl_mode: \"" + v.text("ssl_mode") +
+                        "\" must be one of disabled, preferred, required, "
+                        "verify_ca, verify_identity");
+  }
+  const std::string name = my::ssl_mode_name(t.mode);
+  const bool verify = t.mode == my::SslMode::verify_ca ||
+                      t.mode == my::SslMode::verify_identity;
+  if (t.mode == my::SslMode::verify_ca && !v.given("ca")) {
+    // Connector/C checks a chain without the name only against a CA it was
+    // given, and a chain to any public CA, for any name, proves little.
+    return bad(url,
+               "ssl_mode=verify_ca needs ca=<file of the CA certificates the "
+               "server's certificate must chain to>");
+  }
+  if (!verify && v.given("ca")) {
+    // Connector/C would verify the chain anyway: say which mode that is.
+    return bad(url,
+               "ca is read by ssl_mode=verify_ca or verify_identity "
+               "only (ssl_mode is " +
+                   name + ")");
+  }
+  if (v.given("cert") != v.given("key")) {
+    return bad(url,
+               "cert and key go together (the client certificate and "
+               "its key)");
+  }
+  if (t.mode == my::SslMode::disabled && v.given("cert")) {
+    return bad(url, "cert and key are TLS options but ssl_mode is disabled");
+  }
+  if (verify) t.ca = v.text("ca");
+  t.cert = v.text("cert");
+  t.key = v.text("key");
+  return t;
+}
+
 // The store's settings from the URL; invalid_argument naming the setting.
 Result<my::StoreOptions> read_options(const StoreUrl& url,
                                       my::ConnParams* params) {
@@ -21,7 +84,12 @@ Result<my::StoreOptions> read_options(const StoreUrl& url,
   params->host = url.hosts[0].host;
   params->port = url.hosts[0].port;
   if (!url.user.empty()) params->user = url.user;
-  params->password = url.password;
+  auto password = store_password(url, "MYSQL_PWD");
+  if (!password.ok()) return std::move(password).error();
+  params->password = std::move(*password);
+  auto tls = read_tls(url);
+  if (!tls.ok()) return std::move(tls).error();
+  params->tls = std::move(*tls);
   if (!url.path.empty()) params->db = url.path;
   if (!sqlstep::valid_identifier(params->db, 64)) {
     return bad(url, "database \"" + params->db +
@@ -56,18 +124,6 @@ Result<my::StoreOptions> read_options(const StoreUrl& url,
   o.fast_path = v.flag("fast_path");
   o.allow_non_durable = v.flag("allow_non_durable");
   params->unix_socket = v.text("socket");
-  if (params->password.empty() && v.given("password_file")) {
-    std::ifstream in(v.text("password_file"));
-    std::string line;
-    std::getline(in, line);
-    while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) {
-      line.pop_back();
-    }
-    params->password = line;
-  }
-  if (params->password.empty()) {
-    if (const char* env = std::getenv("MYSQL_PWD")) params->password = env;
-  }
   return o;
 }
 
@@ -97,6 +153,9 @@ const StoreDescriptor& mysql_descriptor() {
         "50ms",
         "longest a waiter sleeps when nothing wakes it (it looks again "
         "sooner, by its place in line)");
+    for (OptionSpec& p : password_options("MYSQL_PWD")) {
+      m.options.push_back(std::move(p));
+    }
     m.options.insert(
         m.options.end(),
         {
@@ -117,9 +176,25 @@ const StoreDescriptor& mysql_descriptor() {
             flag_option("fast_path", "on",
                         "one-statement acquire, extend and release of an "
                         "idle plain lock (not with serialize=center)"),
-            file_option("password_file",
-                        "file whose first line is the password (when the "
-                        "URL has none; else MYSQL_PWD)"),
+            text_option("ssl_mode", "preferred",
+                        "disabled, preferred (TLS if the server offers it, "
+                        "unchecked: the MariaDB and MySQL clients' default), "
+                        "required, verify_ca, verify_identity (any case, - "
+                        "or _)"),
+            with_aliases(file_option("ca",
+                                     "CA certificates (PEM) the server's "
+                                     "certificate must chain to "
+                                     "(ssl_mode=verify_ca, which needs it, "
+                                     "or verify_identity: default the "
+                                     "system CAs)"),
+                         {"ssl_ca"}),
+            with_aliases(
+                file_option("cert", "client certificate (PEM), with key"),
+                {"ssl_cert"}),
+            with_aliases(file_option("key",
+                                     "the client certificate's key (PEM, "
+                                     "unencrypted, mode 0600)"),
+                         {"ssl_key"}),
             text_option("socket", "", "Unix socket path instead of TCP"),
             flag_option("allow_non_durable", "false",
                         "accept a server that may lose acknowledged commits "

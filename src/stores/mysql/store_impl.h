@@ -355,7 +355,7 @@ Result<T> MysqlStore::transact(const CallContext& ctx,
     if (attempt > 0) {
       if (my::Clock::now() >= d) {
         return Error(Errc::unavailable,
-                     "mysql " + pool_.where() +
+                     "mysql://" + pool_.where() +
                          ": gave up after repeated deadlocks or lock "
                          "wait timeouts");
       }
