@@ -149,6 +149,7 @@ TEST(MyUrl, ModesThatRequireTlsRefuseAServerWithoutIt) {
                      (m == "ssl_mode=required" ? "" : "&ca=" + ca)));
     ASSERT_FALSE(c.ok()) << mode;
     const std::string text = c.error().to_string();
+    std::printf("  -> %s\n", text.c_str());
     EXPECT_EQ(c.error().code(), Errc::unavailable) << text;
     EXPECT_NE(text.find("mysql://127.0.0.1:" + std::to_string(server().port()) +
                         "/baton_test"),
