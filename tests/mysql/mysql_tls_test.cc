@@ -7,7 +7,8 @@
 // baton_x509 (REQUIRE X509: a client certificate signed by the CA), both
 // with the password kSecret, which the store reads from a 0600
 // password_file. ctest fails the run if kSecret appears in its output
-// (FAIL_REGULAR_EXPRESSION); the tests also look for it in every message.
+// (it matches BATON_TEST_SECRETS, cmake/BatonTargets.cmake); the tests also
+// look for it in every message.
 //
 // The conformance suite runs as baton_x509 over ssl_mode=verify_identity:
 // the server refuses that account any connection without TLS and the
