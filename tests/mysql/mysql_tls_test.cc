@@ -286,6 +286,37 @@ TEST(MyTls, AccountsThatRequireTlsRefuseWhatTheyDoNotGet) {
       world().url("baton_x509", "ssl_mode=required&" + world().client_cert()));
 }
 
+// Client-side certificate problems are not reported as the server's.
+TEST(MyTls, ClientCertificateProblemsAreNamedAsSuch) {
+  const std::string ca =
+      "ssl_mode=verify_identity&ca=" + world().certs.path("ca.pem");
+  // Signed by the CA, expired: the server's TLS alert, which Connector/C
+  // reports as such or (TLS 1.3, the alert after the client's handshake)
+  // as the connection lost at login.
+  expect_refused(
+      world().url("baton_x509",
+                  ca + "&cert=" + world().certs.path("expired_client.pem") +
+                      "&key=" + world().certs.path("client.key")),
+      Errc::unavailable,
+      {"the server ended the connection during the TLS login "
+       "(ssl_mode=verify_identity; does it accept cert=" +
+       world().certs.path("expired_client.pem") + "?)"});
+  // A key that is not the certificate's: refused before any byte is sent.
+  const std::string cert = world().certs.path("client.pem");
+  const std::string key = world().certs.path("server.key");
+  const std::string url =
+      world().url("baton_x509", ca + "&cert=" + cert + "&key=" + key);
+  expect_refused(url, Errc::unavailable,
+                 {"key values mismatch",
+                  "TLS failed (ssl_mode=verify_identity, cert=" + cert +
+                      ", key=" + key + ")"});
+  auto s = open_store(url);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message().find("the server's certificate"),
+            std::string::npos)
+      << s.error().message();
+}
+
 TEST(MyTls, AWrongPasswordIsRefusedAtOpenAndNeverShown) {
   const std::string wrong = "wrong-3Wz-password";
   const std::string base = "mysql://baton_x509@127.0.0.1:" + world().port() +

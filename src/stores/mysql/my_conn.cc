@@ -127,7 +127,7 @@ Error Conn::transport_error(const char* what, TimePoint deadline) {
 
 void Conn::set_tls_options(const TlsParams& t) {
   // disabled: Connector/C 3.3 uses no TLS unless an SSL option is set; the
-  // explicit 0 says so for readers (and for a library whose default moved).
+  // explicit 0 says so for readers.
   const my_bool on = t.mode == SslMode::disabled ? 0 : 1;
   mysql_optionsv(mysql_, MYSQL_OPT_SSL_ENFORCE, &on);
   if (t.mode == SslMode::disabled) return;
@@ -156,6 +156,9 @@ Error Conn::connect_error(const ConnParams& p, TimePoint deadline) {
                      "user CREATE on it)");
   }
   const std::string mode = std::string("ssl_mode=") + ssl_mode_name(p.tls.mode);
+  const std::string client_cert_refused =
+      "the server ended the connection during the TLS login (" + mode +
+      "; does it accept cert=" + p.tls.cert + "?)";
   std::string why;
   if (code == 1045) {
     // MariaDB answers the same for a wrong password and for an account
@@ -164,19 +167,36 @@ Error Conn::connect_error(const ConnParams& p, TimePoint deadline) {
         "wrong user or password, or the account requires TLS or a client "
         "certificate (" +
         mode + (p.tls.cert.empty() ? ", no cert" : ", cert given") + ")";
+  } else if (code == CR_SERVER_LOST && !p.tls.cert.empty()) {
+    // A server that refuses the client certificate sends a TLS alert; with
+    // TLS 1.3 it comes after the client's side of the handshake is done,
+    // so Connector/C may see it only as the connection lost at login.
+    why = client_cert_refused;
   } else if (code == CR_SSL_CONNECTION_ERROR) {
+    // Connector/C's texts: its own for a missing TLS and a name mismatch;
+    // else OpenSSL's, where a TLS alert is the server's refusal (of the
+    // client certificate, e.g. "sslv3 alert certificate expired"), other
+    // "certificate" texts are X509_verify_cert_error_string's about the
+    // server's certificate, and the rest are local ("key values mismatch").
+    const bool verify = p.tls.mode == SslMode::verify_ca ||
+                        p.tls.mode == SslMode::verify_identity;
     if (contains(msg, "does not support it")) {
       why = "the server offers no TLS and " + mode + " requires it";
     } else if (contains(msg, "Validation of SSL server certificate")) {
       why = "the server's certificate is not for host \"" + p.host + "\" (" +
             mode + " checks the name)";
-    } else if (p.tls.mode == SslMode::verify_ca ||
-               p.tls.mode == SslMode::verify_identity) {
+    } else if (contains(msg, "alert") && !p.tls.cert.empty()) {
+      why = client_cert_refused;
+    } else if (verify && contains(msg, "certificate")) {
       why = "the server's certificate did not verify against " +
             (p.tls.ca.empty() ? "the system CAs" : "ca=" + p.tls.ca) + " (" +
             mode + ")";
     } else {
-      why = "TLS failed (" + mode + ")";
+      why =
+          "TLS failed (" + mode +
+          (p.tls.cert.empty() ? ""
+                              : ", cert=" + p.tls.cert + ", key=" + p.tls.key) +
+          ")";
     }
   }
   if (why.empty()) return e;
