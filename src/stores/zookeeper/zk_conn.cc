@@ -44,6 +44,7 @@ struct Pending {
   std::string value;  // created path or data
   Stat stat;
   std::vector<std::string> names;
+  std::vector<AclEntry> acl;  // get_acls()
   // multi(): buffers the C client writes on completion.
   std::vector<zoo_op_t> ops;
   std::vector<zoo_op_result_t> results;
@@ -92,6 +93,18 @@ void on_stat(int rc, const struct ::Stat* stat, const void* data) {
 void on_void(int rc, const void* data) {
   finish(data, rc, [](Pending&) {});
 }
+void on_acl(int rc, struct ACL_vector* acl, struct ::Stat* stat,
+            const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc != ZOK) return;
+    for (int i = 0; acl != nullptr && i < acl->count; ++i) {
+      const struct ACL& a = acl->data[i];
+      p.acl.push_back(AclEntry{a.id.scheme != nullptr ? a.id.scheme : "",
+                               a.id.id != nullptr ? a.id.id : "", a.perms});
+    }
+    copy_stat(stat, &p.stat);
+  });
+}
 void on_strings_stat(int rc, const struct String_vector* strings,
                      const struct ::Stat* stat, const void* data) {
   finish(data, rc, [&](Pending& p) {
@@ -132,6 +145,18 @@ void conn_watcher(zhandle_t* zh, int type, int state, const char* path,
                         path != nullptr ? path : "");
 }
 
+// ZooKeeper's answer to the digest credentials of the handle in `data`.
+void on_auth(int rc, const void* data) {
+  auto* h = static_cast<Conn::Handle*>(const_cast<void*>(data));
+  {
+    std::lock_guard<std::mutex> lk(h->mu);
+    h->auth_done = true;
+    h->auth_rc = rc;
+    if (rc != ZOK) h->state = ZOO_AUTH_FAILED_STATE;
+  }
+  h->cv.notify_all();
+}
+
 void global_watcher(zhandle_t* zh, int type, int state, const char* path,
                     void* ctx) {
   conn_watcher(zh, type, state, path, ctx);
@@ -141,7 +166,34 @@ void watch_fn(zhandle_t* zh, int type, int state, const char* path, void* ctx) {
 }
 }  // namespace
 
-Conn::Conn(Options options) : options_(std::move(options)) {}
+// Options::acl as the C client takes it: the strings stay here, the
+// ACL_vector points into them.
+struct Conn::CAcl {
+  std::vector<std::string> schemes, ids;
+  std::vector<struct ACL> entries;
+  struct ACL_vector vec {};
+  explicit CAcl(const std::vector<AclEntry>& acl) {
+    schemes.reserve(acl.size());
+    ids.reserve(acl.size());
+    for (const auto& e : acl) {
+      schemes.push_back(e.scheme);
+      ids.push_back(e.id);
+    }
+    for (std::size_t i = 0; i < acl.size(); ++i) {
+      entries.push_back(
+          ACL{acl[i].perms, Id{schemes[i].data(), ids[i].data()}});
+    }
+    vec.count = static_cast<std::int32_t>(entries.size());
+    vec.data = entries.data();
+  }
+};
+
+Conn::Conn(Options options) : options_(std::move(options)) {
+  if (options_.acl.empty()) {
+    options_.acl = {AclEntry{"world", "anyone", kPermAll}};
+  }
+  acl_ = std::make_unique<CAcl>(options_.acl);
+}
 
 Conn::~Conn() {
   std::shared_ptr<Handle> h;
@@ -162,12 +214,32 @@ Result<std::unique_ptr<Conn>> Conn::open(const Options& options) {
   }
   std::unique_lock<std::mutex> lk(h->mu);
   const auto until = steady_clock::now() + options.request_timeout;
-  if (!h->cv.wait_until(lk, until,
-                        [&] { return h->state == ZOO_CONNECTED_STATE; })) {
+  // With credentials, the session is used only once ZooKeeper accepted
+  // them (the C client sent them first thing on the connection).
+  const bool auth = !options.digest.empty();
+  const bool answered = h->cv.wait_until(lk, until, [&] {
+    if (h->state == ZOO_AUTH_FAILED_STATE) return true;
+    return h->state == ZOO_CONNECTED_STATE && (!auth || h->auth_done);
+  });
+  if (h->state == ZOO_AUTH_FAILED_STATE || (h->auth_done && h->auth_rc != 0)) {
+    const int rc = h->auth_rc != 0 ? h->auth_rc : ZAUTHFAILED;
+    const std::string user = options.digest.substr(0, options.digest.find(':'));
+    return Error(Errc::permission_denied,
+                 "zookeeper " + options.where +
+                     ": ZooKeeper refused the digest credentials of user \"" +
+                     user + "\": " + zerror(rc) +
+                     " (the session is in state AUTH_FAILED; is digest "
+                     "authentication disabled on the server, "
+                     "zookeeper.DigestAuthenticationProvider.enabled=false?)");
+  }
+  if (!answered) {
     return Error(Errc::unavailable,
                  "zookeeper " + options.where + ": no session within " +
                      std::to_string(options.request_timeout.count()) +
-                     "ms (is ZooKeeper running there?)");
+                     "ms (is ZooKeeper running there?)" +
+                     (auth && h->state == ZOO_CONNECTED_STATE
+                          ? " (connected, but no answer to the credentials)"
+                          : ""));
   }
   return c;
 }
@@ -203,6 +275,16 @@ std::shared_ptr<Conn::Handle> Conn::handle() {
                             static_cast<int>(options_.session_timeout.count()),
                             nullptr, h.get(), 0, nullptr);
     if (h->zh == nullptr) return nullptr;
+    // Before any call can use the handle: the C client keeps the
+    // credentials and sends them ahead of every queued request, on this
+    // connection and each reconnection of the session. A new session (after
+    // an expiry) starts without them, hence here, for every handle.
+    if (!options_.digest.empty() &&
+        zoo_add_auth(h->zh, "digest", options_.digest.data(),
+                     static_cast<int>(options_.digest.size()), on_auth,
+                     h.get()) != ZOK) {
+      return nullptr;
+    }
     handle_ = h;
   }
   old.reset();
@@ -361,8 +443,8 @@ int Conn::create(const std::string& path, std::string_view data, int flags,
       handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_acreate2(zh, path.c_str(), data.data(),
-                            static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                            flags, on_string_stat, ref);
+                            static_cast<int>(data.size()), &acl_->vec, flags,
+                            on_string_stat, ref);
       },
       [&](Pending& p) {
         if (stat != nullptr) *stat = p.stat;
@@ -465,6 +547,36 @@ int Conn::watch(const std::vector<std::string>& paths,
   return ZOK;
 }
 
+int Conn::get_acls(const std::vector<std::string>& paths, std::vector<int>* rcs,
+                   std::vector<std::vector<AclEntry>>* acls,
+                   const CallContext& ctx) {
+  rcs->assign(paths.size(), kGaveUp);
+  acls->assign(paths.size(), {});
+  const SteadyTime until = call_until(ctx);
+  if (until <= steady_clock::now()) return kGaveUp;
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  std::vector<PendingRef> sent;
+  for (const auto& path : paths) {
+    auto p = std::make_shared<Pending>();
+    PendingRef* ref = hold(p);
+    const int rc = zoo_aget_acl(h->zh, path.c_str(), on_acl, ref);
+    if (rc != ZOK) {
+      delete ref;  // not sent: never completes
+      return rc;
+    }
+    sent.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    (*rcs)[i] = await(sent[i], until);
+    if ((*rcs)[i] == ZOK) {
+      std::lock_guard<std::mutex> lk(sent[i]->mu);
+      (*acls)[i] = std::move(sent[i]->acl);
+    }
+  }
+  return ZOK;
+}
+
 int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
                 const CallContext& ctx) {
   const SteadyTime until = call_until(ctx);
@@ -486,8 +598,8 @@ int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
       case Op::kCreate:
         p->paths[i].assign(path.size() + 16, '\0');
         zoo_create_op_init(&p->ops[i], path.c_str(), data.data(),
-                           static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                           op.flags, p->paths[i].data(),
+                           static_cast<int>(data.size()), &acl_->vec, op.flags,
+                           p->paths[i].data(),
                            static_cast<int>(p->paths[i].size()));
         break;
       case Op::kSet:

@@ -18,6 +18,9 @@ struct Conn::Handle {
   std::mutex mu;
   std::condition_variable cv;
   int state = 0;  // last session state seen (guarded by mu)
+  // ZooKeeper's answer to the digest credentials (guarded by mu).
+  bool auth_done = false;
+  int auth_rc = 0;
   ~Handle() {
     if (zh != nullptr) zookeeper_close(zh);
   }
