@@ -219,6 +219,40 @@ TEST(ZkSecurity, ClientsWithoutTheCredentialsCannotTouchAHolder) {
   EXPECT_GT((*got)->fencing_token, lease->fencing_token);
 }
 
+// The ACL check costs one request per lock node and store, not one per
+// acquire: with credentials an uncontended pair is still the create
+// transaction and the delete (counted by the server, as
+// ZkStore.AnUncontendedAcquireIsOneTransactionWithoutAListing does
+// without them); a check on every acquire would make it 3 per pair.
+TEST(ZkSecurity, TheACLCheckIsOncePerLockNotPerAcquire) {
+  const std::string root = new_root();
+  auto c = open_zk_client(secured_url(root));
+  ASSERT_TRUE(c.ok());
+  auto received = [] {
+    return four_letter_number(shared_server().four_letter("mntr"),
+                              "zk_packets_received");
+  };
+  const long fresh_before = received();
+  ASSERT_GE(fresh_before, 0) << "mntr has no zk_packets_received";
+  auto l = c->try_acquire("counted", opts(10s));
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  ASSERT_TRUE(*c->release(*l));
+  // The check, the create that finds no lock node, the create with it,
+  // the release.
+  EXPECT_LE(received() - fresh_before, 4 + 2) << "requests for a new lock";
+  constexpr int kPairs = 30;
+  const long before = received();
+  for (int i = 0; i < kPairs; ++i) {
+    auto p = c->try_acquire("counted", opts(10s));
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    ASSERT_TRUE(*c->release(*p));
+  }
+  const long sent = received() - before;
+  // Slack for pings and the janitor's look at idle locks.
+  EXPECT_LE(sent, 2 * kPairs + 8)
+      << sent << " requests for " << kPairs << " pairs";
+}
+
 // A wrong password, where the chroot exists: ZooKeeper accepts any digest
 // credentials (the id is only derived from them), so the store finds out
 // from the root's ACL, which those credentials cannot read; refused at
