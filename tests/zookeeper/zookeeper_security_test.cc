@@ -137,6 +137,16 @@ TEST(ZkSecurity, EveryNodeCarriesOnlyTheCredentialsACL) {
   std::vector<std::string> acl;
   ASSERT_EQ(zk.get_acl(root3 + "/locks", &acl), ZOK);
   EXPECT_EQ(acl, std::vector<std::string>{"world:anyone:31"});
+  // ... and takes a root with an ACL it can use (an operator's ip: ACL)
+  // as before.
+  const std::string root4 = new_root();
+  ACL ip_entry = {zkacl::kPermAll,
+                  Id{const_cast<char*>("ip"), const_cast<char*>("127.0.0.1")}};
+  ACL_vector ip_acl = {1, &ip_entry};
+  ASSERT_EQ(zk.create_open(root4, "", &ip_acl), ZOK);
+  auto by_ip = open_zk_client(hostport_url("", root4));
+  ASSERT_TRUE(by_ip.ok()) << by_ip.error().to_string();
+  EXPECT_TRUE(by_ip->try_acquire("acl", opts(30s)).ok());
 }
 
 // A holder and a waiter share the credentials. A raw client without

@@ -225,11 +225,15 @@ Status ZkStore::check_acl(const std::string& path, const CallContext& ctx) {
 }
 
 Status ZkStore::prepare(const CallContext& ctx) {
-  // The root's nodes, read in one pipelined batch: each that exists must
-  // carry the ACL this store would give it (with or without credentials),
-  // checked before anything is written; the missing ones are made.
+  // The root's nodes, read in one pipelined batch, before anything is
+  // written; the missing ones are made. With credentials each that exists
+  // must carry exactly the ACL this store would give it. Without, any ACL
+  // the session can read is used as before credentials existed (an
+  // operator's ip: ACL, say); one it cannot read belongs to a digest
+  // identity, and every request would be refused: refused at once.
   // Ancestors of a multi-level root are only made if missing: a node can
   // only be deleted when empty, and the root never is.
+  const bool secured = !options_.user.empty();
   const std::vector<std::string> paths = {
       options_.root, options_.root + "/locks", options_.root + "/counters",
       options_.root + "/clock"};
@@ -241,8 +245,8 @@ Status ZkStore::prepare(const CallContext& ctx) {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     if (rcs[i] == ZNONODE) {
       missing.push_back(paths[i]);
-    } else if (rcs[i] == ZNOAUTH ||
-               (rcs[i] == ZOK && !same_acl(acls[i], options_.conn.acl))) {
+    } else if (rcs[i] == ZNOAUTH || (secured && rcs[i] == ZOK &&
+                                     !same_acl(acls[i], options_.conn.acl))) {
       return acl_refusal(paths[i], rcs[i], acls[i]);
     } else if (rcs[i] != ZOK) {
       return err(rcs[i], "read the ACL of " + paths[i]);
