@@ -47,6 +47,8 @@ class ZkProcess {
     // (needed for restart tests); no is faster and loses the tail on a
     // kill -9.
     bool force_sync = true;
+    // Extra JVM arguments ("-Dzookeeper.X=Y": server system properties).
+    std::vector<std::string> jvm_flags;
   };
 
   ZkProcess() : ZkProcess(Options{}) {}
@@ -81,8 +83,15 @@ class ZkProcess {
         // A small, quickly started JVM: this is a test server.
         "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         "-Djava.net.preferIPv4Stack=true",
-        "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", cp,
-        "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
+        "-Dorg.slf4j.simpleLogger.showDateTime=true"};
+    args.insert(args.end(), options_.jvm_flags.begin(),
+                options_.jvm_flags.end());
+    for (const char* a :
+         {"-cp", cp.c_str(),
+          "org.apache.zookeeper.server.quorum.QuorumPeerMain"}) {
+      args.emplace_back(a);
+    }
+    args.push_back(dir_ + "/zoo.cfg");
     const auto t0 = std::chrono::steady_clock::now();
     // Never outlives the test; never holds the test's sockets or stdout.
     pid_ = spawn_logged(args, log_path());

@@ -189,13 +189,21 @@ inline long child_watch_count(const ZkProcess& zk) {
   return all < 0 || data < 0 ? -1 : all - data;
 }
 
-// A ZooKeeper C client session (no chroot) for looking at nodes.
+// A ZooKeeper C client session (no chroot) for looking at nodes; with
+// `digest` ("user:password"), authenticated with it (a test's attacker or
+// a holder of the store's credentials).
 class ZkObserver {
  public:
-  explicit ZkObserver(const std::string& hostport) {
+  explicit ZkObserver(const std::string& hostport,
+                      const std::string& digest = {}) {
     zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
     zh_ = zookeeper_init(hostport.c_str(), &ZkObserver::watcher, 10000, nullptr,
                          this, 0);
+    if (zh_ != nullptr && !digest.empty()) {
+      // Sent ahead of every request of the session.
+      zoo_add_auth(zh_, "digest", digest.data(),
+                   static_cast<int>(digest.size()), nullptr, nullptr);
+    }
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait_for(lk, 15s, [&] { return connected_; });
   }
@@ -246,6 +254,39 @@ class ZkObserver {
     Stat st{};
     const int rc = zoo_exists(zh_, path.c_str(), 0, &st);
     if (rc == ZOK && stat != nullptr) *stat = st;
+    return rc;
+  }
+  int remove(const std::string& path) {
+    return zoo_delete(zh_, path.c_str(), -1);
+  }
+  int set(const std::string& path, const std::string& data) {
+    return zoo_set(zh_, path.c_str(), data.data(),
+                   static_cast<int>(data.size()), -1);
+  }
+  // Creates a persistent node open to everyone (world:anyone, all), or
+  // with `acl`.
+  int create_open(const std::string& path, const std::string& data = {},
+                  ACL_vector* acl = &ZOO_OPEN_ACL_UNSAFE) {
+    return zoo_create(zh_, path.c_str(), data.data(),
+                      static_cast<int>(data.size()), acl, 0, nullptr, 0);
+  }
+  int set_acl_open(const std::string& path) {
+    return zoo_set_acl(zh_, path.c_str(), -1, &ZOO_OPEN_ACL_UNSAFE);
+  }
+  // The node's ACL as "scheme:id:perms" (perms as a number), in order.
+  int get_acl(const std::string& path, std::vector<std::string>* out) {
+    ACL_vector acl{};
+    Stat st{};
+    const int rc = zoo_get_acl(zh_, path.c_str(), &acl, &st);
+    out->clear();
+    if (rc == ZOK) {
+      for (int i = 0; i < acl.count; ++i) {
+        out->push_back(std::string(acl.data[i].id.scheme) + ":" +
+                       acl.data[i].id.id + ":" +
+                       std::to_string(acl.data[i].perms));
+      }
+      deallocate_ACL_vector(&acl);
+    }
     return rc;
   }
 

@@ -30,11 +30,6 @@ namespace {
 
 using std::chrono::steady_clock;
 
-// Quiet the C client's own logging (it prints to stderr by default).
-struct QuietLog {
-  QuietLog() { zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR); }
-};
-
 // One request's outcome, shared by the caller and the completion.
 struct Pending {
   std::mutex mu;
@@ -44,6 +39,7 @@ struct Pending {
   std::string value;  // created path or data
   Stat stat;
   std::vector<std::string> names;
+  std::vector<AclEntry> acl;  // get_acls()
   // multi(): buffers the C client writes on completion.
   std::vector<zoo_op_t> ops;
   std::vector<zoo_op_result_t> results;
@@ -92,6 +88,18 @@ void on_stat(int rc, const struct ::Stat* stat, const void* data) {
 void on_void(int rc, const void* data) {
   finish(data, rc, [](Pending&) {});
 }
+void on_acl(int rc, struct ACL_vector* acl, struct ::Stat* stat,
+            const void* data) {
+  finish(data, rc, [&](Pending& p) {
+    if (rc != ZOK) return;
+    for (int i = 0; acl != nullptr && i < acl->count; ++i) {
+      const struct ACL& a = acl->data[i];
+      p.acl.push_back(AclEntry{a.id.scheme != nullptr ? a.id.scheme : "",
+                               a.id.id != nullptr ? a.id.id : "", a.perms});
+    }
+    copy_stat(stat, &p.stat);
+  });
+}
 void on_strings_stat(int rc, const struct String_vector* strings,
                      const struct ::Stat* stat, const void* data) {
   finish(data, rc, [&](Pending& p) {
@@ -132,6 +140,18 @@ void conn_watcher(zhandle_t* zh, int type, int state, const char* path,
                         path != nullptr ? path : "");
 }
 
+// ZooKeeper's answer to the digest credentials of the handle in `data`.
+void on_auth(int rc, const void* data) {
+  auto* h = static_cast<Conn::Handle*>(const_cast<void*>(data));
+  {
+    std::lock_guard<std::mutex> lk(h->mu);
+    h->auth_done = true;
+    h->auth_rc = rc;
+    if (rc != ZOK) h->state = ZOO_AUTH_FAILED_STATE;
+  }
+  h->cv.notify_all();
+}
+
 void global_watcher(zhandle_t* zh, int type, int state, const char* path,
                     void* ctx) {
   conn_watcher(zh, type, state, path, ctx);
@@ -141,8 +161,6 @@ void watch_fn(zhandle_t* zh, int type, int state, const char* path, void* ctx) {
 }
 }  // namespace
 
-Conn::Conn(Options options) : options_(std::move(options)) {}
-
 Conn::~Conn() {
   std::shared_ptr<Handle> h;
   {
@@ -150,26 +168,6 @@ Conn::~Conn() {
     h = std::move(handle_);
   }
   h.reset();  // closes the session: its ephemeral nodes go at once
-}
-
-Result<std::unique_ptr<Conn>> Conn::open(const Options& options) {
-  static QuietLog quiet;
-  std::unique_ptr<Conn> c(new Conn(options));
-  auto h = c->handle();
-  if (h == nullptr) {
-    return Error(Errc::unavailable,
-                 "zookeeper " + options.where + ": cannot create a client");
-  }
-  std::unique_lock<std::mutex> lk(h->mu);
-  const auto until = steady_clock::now() + options.request_timeout;
-  if (!h->cv.wait_until(lk, until,
-                        [&] { return h->state == ZOO_CONNECTED_STATE; })) {
-    return Error(Errc::unavailable,
-                 "zookeeper " + options.where + ": no session within " +
-                     std::to_string(options.request_timeout.count()) +
-                     "ms (is ZooKeeper running there?)");
-  }
-  return c;
 }
 
 std::shared_ptr<Conn::Handle> Conn::handle() {
@@ -203,6 +201,16 @@ std::shared_ptr<Conn::Handle> Conn::handle() {
                             static_cast<int>(options_.session_timeout.count()),
                             nullptr, h.get(), 0, nullptr);
     if (h->zh == nullptr) return nullptr;
+    // Before any call can use the handle: the C client keeps the
+    // credentials and sends them ahead of every queued request, on this
+    // connection and each reconnection of the session. A new session (after
+    // an expiry) starts without them, hence here, for every handle.
+    if (!options_.digest.empty() &&
+        zoo_add_auth(h->zh, "digest", options_.digest.data(),
+                     static_cast<int>(options_.digest.size()), on_auth,
+                     h.get()) != ZOK) {
+      return nullptr;
+    }
     handle_ = h;
   }
   old.reset();
@@ -258,62 +266,6 @@ void Conn::session_event(int /*state*/) {
   for (auto& w : wake) w->notify();
 }
 
-std::int64_t Conn::session_id() {
-  auto h = handle();
-  if (h == nullptr) return 0;
-  const clientid_t* id = zoo_client_id(h->zh);
-  return id == nullptr ? 0 : id->client_id;
-}
-
-std::int64_t Conn::session_timeout_ms() {
-  auto h = handle();
-  const int t = h == nullptr ? 0 : zoo_recv_timeout(h->zh);
-  return t > 0 ? t : options_.session_timeout.count();
-}
-
-bool Conn::expired_session(std::int64_t id) {
-  std::lock_guard<std::mutex> lk(mu_);
-  return std::find(expired_.begin(), expired_.end(), id) != expired_.end();
-}
-
-void Conn::note_server_time(std::int64_t server_ms) {
-  std::lock_guard<std::mutex> lk(mu_);
-  server_ms_ = server_ms;
-  server_seen_ = steady_clock::now();
-}
-
-std::int64_t Conn::server_time_lower_bound() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (server_ms_ == 0) return 0;
-  return server_ms_ + std::chrono::duration_cast<milliseconds>(
-                          steady_clock::now() - server_seen_)
-                          .count();
-}
-
-Error Conn::error(int rc, std::string_view what) const {
-  std::string msg = "zookeeper " + options_.where + ": " + std::string(what);
-  if (rc == kGaveUp) {
-    return Error(Errc::unavailable,
-                 msg + ": no answer in time (outcome unknown)");
-  }
-  msg += ": ";
-  msg += zerror(rc);
-  switch (rc) {
-    case ZCONNECTIONLOSS:
-    case ZSESSIONEXPIRED:
-    case ZINVALIDSTATE:
-    case ZCLOSING:
-    case ZOPERATIONTIMEOUT:
-    case ZSESSIONMOVED:
-      return Error(Errc::unavailable, msg);
-    case ZNOAUTH:
-    case ZAUTHFAILED:
-      return Error(Errc::permission_denied, msg);
-    default:
-      return Error(Errc::internal, msg);
-  }
-}
-
 namespace {
 
 // Sends one request (`send(zh, data)` returns the C client's code) and
@@ -361,8 +313,8 @@ int Conn::create(const std::string& path, std::string_view data, int flags,
       handle(), call_until(ctx),
       [&](zhandle_t* zh, PendingRef* ref) {
         return zoo_acreate2(zh, path.c_str(), data.data(),
-                            static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                            flags, on_string_stat, ref);
+                            static_cast<int>(data.size()), &acl_->vec, flags,
+                            on_string_stat, ref);
       },
       [&](Pending& p) {
         if (stat != nullptr) *stat = p.stat;
@@ -465,6 +417,36 @@ int Conn::watch(const std::vector<std::string>& paths,
   return ZOK;
 }
 
+int Conn::get_acls(const std::vector<std::string>& paths, std::vector<int>* rcs,
+                   std::vector<std::vector<AclEntry>>* acls,
+                   const CallContext& ctx) {
+  rcs->assign(paths.size(), kGaveUp);
+  acls->assign(paths.size(), {});
+  const SteadyTime until = call_until(ctx);
+  if (until <= steady_clock::now()) return kGaveUp;
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  std::vector<PendingRef> sent;
+  for (const auto& path : paths) {
+    auto p = std::make_shared<Pending>();
+    PendingRef* ref = hold(p);
+    const int rc = zoo_aget_acl(h->zh, path.c_str(), on_acl, ref);
+    if (rc != ZOK) {
+      delete ref;  // not sent: never completes
+      return rc;
+    }
+    sent.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    (*rcs)[i] = await(sent[i], until);
+    if ((*rcs)[i] == ZOK) {
+      std::lock_guard<std::mutex> lk(sent[i]->mu);
+      (*acls)[i] = std::move(sent[i]->acl);
+    }
+  }
+  return ZOK;
+}
+
 int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
                 const CallContext& ctx) {
   const SteadyTime until = call_until(ctx);
@@ -486,8 +468,8 @@ int Conn::multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
       case Op::kCreate:
         p->paths[i].assign(path.size() + 16, '\0');
         zoo_create_op_init(&p->ops[i], path.c_str(), data.data(),
-                           static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                           op.flags, p->paths[i].data(),
+                           static_cast<int>(data.size()), &acl_->vec, op.flags,
+                           p->paths[i].data(),
                            static_cast<int>(p->paths[i].size()));
         break;
       case Op::kSet:

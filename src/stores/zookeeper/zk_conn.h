@@ -12,6 +12,11 @@
 // after it opens a new session (the old handle is closed once no call uses
 // it); session_id() tells which session a node belongs to.
 //
+// Credentials: every handle, the first and each made after an expiry, is
+// given the digest credentials before it is handed to any call, so the C
+// client sends them ahead of every request of the session (and again on
+// each reconnection of it). Every node is created with Options::acl.
+//
 // Thread safety: every method may be called from any thread.
 #ifndef BATON_STORES_ZOOKEEPER_ZK_CONN_H_
 #define BATON_STORES_ZOOKEEPER_ZK_CONN_H_
@@ -31,6 +36,7 @@
 #include "baton/clock.h"
 #include "baton/error.h"
 #include "baton/store.h"
+#include "stores/zookeeper/zk_acl.h"
 
 namespace baton::store::zk {
 
@@ -101,8 +107,14 @@ class Conn {
     milliseconds session_timeout{10000};
     milliseconds request_timeout{5000};
     std::string where;  // the servers as errors name them
+    // "user:password" for zoo_add_auth(digest); empty: no credentials.
+    std::string digest;
+    // The ACL of every node created; empty: open (world:anyone, all).
+    std::vector<AclEntry> acl;
   };
-  // Connects (waits up to the request timeout for the first session).
+  // Connects (waits up to the request timeout for the first session and,
+  // with credentials, for ZooKeeper's answer to them: permission_denied if
+  // it refused them).
   static Result<std::unique_ptr<Conn>> open(const Options& options);
   ~Conn();
   Conn(const Conn&) = delete;
@@ -127,6 +139,11 @@ class Conn {
             const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
             std::vector<Stat>* stats, std::vector<std::string>* datas,
             const CallContext& ctx);
+  // Reads the ACL of each of `paths`, as one pipelined batch: (*rcs)[i],
+  // (*acls)[i] per path; ZOK unless the batch could not be sent.
+  int get_acls(const std::vector<std::string>& paths, std::vector<int>* rcs,
+               std::vector<std::vector<AclEntry>>* acls,
+               const CallContext& ctx);
   // All or none; *results has one entry per op (rc of each).
   int multi(const std::vector<Op>& ops, std::vector<OpResult>* results,
             const CallContext& ctx);
@@ -158,6 +175,7 @@ class Conn {
   std::int64_t server_time_lower_bound();
 
   struct Handle;  // one zhandle_t (zk_conn.cc)
+  struct CAcl;    // Options::acl as the C client's ACL_vector (zk_conn.cc)
 
   // Called from the C client's completion thread.
   void notify_watch(std::uint64_t id, char what, std::string_view path);
@@ -171,6 +189,7 @@ class Conn {
   std::uint64_t register_watch(const std::shared_ptr<Waker>& w);
 
   Options options_;
+  std::unique_ptr<CAcl> acl_;  // immutable after the constructor
   std::mutex mu_;
   std::shared_ptr<Handle> handle_;                         // guarded by mu_
   std::map<std::uint64_t, std::weak_ptr<Waker>> watches_;  // guarded by mu_

@@ -319,6 +319,11 @@ Result<std::optional<MultiAnswer>> ZkAll::enqueue(const CallContext& ctx) {
                   "names to it")));
   }
   if (found != 0) return std::optional<MultiAnswer>();
+  for (const Item& it : items_) {
+    if (Status st = s_.check_acl(s_.lock_path(it.name), ctx); !st.ok()) {
+      return st.error();
+    }
+  }
   // One transaction queues every request: one arrival order for all.
   std::vector<Op> ops;
   for (const Item& it : items_) {

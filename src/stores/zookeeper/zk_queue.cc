@@ -162,6 +162,9 @@ Result<ZkStore::Made> ZkStore::create_counted(const std::string& parent,
                                               const std::string& prefix,
                                               const NodeData& data,
                                               const CallContext& ctx) {
+  // A lock's node made without this store's ACL is refused, not joined
+  // (checked once per node: check_acl).
+  if (Status s = check_acl(parent, ctx); !s.ok()) return s.error();
   // [create the lock's node,] create our request, write the lock's node.
   std::vector<Op> ops(3);
   ops[0].type = Op::kCreate;

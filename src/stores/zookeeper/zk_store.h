@@ -45,6 +45,10 @@ struct ZkOptions {
   Conn::Options conn;
   std::string root = "/baton";  // chroot of every node (no trailing '/')
   std::string url;              // safe URL for errors
+  // Credentials (zk_acl.h): the digest user ("" = none) and the store's
+  // own digest id (derived from the password: never in a message).
+  std::string user;
+  std::string own_id;
 };
 
 // The request right behind a mutex lease, as its holder read it while it
@@ -138,7 +142,9 @@ class ZkStore final : public baton::Store {
  public:
   ZkStore(ZkOptions options, std::unique_ptr<Conn> conn);
   ~ZkStore() override;
-  // Makes the root's nodes if missing (<root>/locks, /counters, /clock).
+  // Makes the root's nodes if missing (<root>/locks, /counters, /clock),
+  // after checking that those that exist carry the ACL this store would
+  // give them (refused otherwise, before anything is written).
   Status prepare(const CallContext& ctx);
 
   std::unique_ptr<Request> request(const AcquireSpec& spec) override;
@@ -240,6 +246,14 @@ class ZkStore final : public baton::Store {
   // The lock's node may now be empty: the janitor tries to delete it.
   void note_idle(const std::string& parent);
   Status ensure_path(const std::string& path, const CallContext& ctx);
+  // With credentials: OK if the node at `path` is missing or carries
+  // exactly the ACL this store gives its nodes; otherwise permission_denied
+  // naming the node, the ACL found and the ACL wanted. A node found right
+  // is remembered and not read again: only holders of the credentials may
+  // create under <root>/locks and <root>/counters (their ACL is checked at
+  // open), so such a node cannot be replaced by one with another ACL.
+  // Without credentials: OK (every node is open, as this store makes it).
+  Status check_acl(const std::string& path, const CallContext& ctx);
   Conn& conn() { return *conn_; }
   Error err(int rc, std::string_view what) const {
     return conn_->error(rc, what);
@@ -260,12 +274,17 @@ class ZkStore final : public baton::Store {
   LockInfo describe_at(std::string_view name, Queue* q, std::int64_t now,
                        const CallContext& ctx);
   void janitor();
+  // The refusal of node `path`, whose ACL is `found` (rc: ZNOAUTH if it
+  // could not be read).
+  Error acl_refusal(const std::string& path, int rc,
+                    const std::vector<AclEntry>& found) const;
 
   ZkOptions options_;
   std::unique_ptr<Conn> conn_;
   std::mutex mu_;
   std::map<std::pair<std::string, OwnerToken>, QNode> held_;  // mu_
   std::set<std::string> idle_;                                // guarded by mu_
+  std::set<std::string> acl_checked_;                         // guarded by mu_
   bool stopping_ = false;                                     // guarded by mu_
   std::condition_variable janitor_cv_;
   std::thread janitor_;  // last: started after everything it uses

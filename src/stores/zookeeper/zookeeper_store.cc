@@ -1,5 +1,5 @@
-// stores/zookeeper/zookeeper_store.cc — the zookeeper:// descriptor and
-// options, extend, release, describe/list and counters.
+// stores/zookeeper/zookeeper_store.cc — extend, release, describe/list and
+// counters (the descriptor, options and opening: zk_open.cc).
 #include "stores/zookeeper/zookeeper_store.h"
 
 #include <zookeeper/zookeeper.h>
@@ -18,22 +18,9 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::steady_clock;
 
-Error bad(const StoreUrl& url, const std::string& what) {
-  return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe + "\": " + what);
-}
-
 Error lost(std::string_view name, std::string_view why) {
   return Error(Errc::lock_lost, "lease on lock " + core::quote_name(name) +
                                     " is not held: " + std::string(why));
-}
-
-bool valid_root_component(std::string_view c) {
-  if (c.empty() || c == "." || c == ".." || c == "zookeeper") return false;
-  return std::all_of(c.begin(), c.end(), [](char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
-  });
 }
 
 Result<std::int64_t> parse_counter(const std::string& data,
@@ -45,74 +32,6 @@ Result<std::int64_t> parse_counter(const std::string& data,
                                      data + "\", not a number");
   }
   return v;
-}
-
-// The URL's options, checked beyond their types (ranges, the chroot).
-Result<ZkOptions> parse_options(const StoreUrl& url) {
-  ZkOptions o;
-  o.url = url.safe;
-  if (!url.user.empty() || !url.password.empty()) {
-    return bad(url,
-               "credentials in the URL are not supported by zookeeper:// yet");
-  }
-  std::string hosts;
-  for (const auto& hp : url.hosts) {
-    if (hp.host.empty()) return bad(url, "a host of the list is empty");
-    if (!hosts.empty()) hosts += ",";
-    const bool v6 = hp.host.find(':') != std::string::npos;
-    hosts += v6 ? "[" + hp.host + "]" : hp.host;
-    hosts += ":" + std::to_string(hp.port == 0 ? 2181 : hp.port);
-  }
-  o.conn.hosts = hosts;
-  std::string root = url.path.empty() ? "baton" : url.path;
-  while (!root.empty() && root.back() == '/') root.pop_back();
-  o.root.clear();
-  std::size_t start = 0;
-  while (start <= root.size()) {
-    const auto slash = root.find('/', start);
-    const std::string part = root.substr(
-        start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (!valid_root_component(part)) {
-      return bad(url, "chroot \"/" + root +
-                          "\" must be /-separated names of [A-Za-z0-9_.-] "
-                          "(not \".\", \"..\" or \"zookeeper\")");
-    }
-    o.root += "/" + part;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  auto in_range = [&](const char* key, milliseconds lo, milliseconds hi,
-                      milliseconds* out) -> Status {
-    *out = url.options.duration(key);
-    if (*out < lo || *out > hi) {
-      return bad(url, std::string(key) + " " + url.options.text(key) +
-                          " is out of range (" + std::to_string(lo.count()) +
-                          "ms .. " + std::to_string(hi.count()) + "ms)");
-    }
-    return {};
-  };
-  if (Status st = in_range("session_timeout", milliseconds(1000),
-                           milliseconds(600000), &o.conn.session_timeout);
-      !st.ok()) {
-    return st.error();
-  }
-  if (Status st = in_range("request_timeout", milliseconds(10),
-                           milliseconds(600000), &o.conn.request_timeout);
-      !st.ok()) {
-    return st.error();
-  }
-  o.conn.where = hosts + o.root;
-  return o;
-}
-
-Result<std::unique_ptr<baton::Store>> open_zookeeper(const StoreUrl& url) {
-  auto options = parse_options(url);
-  if (!options.ok()) return std::move(options).error();
-  auto conn = Conn::open(options->conn);
-  if (!conn.ok()) return std::move(conn).error();
-  auto store = std::make_unique<ZkStore>(std::move(*options), std::move(*conn));
-  if (Status st = store->prepare(CallContext()); !st.ok()) return st.error();
-  return std::unique_ptr<baton::Store>(std::move(store));
 }
 
 }  // namespace
@@ -175,19 +94,6 @@ std::optional<QNode> ZkStore::held(std::string_view name,
   auto it = held_.find({std::string(name), token});
   if (it == held_.end()) return std::nullopt;
   return it->second;
-}
-
-Status ZkStore::prepare(const CallContext& ctx) {
-  // The root's nodes exist once <root>/clock does (made last).
-  const std::string clock = options_.root + "/clock";
-  zk::Stat st;
-  const int rc = conn_->exists(clock, &st, ctx);
-  if (rc == ZOK) return {};
-  if (rc != ZNONODE) return err(rc, "read " + clock);
-  for (const char* part : {"/locks", "/counters", "/clock"}) {
-    if (Status s = ensure_path(options_.root + part, ctx); !s.ok()) return s;
-  }
-  return {};
 }
 
 void ZkStore::note_idle(const std::string& parent) {
@@ -515,6 +421,8 @@ Result<std::int64_t> ZkStore::counter_update(
     const std::function<Result<std::int64_t>(std::int64_t)>& next_of,
     const CallContext& ctx) {
   const std::string path = counter_path(options_.root, name);
+  // A counter made without this store's ACL is not written (check_acl).
+  if (Status s = check_acl(path, ctx); !s.ok()) return s.error();
   for (;;) {
     std::string data;
     Stat st;
@@ -585,32 +493,4 @@ Result<std::int64_t> ZkStore::counter_take(std::string_view name,
 }
 
 }  // namespace zk
-
-const StoreDescriptor& zookeeper_descriptor() {
-  static const StoreDescriptor d = [] {
-    StoreDescriptor z;
-    z.name = "zookeeper";
-    z.schemes = {"zookeeper", "zk"};
-    z.summary =
-        "ZooKeeper 3.5+: one ephemeral sequential node per request, each "
-        "waiter watching the node ahead";
-    z.url_form = "zookeeper://host[:port][,host[:port]...][/chroot]";
-    z.default_port = 2181;
-    OptionSpec request_timeout = request_timeout_option("5s");
-    request_timeout.help =
-        "longest wait for the answer to one ZooKeeper request (10ms .. 10m)";
-    request_timeout.aliases = {"timeout"};
-    z.options = {
-        request_timeout,
-        duration_option("session_timeout", "10s",
-                        "the ZooKeeper session's timeout (1s .. 10m; the "
-                        "server clamps it): bounds every lease, and how "
-                        "long a dead client's requests stay"),
-    };
-    z.open = zk::open_zookeeper;
-    return z;
-  }();
-  return d;
-}
-
 }  // namespace baton::store
