@@ -61,7 +61,15 @@ Conn::Conn(Options options)
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC also takes this as its minimum connect timeout: a connection
+  // attempt (the TLS handshake included) is abandoned after max(it, the
+  // current backoff). 100 ms lets a connection to a member that does not
+  // answer fail soon. Over TLS a handshake on a loaded machine was seen to
+  // outlast 100 ms, and the 1 s backoff, attempt after attempt (the member
+  // logged each abandoned handshake as "rejected connection ... EOF"), so
+  // there an attempt gets 5 s; a call still moves on to the next member at
+  // its own attempt deadline.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, options_.tls ? 5000 : 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options_.tls) {
