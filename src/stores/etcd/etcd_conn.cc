@@ -218,7 +218,7 @@ std::string Conn::watch_token(std::size_t endpoint, SteadyTime end) {
 }
 
 Error Conn::denied(const char* what, const std::string& address,
-                   const grpc::Status& st) const {
+                   const grpc::Status& st, bool login) const {
   const std::string& m = st.error_message();
   const std::string who =
       options_.user.empty()
@@ -229,9 +229,11 @@ Error Conn::denied(const char* what, const std::string& address,
                        "user)")
           : "user \"" + options_.user + "\"";
   std::string msg = "etcd:// at " + address + ": ";
-  if (m.find("authentication failed") != std::string::npos) {
-    msg +=
-        who + " could not log in (" + m + "): check the user and its password";
+  if (login) {
+    msg += who + " could not log in (" + m + ")" +
+           (m.find("authentication failed") != std::string::npos
+                ? ": check the user and its password"
+                : "");
   } else if (m.find("user name is empty") != std::string::npos) {
     msg += "etcd requires authentication (" + m +
            "): give a user and its password (etcds://USER@host:port/prefix"
@@ -287,7 +289,7 @@ Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc,
     const auto code = st.error_code();
     last = "etcd at " + ep.address + ": " + st.error_message();
     if (login_failed) {
-      if (!transient(code)) return denied(what, ep.address, st);
+      if (!transient(code)) return denied(what, ep.address, st, true);
     } else if (login && !resent && token_refused(st)) {
       // Expired, or issued before the auth store changed: log in again
       // and send the call once more (on the same member, at once).
@@ -296,7 +298,7 @@ Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc,
       token_retries_.fetch_add(1);
       continue;
     } else if (auth_refusal(st)) {
-      return denied(what, ep.address, st);
+      return denied(what, ep.address, st, false);
     }
     if (code == grpc::StatusCode::NOT_FOUND) {
       return Error(Errc::lock_lost, std::string("etcd ") + what + ": " + last);

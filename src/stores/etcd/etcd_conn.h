@@ -139,10 +139,11 @@ class Conn {
   // The token for a watch stream, renewed first if due (best effort).
   std::string watch_token(std::size_t endpoint, SteadyTime end);
   // The error of a call etcd refused for want of permission or of a
-  // valid login (Errc::permission_denied), naming the store, the member,
-  // the user and the key prefix, and what to do.
+  // valid login (`login`: Authenticate itself failed), as
+  // Errc::permission_denied naming the store, the member, the user and the
+  // key prefix, and what to do.
   Error denied(const char* what, const std::string& address,
-               const grpc::Status& st) const;
+               const grpc::Status& st, bool login) const;
 
   Options options_;
   milliseconds attempt_timeout_;  // one try on one member (see call())
