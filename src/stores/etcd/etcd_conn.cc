@@ -165,8 +165,14 @@ grpc::Status Conn::token(Endpoint& ep, SteadyTime end, std::uint64_t refused,
     }
   }
   // One login at a time: the callers that found the token due or refused
-  // meanwhile take the one it gets.
-  std::lock_guard<std::mutex> login(auth_mu_);
+  // meanwhile take the one it gets. A caller waits for another's login only
+  // until its own attempt's end (rule 7: that login may have a later
+  // deadline than this call).
+  std::unique_lock<std::timed_mutex> login(auth_mu_, std::defer_lock);
+  if (!login.try_lock_until(end)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "another call's login did not end in time");
+  }
   {
     std::lock_guard<std::mutex> lk(token_mu_);
     if (fresh()) {

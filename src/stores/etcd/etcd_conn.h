@@ -151,7 +151,7 @@ class Conn {
   std::vector<Endpoint> endpoints_;
   std::atomic<std::size_t> current_{0};
 
-  std::mutex auth_mu_;           // one Authenticate at a time
+  std::timed_mutex auth_mu_;     // one Authenticate at a time
   mutable std::mutex token_mu_;  // guards the three below
   std::string token_;            // "" before the first login
   std::uint64_t token_gen_ = 0;  // +1 per login
