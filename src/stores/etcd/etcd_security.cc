@@ -122,7 +122,18 @@ std::string look_into(const std::string& address, const TlsFiles& files,
     return "";
   }
   if (!ch.ok()) {
+    // Only a definite answer refuses the open: the certificate failed
+    // verification, the server sent an alert, or it spoke no TLS. A
+    // handshake that timed out or was cut (a loaded or restarting member)
+    // proves nothing.
     const std::string& m = ch.error().message();
+    bool definite = false;
+    for (const char* why :
+         {"server certificate:", "alert", "wrong version number",
+          "packet length too long", "record layer failure"}) {
+      definite = definite || m.find(why) != std::string::npos;
+    }
+    if (!definite) return "";
     return "etcd:// " + m +
            (m.find("plain-text port") == std::string::npos
                 ? "; check ca, cert and key"
