@@ -107,6 +107,20 @@ TEST(EtcdSecure, UserWithTheRoleLocksOverTls) {
   EXPECT_EQ(*v, 3);
 }
 
+// etcd://...?tls=1 is etcds://.
+TEST(EtcdSecure, TlsFlagOnEtcdSchemeIsTls) {
+  std::string url = etcd().url();
+  ASSERT_EQ(url.rfind("etcds://", 0), 0u);
+  url = "etcd://" + url.substr(8) + "&tls=1";
+  auto c = Client::open(url);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  AcquireOptions o;
+  o.ttl = 5s;
+  auto l = c->try_acquire(unique("tls-flag"), o);
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  EXPECT_TRUE(c->release(*l).ok());
+}
+
 // A waiter is woken by its watch (Watch is covered by the role's read).
 TEST(EtcdSecure, WaiterIsWokenThroughTheWatch) {
   auto c = Client::open(etcd().url());
