@@ -82,6 +82,7 @@ constexpr KnownStore kKnown[] = {
     {"mysql", "mysql://", "BATON_WITH_MYSQL"},
     {"mariadb", "mariadb://", "BATON_WITH_MYSQL"},
     {"etcd", "etcd://", "BATON_WITH_ETCD"},
+    {"etcds", "etcds://", "BATON_WITH_ETCD"},
     {"sqlite", "sqlite://", "BATON_WITH_SQLITE"},
 };
 

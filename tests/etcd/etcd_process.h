@@ -7,6 +7,12 @@
 //   baton::testing::EtcdCluster c(3);
 //   c.url()            // etcd://127.0.0.1:P1,127.0.0.1:P2,.../baton-test
 //   c.kill(i); c.start(i); c.leader();
+//
+// With EtcdClusterTls the client ports speak TLS only with client
+// certificates (url() is then etcds://...?ca=&cert=&key=), health is read
+// on a plain metrics port, and etcdctl() administers it (users, roles,
+// `auth enable`; root's password from set_root_password(), passed in the
+// environment).
 #ifndef BATON_TESTS_ETCD_ETCD_PROCESS_H_
 #define BATON_TESTS_ETCD_ETCD_PROCESS_H_
 
@@ -17,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -28,9 +35,17 @@
 
 namespace baton::testing {
 
+// TLS on every member's client port, and the client's side of it.
+struct EtcdClusterTls {
+  EtcdMemberTls server;                 // the server's certificate, key and CA
+  std::string client_cert, client_key;  // a certificate the CA signed
+};
+
 class EtcdCluster {
  public:
-  explicit EtcdCluster(int members = 1) {
+  explicit EtcdCluster(int members = 1,
+                       std::optional<EtcdClusterTls> tls = std::nullopt)
+      : tls_(std::move(tls)) {
     // Data on tmpfs when there is one: etcd fsyncs every write, which the
     // suites' thousands of writes would wait for on a shared disk (etcd
     // 3.4 has no flag to skip it). A member killed and restarted still
@@ -46,6 +61,7 @@ class EtcdCluster {
       m.name = "m" + std::to_string(i);
       m.client_port = free_port();
       m.peer_port = free_port();
+      if (tls_) m.metrics_port = free_port();
       members_.push_back(m);
     }
     for (int i = 0; i < members; ++i) spawn(i, "new");
@@ -69,13 +85,52 @@ class EtcdCluster {
     return s;
   }
   std::string url(const std::string& prefix = "baton-test") const {
-    return "etcd://" + endpoints() + "/" + prefix;
+    return scheme() + endpoints() + "/" + prefix + tls_query("?");
   }
   std::string member_url(int i,
                          const std::string& prefix = "baton-test") const {
-    return "etcd://127.0.0.1:" + std::to_string(members_[i].client_port) + "/" +
-           prefix;
+    return scheme() + "127.0.0.1:" + std::to_string(members_[i].client_port) +
+           "/" + prefix + tls_query("?");
   }
+  // "<lead>ca=...&cert=...&key=..." with TLS, "" without.
+  std::string tls_query(const std::string& lead) const {
+    if (!tls_) return "";
+    return lead + "ca=" + tls_->server.ca + "&cert=" + tls_->client_cert +
+           "&key=" + tls_->client_key;
+  }
+
+  // Runs etcdctl against member 0 with the client certificate, as root
+  // once set_root_password() was called; `input` on its stdin (a new
+  // user's password). Returns its exit status; *out its output.
+  int etcdctl(const std::vector<std::string>& args,
+              const std::string& input = "", std::string* out = nullptr) const {
+    std::vector<std::string> a = {
+        "--endpoints",
+        scheme() == "etcds://"
+            ? "https://127.0.0.1:" + std::to_string(members_[0].client_port)
+            : "http://127.0.0.1:" + std::to_string(members_[0].client_port),
+        "--dial-timeout",
+        "5s",
+        "--command-timeout",
+        "10s"};
+    if (tls_) {
+      for (const std::string& x :
+           {std::string("--cacert"), tls_->server.ca, std::string("--cert"),
+            tls_->client_cert, std::string("--key"), tls_->client_key}) {
+        a.push_back(x);
+      }
+    }
+    a.insert(a.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    if (!root_password_.empty())
+      env.push_back("ETCDCTL_USER=root:" + root_password_);
+    std::string o;
+    const int st = etcdctl_run(a, env, input, &o);
+    if (out != nullptr) *out = o;
+    return st;
+  }
+  // etcdctl() as root from now on (after `auth enable`).
+  void set_root_password(const std::string& pw) { root_password_ = pw; }
   pid_t pid(int i) const { return members_[i].pid; }
   std::uint16_t client_port(int i) const { return members_[i].client_port; }
 
@@ -94,8 +149,7 @@ class EtcdCluster {
   int leader() const {
     for (int i = 0; i < size(); ++i) {
       if (members_[i].pid <= 0) continue;
-      const std::string body =
-          loopback_http_get(members_[i].client_port, "/metrics");
+      const std::string body = loopback_http_get(http_port(i), "/metrics");
       if (body.find("\netcd_server_is_leader 1") != std::string::npos) {
         return i;
       }
@@ -103,7 +157,7 @@ class EtcdCluster {
     return -1;
   }
   bool healthy(int i) const {
-    return loopback_http_get(members_[i].client_port, "/health")
+    return loopback_http_get(http_port(i), "/health")
                .find("\"health\":\"true\"") != std::string::npos;
   }
 
@@ -116,6 +170,12 @@ class EtcdCluster {
     pid_t pid = -1;
   };
 
+  std::string scheme() const { return tls_ ? "etcds://" : "etcd://"; }
+  // Where plain HTTP /health and /metrics answer.
+  std::uint16_t http_port(int i) const {
+    return tls_ ? members_[i].metrics_port : members_[i].client_port;
+  }
+
   std::string log_path(int i) const {
     return dir_ + "/" + members_[i].name + ".log";
   }
@@ -124,7 +184,8 @@ class EtcdCluster {
     std::vector<EtcdMemberSpec> specs(members_.begin(), members_.end());
     const auto args =
         etcd_member_args("/usr/bin/etcd", specs, static_cast<std::size_t>(i),
-                         dir_ + "/" + members_[i].name, state, "baton-test");
+                         dir_ + "/" + members_[i].name, state, "baton-test",
+                         tls_ ? &tls_->server : nullptr);
     const pid_t pid = spawn_logged(args, log_path(i));
     if (pid < 0) throw std::runtime_error("fork failed");
     members_[i].pid = pid;
@@ -156,6 +217,8 @@ class EtcdCluster {
                              log_tail(i));
   }
 
+  std::optional<EtcdClusterTls> tls_;
+  std::string root_password_;
   std::string dir_;
   std::vector<Member> members_;
 };

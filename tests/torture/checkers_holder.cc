@@ -155,7 +155,7 @@ class HolderJudge {
       // the client's own wall clock (valid_for added to it), which a step
       // moves by the step. The lease and its safe deadline are on the
       // monotonic clock and unaffected; only this report is.
-      if (o_.store_kind == "etcd" &&
+      if ((o_.store_kind == "etcd" || o_.store_kind == "etcds") &&
           stepped(worker, d->invoke_us, d->complete_us)) {
         ++counts_["keeper_deadlines_stepped_client_clock"];
         continue;

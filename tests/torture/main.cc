@@ -2,7 +2,7 @@
 // (docs/reliability.md).
 //
 //   baton_torture --store-kind
-//   batond|postgres|redis|rediss|redlock|zookeeper|mysql|etcd|sqlite
+//   batond|postgres|redis|rediss|redlock|zookeeper|mysql|etcd|etcds|sqlite
 //                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
@@ -39,7 +39,8 @@ int usage(const std::string& why) {
   std::cerr << "baton_torture: " << why
             << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
                "rediss|"
-               "redlock|zookeeper|mysql|etcd|sqlite | --store URL) [--seed S] "
+               "redlock|zookeeper|mysql|etcd|etcds|sqlite | --store URL) "
+               "[--seed S] "
                "[--duration 15s] [--workers 8] [--ttl 1s]"
                " [--minutes N] [--runs M] [--json] [--keep] "
                "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
@@ -208,9 +209,9 @@ int main(int argc, char** argv) {
         "would not share it. Use batond for a quick local run.");
   }
   if (o.store_url.empty()) {
-    static const char* const kKinds[] = {"batond", "postgres", "redis",
-                                         "rediss", "redlock",  "zookeeper",
-                                         "mysql",  "etcd",     "sqlite"};
+    static const char* const kKinds[] = {
+        "batond",    "postgres", "redis", "rediss", "redlock",
+        "zookeeper", "mysql",    "etcd",  "etcds",  "sqlite"};
     if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
         std::end(kKinds)) {
       return usage("unknown --store-kind '" + o.store_kind + "'");

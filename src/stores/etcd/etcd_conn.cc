@@ -61,23 +61,44 @@ Conn::Conn(Options options)
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC also takes this as its minimum connect timeout: a connection
+  // attempt (the TLS handshake included) is abandoned after max(it, the
+  // current backoff). 100 ms lets a connection to a member that does not
+  // answer fail soon. Over TLS a handshake on a loaded machine was seen to
+  // outlast 100 ms, and the 1 s backoff, attempt after attempt (the member
+  // logged each abandoned handshake as "rejected connection ... EOF"), so
+  // there an attempt gets 5 s; a call still moves on to the next member at
+  // its own attempt deadline.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, options_.tls ? 5000 : 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options_.tls) {
+    // gRPC checks that the certificate chains to the roots and names the
+    // endpoint's host (an IP literal against its IP addresses).
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.ca_pem;  // "": gRPC's default roots
+    ssl.pem_cert_chain = options_.cert_pem;
+    ssl.pem_private_key = options_.key_pem;
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
   for (const auto& address : options_.endpoints) {
     if (!where_.empty()) where_ += ",";
     where_ += address;
     Endpoint ep;
     ep.address = address;
-    ep.channel = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    ep.channel = grpc::CreateCustomChannel(address, creds, args);
     ep.kv = pb::KV::NewStub(ep.channel);
     ep.watch = pb::Watch::NewStub(ep.channel);
     ep.lease = pb::Lease::NewStub(ep.channel);
+    ep.auth = pb::Auth::NewStub(ep.channel);
     endpoints_.push_back(std::move(ep));
   }
 }
 
-void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
+void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end,
+                       const std::string& token) const {
   // On gRPC's monotonic clock: a step of the wall clock (NTP, the torture
   // harness's clock_step) must not move the deadline.
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -88,15 +109,160 @@ void Conn::deadline_of(grpc::ClientContext* ctx, SteadyTime end) const {
   // etcd's "require leader" metadata (clientv3's WithRequireLeader): a
   // member without a leader answers at once ("etcdserver: no leader",
   // UNAVAILABLE) instead of holding the request until its own timeout,
-  // and ends a watch stream when it loses its leader, so the call moves on
+  // and ends a watch stream on such a member. hasleader=true also makes a
+  // member that loses its leader end a watch stream, so the call moves on
   // to another member.
   ctx->AddMetadata("hasleader", "true");
+  // etcd's rpctypes.TokenFieldNameGRPC.
+  if (!token.empty()) ctx->AddMetadata("token", token);
+}
+
+namespace {
+
+// etcd refused the token the call carried, and a new login may help: an
+// unknown or expired token (ErrGRPCInvalidAuthToken, UNAUTHENTICATED), a
+// token issued before the auth store last changed (ErrGRPCAuthOldRevision),
+// or a call sent without one after auth was enabled (ErrGRPCUserEmpty).
+bool token_refused(const grpc::Status& st) {
+  const std::string& m = st.error_message();
+  return st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         m.find("revision of auth store is old") != std::string::npos ||
+         m.find("user name is empty") != std::string::npos;
+}
+
+// A refusal by etcd's auth layer: no retry on another member helps.
+bool auth_refusal(const grpc::Status& st) {
+  const std::string& m = st.error_message();
+  return st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+         st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         m.find("etcdserver: authentication failed") != std::string::npos ||
+         m.find("etcdserver: user name") != std::string::npos ||
+         m.find("etcdserver: permission denied") != std::string::npos;
+}
+
+bool transient(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE ||
+         code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED ||
+         code == grpc::StatusCode::UNKNOWN;
+}
+
+}  // namespace
+
+grpc::Status Conn::token(Endpoint& ep, SteadyTime end, std::uint64_t refused,
+                         std::string* token, std::uint64_t* gen) {
+  // Called with token_mu_ held.
+  auto fresh = [&] {
+    return token_gen_ != 0 && token_gen_ != refused &&
+           steady_clock::now() - token_at_ < options_.token_refresh;
+  };
+  {
+    std::lock_guard<std::mutex> lk(token_mu_);
+    if (fresh()) {
+      *token = token_;
+      *gen = token_gen_;
+      return grpc::Status::OK;
+    }
+  }
+  // One login at a time: the callers that found the token due or refused
+  // meanwhile take the one it gets. A caller waits for another's login only
+  // until its own attempt's end (rule 7: that login may have a later
+  // deadline than this call).
+  std::unique_lock<std::timed_mutex> login(auth_mu_, std::defer_lock);
+  if (!login.try_lock_until(end)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "another call's login did not end in time");
+  }
+  {
+    std::lock_guard<std::mutex> lk(token_mu_);
+    if (fresh()) {
+      *token = token_;
+      *gen = token_gen_;
+      return grpc::Status::OK;
+    }
+  }
+  grpc::ClientContext c;
+  deadline_of(&c, end, "");
+  pb::AuthenticateRequest req;
+  req.set_name(options_.user);
+  req.set_password(options_.password);
+  pb::AuthenticateResponse resp;
+  const grpc::Status st = ep.auth->Authenticate(&c, req, &resp);
+  std::string got;
+  if (st.ok()) {
+    got = resp.token();
+    authentications_.fetch_add(1);
+  } else if (st.error_code() != grpc::StatusCode::FAILED_PRECONDITION ||
+             st.error_message().find("authentication is not enabled") ==
+                 std::string::npos) {
+    return st;
+  }
+  // Authentication off on the server: calls go without a token, as etcd's
+  // own client does, and the next refresh looks again.
+  std::lock_guard<std::mutex> lk(token_mu_);
+  token_ = std::move(got);
+  ++token_gen_;
+  token_at_ = steady_clock::now();
+  *token = token_;
+  *gen = token_gen_;
+  return grpc::Status::OK;
+}
+
+std::string Conn::watch_token(std::size_t endpoint, SteadyTime end) {
+  if (options_.user.empty()) return {};
+  std::string t;
+  std::uint64_t gen = 0;
+  if (token(endpoints_[endpoint],
+            std::min(end, steady_clock::now() + attempt_timeout_), 0, &t, &gen)
+          .ok()) {
+    return t;
+  }
+  // The stream is then refused and its waiter reads again (a call, which
+  // says why).
+  std::lock_guard<std::mutex> lk(token_mu_);
+  return token_;
+}
+
+Error Conn::denied(const char* what, const std::string& address,
+                   const grpc::Status& st, bool login) const {
+  const std::string& m = st.error_message();
+  const std::string who =
+      options_.user.empty()
+          ? std::string("this client (no user given") +
+                (options_.cert_pem.empty()
+                     ? ")"
+                     : "; etcd takes the client certificate's CN as the "
+                       "user)")
+          : "user \"" + options_.user + "\"";
+  std::string msg = "etcd:// at " + address + ": ";
+  if (login) {
+    msg += who + " could not log in (" + m + ")" +
+           (m.find("authentication failed") != std::string::npos
+                ? ": check the user and its password"
+                : "");
+  } else if (m.find("user name is empty") != std::string::npos) {
+    msg += "etcd requires authentication (" + m +
+           "): give a user and its password (etcds://USER@host:port/prefix"
+           "?password_file=...) or a client certificate whose CN is an etcd "
+           "user";
+  } else {
+    msg += who + " was refused the etcd " + what + " under key prefix \"" +
+           options_.prefix + "\" (" + m +
+           "): grant it a role with `etcdctl role grant-permission ROLE "
+           "--prefix=true readwrite " +
+           options_.prefix + "`";
+  }
+  return Error(Errc::permission_denied, msg);
 }
 
 template <class Resp, class Fn>
-Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc) {
+Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc,
+                        bool one_pass) {
   const SteadyTime end = std::min(
       steady_clock::now() + options_.request_timeout, steady_deadline(ctx));
+  const bool login = !options_.user.empty();
+  std::uint64_t refused = 0;  // the token generation etcd refused
+  bool resent = false;        // the call was sent again with a new token
   std::string last;
   for (std::size_t attempt = 0;; ++attempt) {
     if (ctx.expired()) {
@@ -106,34 +272,52 @@ Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc) {
     }
     std::size_t i = current();
     Endpoint& ep = endpoints_[i];
-    grpc::ClientContext rpc_ctx;
     // One attempt gets a third of the request timeout (at least 1 s): a
     // request that was in flight when the leader died is dropped by raft
     // and held by the member until its own timeout (~5 s); the next
     // attempt, after the election, succeeds. Every request the store
     // sends is safe to repeat (guarded by create revision or owner token;
     // a repeated lease grant leaves an unused lease that expires).
-    deadline_of(&rpc_ctx,
-                std::min(end, steady_clock::now() + attempt_timeout_));
-    Resp resp;
-    const grpc::Status st = rpc(ep, &rpc_ctx, &resp);
-    if (st.ok()) return resp;
+    const SteadyTime attempt_end =
+        std::min(end, steady_clock::now() + attempt_timeout_);
+    std::string tok;
+    std::uint64_t gen = 0;
+    grpc::Status st;
+    if (login) st = token(ep, attempt_end, refused, &tok, &gen);
+    const bool login_failed = !st.ok();
+    if (st.ok()) {
+      grpc::ClientContext rpc_ctx;
+      deadline_of(&rpc_ctx, attempt_end, tok);
+      Resp resp;
+      st = rpc(ep, &rpc_ctx, &resp);
+      if (st.ok()) return resp;
+    }
     const auto code = st.error_code();
     last = "etcd at " + ep.address + ": " + st.error_message();
+    if (login_failed) {
+      if (!transient(code)) return denied(what, ep.address, st, true);
+    } else if (login && !resent && token_refused(st)) {
+      // Expired, or issued before the auth store changed: log in again
+      // and send the call once more (on the same member, at once).
+      resent = true;
+      refused = gen;
+      token_retries_.fetch_add(1);
+      continue;
+    } else if (auth_refusal(st)) {
+      return denied(what, ep.address, st, false);
+    }
     if (code == grpc::StatusCode::NOT_FOUND) {
       return Error(Errc::lock_lost, std::string("etcd ") + what + ": " + last);
     }
-    if (code != grpc::StatusCode::UNAVAILABLE &&
-        code != grpc::StatusCode::DEADLINE_EXCEEDED &&
-        code != grpc::StatusCode::CANCELLED &&
-        code != grpc::StatusCode::UNKNOWN) {
+    if (!transient(code)) {
       return Error(code == grpc::StatusCode::INVALID_ARGUMENT ||
                            code == grpc::StatusCode::OUT_OF_RANGE
                        ? Errc::invalid_argument
                        : Errc::internal,
                    std::string("etcd ") + what + " refused by " + last);
     }
-    if (steady_clock::now() >= end) {
+    if (steady_clock::now() >= end ||
+        (one_pass && attempt + 1 >= endpoints_.size())) {
       if (ctx.expired()) {
         return Error(Errc::timeout, std::string("etcd ") + what +
                                         ": the call deadline passed (" + last +
@@ -152,12 +336,13 @@ Result<Resp> Conn::call(const char* what, const CallContext& ctx, Fn rpc) {
 }
 
 Result<pb::RangeResponse> Conn::range(const pb::RangeRequest& req,
-                                      const CallContext& ctx) {
+                                      const CallContext& ctx, bool one_pass) {
   return call<pb::RangeResponse>(
       "range", ctx,
       [&](Endpoint& ep, grpc::ClientContext* gc, pb::RangeResponse* resp) {
         return ep.kv->Range(gc, req, resp);
-      });
+      },
+      one_pass);
 }
 
 Result<pb::TxnResponse> Conn::txn(const pb::TxnRequest& req,
@@ -244,7 +429,7 @@ WatchStream::WatchStream(Conn& conn, SteadyTime end)
 
 void WatchStream::start(const std::vector<WatchSpec>& watches) {
   if (cancelled_.load() || steady_clock::now() >= end_) return;
-  conn_.deadline_of(&ctx_, end_);
+  conn_.deadline_of(&ctx_, end_, conn_.watch_token(endpoint_, end_));
   stream_ = conn_.endpoints_[endpoint_].watch->Watch(&ctx_);
   for (const auto& w : watches) {
     pb::WatchRequest req;

@@ -10,7 +10,18 @@
 // cancelled on its gRPC stream, so a late reply is never read as the
 // answer to another call.
 //
-// Thread safety: Conn is safe for concurrent use (gRPC stubs are);
+// Security (docs/stores/etcd.md, "Security"): with TLS on, every channel is
+// gRPC's SSL channel (the server's certificate must chain to the CA given,
+// else to the system CAs, and name the endpoint's host; a client
+// certificate when one is given). With a user, the store trades the user
+// and password for a token (etcd's Auth/Authenticate) and sends it as the
+// "token" metadata of every call; the token is renewed when it is
+// `token_refresh` old, and at once when etcd refuses it (expired, or the
+// auth store moved on), the call then sent again once. The password and the
+// token never appear in an error or a log line.
+//
+// Thread safety: Conn is safe for concurrent use (gRPC stubs are; the
+// token is guarded by a mutex, one Authenticate at a time);
 // WatchSlot::cancel() may be called from any thread.
 #ifndef BATON_STORES_ETCD_ETCD_CONN_H_
 #define BATON_STORES_ETCD_ETCD_CONN_H_
@@ -59,11 +70,27 @@ class Conn {
   struct Options {
     std::vector<std::string> endpoints;  // "host:port"
     milliseconds request_timeout{5000};
+    // TLS: gRPC's SSL channel credentials. PEM contents, not paths; an
+    // empty ca_pem means gRPC's default roots (the system CAs); cert_pem
+    // and key_pem are the client certificate (both or neither).
+    bool tls = false;
+    std::string ca_pem, cert_pem, key_pem;
+    // Authentication: empty user = none (or the client certificate's CN,
+    // which etcd takes as the user when it runs --client-cert-auth).
+    std::string user, password;
+    // A token this old is renewed before the next call (below etcd's
+    // --auth-token-ttl, 300 s by default).
+    milliseconds token_refresh{240000};
+    // The key prefix ("<prefix>/"), named in permission errors.
+    std::string prefix;
   };
   explicit Conn(Options options);
 
+  // one_pass: each endpoint is tried once at most (the check at open,
+  // which looks into a failure at once instead of retrying it).
   Result<pb::RangeResponse> range(const pb::RangeRequest& req,
-                                  const CallContext& ctx);
+                                  const CallContext& ctx,
+                                  bool one_pass = false);
   Result<pb::TxnResponse> txn(const pb::TxnRequest& req,
                               const CallContext& ctx);
   // A lease of `ttl_s` seconds; the reply's TTL is what etcd granted.
@@ -76,6 +103,12 @@ class Conn {
   // Seconds left of lease `id` (whole, rounded down by etcd; -1: gone).
   Result<std::int64_t> time_to_live(std::int64_t id, const CallContext& ctx);
   const std::string& where() const { return where_; }
+  const Options& options() const { return options_; }
+
+  // Counts for tests: Authenticate calls that returned a token, and calls
+  // sent again after etcd refused their token.
+  std::uint64_t authentications() const { return authentications_.load(); }
+  std::uint64_t token_retries() const { return token_retries_.load(); }
 
  private:
   struct Endpoint {
@@ -84,20 +117,47 @@ class Conn {
     std::unique_ptr<pb::KV::Stub> kv;
     std::unique_ptr<pb::Watch::Stub> watch;
     std::unique_ptr<pb::Lease::Stub> lease;
+    std::unique_ptr<pb::Auth::Stub> auth;
   };
   // Runs `rpc` on the current endpoint, moving on to the next one after a
   // failure that another member may not have, until the request timeout.
   template <class Resp, class Fn>
-  Result<Resp> call(const char* what, const CallContext& ctx, Fn rpc);
+  Result<Resp> call(const char* what, const CallContext& ctx, Fn rpc,
+                    bool one_pass = false);
   std::size_t current() const { return current_.load() % endpoints_.size(); }
   friend class WatchStream;
-  void deadline_of(grpc::ClientContext* ctx, SteadyTime end) const;
+  // The deadline and the metadata of every call: etcd's "hasleader", and
+  // the token (if any).
+  void deadline_of(grpc::ClientContext* ctx, SteadyTime end,
+                   const std::string& token) const;
+  // The token to send on `ep`, authenticating first when there is none
+  // yet, when it is due (token_refresh), or when `refused` is the
+  // generation etcd just refused. *gen: the generation returned. Not OK:
+  // Authenticate's own status (the caller classifies it).
+  grpc::Status token(Endpoint& ep, SteadyTime end, std::uint64_t refused,
+                     std::string* token, std::uint64_t* gen);
+  // The token for a watch stream, renewed first if due (best effort).
+  std::string watch_token(std::size_t endpoint, SteadyTime end);
+  // The error of a call etcd refused for want of permission or of a
+  // valid login (`login`: Authenticate itself failed), as
+  // Errc::permission_denied naming the store, the member, the user and the
+  // key prefix, and what to do.
+  Error denied(const char* what, const std::string& address,
+               const grpc::Status& st, bool login) const;
 
   Options options_;
   milliseconds attempt_timeout_;  // one try on one member (see call())
   std::string where_;
   std::vector<Endpoint> endpoints_;
   std::atomic<std::size_t> current_{0};
+
+  std::timed_mutex auth_mu_;     // one Authenticate at a time
+  mutable std::mutex token_mu_;  // guards the three below
+  std::string token_;            // "" before the first login
+  std::uint64_t token_gen_ = 0;  // +1 per login
+  SteadyTime token_at_{};        // when the token was obtained
+  std::atomic<std::uint64_t> authentications_{0};
+  std::atomic<std::uint64_t> token_retries_{0};
 };
 
 // A watch for deletes, opened before the read it guards: etcd delivers at

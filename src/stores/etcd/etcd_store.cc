@@ -9,6 +9,7 @@
 #include "core/duration.h"
 #include "core/validate.h"
 #include "stores/etcd/etcd_impl.h"
+#include "stores/etcd/etcd_security.h"
 
 namespace baton::store {
 namespace etcd {
@@ -36,14 +37,11 @@ bool valid_prefix(std::string_view p) {
 }
 
 // The store's options from a URL its descriptor parsed: the endpoints, the
-// key prefix (the URL's path or `prefix`), and the ranges the descriptor's
-// types do not bound.
-Result<EtcdOptions> options_of(const StoreUrl& url) {
+// key prefix (the URL's path or `prefix`), TLS and the login
+// (etcd_security.h), and the ranges the descriptor's types do not bound.
+Result<EtcdOptions> options_of(const StoreUrl& url, TlsFiles* tls) {
   EtcdOptions o;
   o.url = url.safe;
-  if (!url.user.empty() || !url.password.empty()) {
-    return bad(url, "credentials in the URL are not supported by etcd:// yet");
-  }
   for (const auto& hp : url.hosts) {
     if (hp.host.empty()) return bad(url, "an endpoint of the list is empty");
     const bool v6 = hp.host.find(':') != std::string::npos;
@@ -76,23 +74,22 @@ Result<EtcdOptions> options_of(const StoreUrl& url) {
                         " (the server's --max-txn-ops)");
   }
   o.max_txn_ops = static_cast<std::size_t>(ops);
+  o.conn.prefix = o.prefix + "/";
+  auto sec = security_of(url, &o.conn, tls);
+  if (!sec.ok()) return std::move(sec).error();
   return o;
 }
 
 Result<std::unique_ptr<baton::Store>> open_etcd(const StoreUrl& url) {
-  auto o = options_of(url);
+  TlsFiles tls;
+  auto o = options_of(url, &tls);
   if (!o.ok()) return std::move(o).error();
   auto conn = std::make_unique<Conn>(o->conn);
-  // Connect now, not in the first call: gRPC sets up a channel (and, in a
-  // fresh process, itself) lazily, and that first time was seen to outlast
-  // a short acquire's deadline. Best effort: a store whose members are
-  // down still opens; its calls then say `unavailable`.
-  const CallContext ctx(std::chrono::steady_clock::now() +
-                        std::min(o->conn.request_timeout, milliseconds(2000)));
-  pb::RangeRequest probe;
-  probe.set_key(o->prefix + "/");
-  probe.set_count_only(true);
-  (void)conn->range(probe, ctx);
+  // A wrong password, a missing permission or a TLS mismatch is refused
+  // here; a store whose members are down still opens, its calls then say
+  // `unavailable` (etcd_security.h).
+  auto checked = check_at_open(*conn, o->prefix, tls);
+  if (!checked.ok()) return std::move(checked).error();
   return std::unique_ptr<baton::Store>(
       std::make_unique<EtcdStore>(std::move(*o), std::move(conn)));
 }
@@ -500,11 +497,12 @@ const StoreDescriptor& etcd_descriptor() {
   static const StoreDescriptor d = [] {
     StoreDescriptor e;
     e.name = "etcd";
-    e.schemes = {"etcd"};
+    e.schemes = {"etcd", "etcds"};
     e.summary =
         "etcd v3 over gRPC: one key per request, FIFO by create revision, "
         "a watch on the key ahead";
-    e.url_form = "etcd://host:port[,host:port...][/prefix][?option=value...]";
+    e.url_form =
+        "etcd[s]://[user@]host:port[,host:port...][/prefix][?option=value...]";
     e.default_port = 2379;
     OptionSpec timeout = request_timeout_option("5s");
     timeout.help =
@@ -523,6 +521,7 @@ const StoreDescriptor& etcd_descriptor() {
                      "the server's --max-txn-ops (1 .. 1024): acquire_some "
                      "and acquire_all of more names are refused"),
     };
+    for (auto& opt : etcd::security_options()) e.options.push_back(opt);
     e.open = etcd::open_etcd;
     return e;
   }();

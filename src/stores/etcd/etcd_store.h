@@ -1,6 +1,9 @@
 // stores/etcd/etcd_store.h — the etcd:// store.
 //
 //   etcd://host:port[,host:port...][/prefix][?request_timeout=5s]
+//   etcds://[user@]host:port[,...][/prefix]?ca=...&cert=...&key=...
+//       [&password_file=...]   (TLS and etcd authentication:
+//       etcd_security.h, docs/stores/etcd.md "Security")
 //
 // etcd's own lock recipe (the Go concurrency package) on the whole
 // contract: one key per request under a key per lock name, each with its

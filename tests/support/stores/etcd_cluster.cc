@@ -12,6 +12,16 @@
 // Data on disk with etcd's fsync of every write (durable across kill -9).
 // The store (etcd://, src/stores/etcd) is reached by URL through the
 // registry: nothing of it is compiled in here.
+//
+// Kind etcds: the same over TLS. Certificates are made at start
+// (tests/server/test_certs.h) in a temp dir; each member's client port
+// speaks TLS only and requires a client certificate its CA signed, health
+// is read on a plain metrics port. etcd authentication is on: root, and a
+// user `baton` whose only role is readwrite on the prefix "torture/"
+// (docs/stores/etcd.md, "Security"); the URL names the user and a
+// password_file (mode 0600) in the run directory, so it holds no secret.
+// Through the proxies the URL still says 127.0.0.1, which the server's
+// certificate names.
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,6 +31,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -30,6 +41,7 @@
 #include "baton/duration.h"
 #include "child_process.h"
 #include "etcd_member.h"
+#include "tests/server/test_certs.h"
 #include "tests/support/stores/proxied.h"
 
 namespace baton::testing {
@@ -54,7 +66,7 @@ struct Member : EtcdMemberSpec {
 class EtcdCluster : public Proxied {
  public:
   EtcdCluster(const StoreOptions& o, const std::string& dir)
-      : o_(o), dir_(dir + "/etcd") {}
+      : o_(o), dir_(dir + "/etcd"), tls_on_(o.kind == "etcds") {}
   ~EtcdCluster() override {
     for (auto& m : members_) kill_child(m.pid);
     drop_proxies();
@@ -67,23 +79,33 @@ class EtcdCluster : public Proxied {
       return false;
     }
     ::mkdir(dir_.c_str(), 0700);
-    for (int i = 0; i < kMembers; ++i) {
-      Member m;
-      m.name = "m" + std::to_string(i);
-      m.client_port = free_loopback_port();
-      m.peer_port = free_loopback_port();
-      if (m.client_port == 0 || m.peer_port == 0) {
-        *error = "etcd: no free loopback port";
+    if (tls_on_) {
+      try {
+        certs_ = std::make_unique<TestCertificates>();
+      } catch (const std::exception& e) {
+        *error = std::string("etcds: ") + e.what();
         return false;
       }
-      members_.push_back(m);
+      tls_.cert = certs_->path("server.pem");
+      tls_.key = certs_->path("server.key");
+      tls_.ca = certs_->path("ca.pem");
     }
-    for (int i = 0; i < kMembers; ++i) {
-      if (!spawn(i, "new", error)) return false;
+    // A port chosen free can be taken before etcd binds it (other tests
+    // pick ports the same way): a member that exits at start makes the
+    // whole cluster start again on new ports, with empty data dirs.
+    for (int attempt = 0;; ++attempt) {
+      if (start_members(error)) break;
+      for (auto& m : members_) kill_child(m.pid);
+      for (const auto& m : members_) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_ + "/" + m.name, ec);
+      }
+      members_.clear();
+      if (attempt == 2 || error->find("exited at start") == std::string::npos) {
+        return false;
+      }
     }
-    for (int i = 0; i < kMembers; ++i) {
-      if (!wait_ready(i, error)) return false;
-    }
+    if (tls_on_ && !enable_auth(error)) return false;
     if (o_.proxies) {
       std::vector<std::pair<std::string, int>> hosts;
       for (const auto& m : members_)
@@ -131,21 +153,110 @@ class EtcdCluster : public Proxied {
   }
 
  private:
-  static std::string make_url(const std::vector<std::string>& eps) {
-    std::string s = "etcd://";
+  // Members on free ports, started and healthy (false + *error).
+  bool start_members(std::string* error) {
+    for (int i = 0; i < kMembers; ++i) {
+      Member m;
+      m.name = "m" + std::to_string(i);
+      m.client_port = free_loopback_port();
+      m.peer_port = free_loopback_port();
+      if (tls_on_) m.metrics_port = free_loopback_port();
+      if (m.client_port == 0 || m.peer_port == 0) {
+        *error = "etcd: no free loopback port";
+        return false;
+      }
+      members_.push_back(m);
+    }
+    for (int i = 0; i < kMembers; ++i) {
+      if (!spawn(i, "new", error)) return false;
+    }
+    for (int i = 0; i < kMembers; ++i) {
+      if (!wait_ready(i, error)) return false;
+    }
+    return true;
+  }
+
+  std::string make_url(const std::vector<std::string>& eps) const {
+    std::string s = tls_on_ ? "etcds://baton@" : "etcd://";
     for (std::size_t i = 0; i < eps.size(); ++i) {
       if (i > 0) s += ",";
       s += eps[i];
     }
-    return s + "/torture";
+    s += "/torture";
+    if (tls_on_) {
+      s += "?ca=" + tls_.ca + "&cert=" + certs_->path("client.pem") +
+           "&key=" + certs_->path("client.key") +
+           "&password_file=" + password_file();
+    }
+    return s;
+  }
+
+  std::string password_file() const { return dir_ + "/baton.password"; }
+
+  // etcdctl against member 0 (TLS, the client certificate; as root once
+  // auth is on); false + *error naming the command and its output.
+  bool etcdctl(const std::vector<std::string>& args, const std::string& input,
+               std::string* error) {
+    std::vector<std::string> a = {
+        "--endpoints",
+        "https://127.0.0.1:" + std::to_string(members_[0].client_port),
+        "--cacert",
+        tls_.ca,
+        "--cert",
+        certs_->path("client.pem"),
+        "--key",
+        certs_->path("client.key"),
+        "--dial-timeout",
+        "5s",
+        "--command-timeout",
+        "10s"};
+    a.insert(a.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    if (auth_on_) env.push_back("ETCDCTL_USER=root:" + root_password_);
+    std::string out;
+    if (etcdctl_run(a, env, input, &out) != 0) {
+      *error = "etcds: etcdctl " + args[0] + " " + args[1] + " failed: " + out;
+      return false;
+    }
+    return true;
+  }
+
+  // Users root and baton (passwords random, baton's in password_file()),
+  // the role baton (readwrite on "torture/"), then `auth enable`.
+  bool enable_auth(std::string* error) {
+    const std::string baton_pw = OwnerToken::random().to_string();
+    root_password_ = OwnerToken::random().to_string();
+    {
+      std::ofstream f(password_file());
+      f << baton_pw << "\n";
+    }
+    ::chmod(password_file().c_str(), 0600);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> steps =
+        {{{"user", "add", "root", "--interactive=false"}, root_password_},
+         {{"user", "grant-role", "root", "root"}, ""},
+         {{"role", "add", "baton"}, ""},
+         {{"role", "grant-permission", "baton", "--prefix=true", "readwrite",
+           "torture/"},
+          ""},
+         {{"user", "add", "baton", "--interactive=false"}, baton_pw},
+         {{"user", "grant-role", "baton", "baton"}, ""},
+         {{"auth", "enable"}, ""}};
+    for (const auto& [args, input] : steps) {
+      if (!etcdctl(args, input.empty() ? "" : input + "\n", error)) {
+        return false;
+      }
+    }
+    auth_on_ = true;
+    return true;
   }
 
   bool spawn(int i, const std::string& state, std::string* error) {
     const auto k = static_cast<std::size_t>(i);
     const Member& m = members_[k];
     std::vector<EtcdMemberSpec> specs(members_.begin(), members_.end());
-    const auto args = etcd_member_args(kEtcd, specs, k, dir_ + "/" + m.name,
-                                       state, "baton-torture");
+    const auto args =
+        etcd_member_args(kEtcd, specs, k, dir_ + "/" + m.name, state,
+                         "baton-torture", tls_on_ ? &tls_ : nullptr);
     // Stays up on Ctrl-C, which the torture harness answers by finishing
     // its run.
     const pid_t pid = spawn_logged(args, dir_ + "/" + m.name + ".log",
@@ -168,7 +279,7 @@ class EtcdCluster : public Proxied {
                  std::to_string(st) + "); see " + dir_ + "/" + m.name + ".log";
         return false;
       }
-      if (healthy(m.client_port)) return true;
+      if (healthy(tls_on_ ? m.metrics_port : m.client_port)) return true;
       std::this_thread::sleep_for(milliseconds(50));
     }
     *error = "etcd " + m.name + " was not healthy within " +
@@ -178,6 +289,11 @@ class EtcdCluster : public Proxied {
 
   StoreOptions o_;
   std::string dir_;
+  bool tls_on_ = false;  // kind etcds
+  std::unique_ptr<TestCertificates> certs_;
+  EtcdMemberTls tls_;
+  bool auth_on_ = false;
+  std::string root_password_;
   std::vector<Member> members_;
 };
 

@@ -112,7 +112,8 @@ std::unique_ptr<StoreCluster> start_zookeeper(const StoreOptions& options,
 std::unique_ptr<StoreCluster> start_mysql(const StoreOptions& options,
                                           const std::string& dir,
                                           std::string* error);
-// kind etcd: a private 3-member etcd cluster (etcd_cluster.cc).
+// kinds etcd and etcds (TLS, client certificates, auth on): a private
+// 3-member etcd cluster (etcd_cluster.cc).
 std::unique_ptr<StoreCluster> start_etcd(const StoreOptions& options,
                                          const std::string& dir,
                                          std::string* error);

@@ -7,7 +7,7 @@
 //   baton_test_servers --external-url <url> --dir <dir> [--slots N]
 //
 // kind: batond, postgres, redis, rediss, redlock, zookeeper, mysql, etcd,
-// sqlite. <dir> is made if missing and kept (the caller removes it); the
+// etcds, sqlite. <dir> is made if missing and kept (the caller removes it); the
 // servers keep their data and logs there (postgres and redis in temporary
 // directories of their own, removed at the stop). --slots N (1..64,
 // default 1): N sets of TCP fault proxies, one per slot, each in front of
@@ -99,7 +99,7 @@ int usage(const std::string& why) {
                "       baton_test_servers --external-url URL --dir DIR "
                "[--slots N] [--no-proxy]\n"
                "KIND: batond postgres redis rediss redlock zookeeper mysql "
-               "etcd sqlite\n",
+               "etcd etcds sqlite\n",
                why.c_str());
   return 2;
 }

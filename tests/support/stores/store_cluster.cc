@@ -160,7 +160,7 @@ class Cluster : public Proxied {
       } else {
         *error = "unknown store kind '" + k +
                  "' (batond, postgres, redis, rediss, redlock, zookeeper, "
-                 "mysql, etcd, sqlite)";
+                 "mysql, etcd, etcds, sqlite)";
         return false;
       }
       direct_ports_ = ports;
@@ -489,7 +489,9 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const StoreOptions& options,
     return start_zookeeper(options, dir, error);
   }
   if (options.kind == "mysql") return start_mysql(options, dir, error);
-  if (options.kind == "etcd") return start_etcd(options, dir, error);
+  if (options.kind == "etcd" || options.kind == "etcds") {
+    return start_etcd(options, dir, error);
+  }
   if (options.kind == "sqlite") return start_sqlite(options, dir, error);
   auto c = std::make_unique<Cluster>(options, dir);
   if (!c->init(error)) return nullptr;

@@ -20,7 +20,7 @@ namespace baton::testing {
 
 struct StoreOptions {
   // batond | postgres | redis | rediss | redlock | zookeeper | mysql | etcd
-  // | sqlite. Ignored when external_url is set.
+  // | etcds | sqlite. Ignored when external_url is set.
   std::string kind = "batond";
   // Not empty: a store that runs elsewhere, any URL baton opens. Nothing is
   // started, killed, restarted or frozen; only the proxies are put in
