@@ -23,11 +23,6 @@ namespace {
 
 using std::chrono::steady_clock;
 
-Error bad(const StoreUrl& url, const std::string& what) {
-  return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe + "\": " + what);
-}
-
 bool read_file(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
@@ -183,16 +178,16 @@ Status security_of(const StoreUrl& url, Conn::Options* conn, TlsFiles* files) {
   const OptionValues& o = url.options;
   const bool etcds = url.scheme == "etcds";
   if (etcds && o.given("tls") && !o.flag("tls")) {
-    return bad(url,
-               "tls=0 contradicts etcds:// (always TLS); write etcd:// for "
-               "plain text");
+    return bad_url(url,
+                   "tls=0 contradicts etcds:// (always TLS); write etcd:// for "
+                   "plain text");
   }
   files->on = etcds || o.flag("tls");
   for (const char* k : {"ca", "cert", "key"}) {
     if (!files->on && o.given(k)) {
-      return bad(url, std::string(k) +
-                          " is a TLS option but TLS is off (write etcds:// "
-                          "or add tls=1)");
+      return bad_url(url, std::string(k) +
+                              " is a TLS option but TLS is off (write etcds:// "
+                              "or add tls=1)");
     }
   }
   if (files->on) {
@@ -204,14 +199,15 @@ Status security_of(const StoreUrl& url, Conn::Options* conn, TlsFiles* files) {
     // would only fail its handshakes).
     auto checked =
         tls::TlsContext::create({files->ca, files->cert, files->key});
-    if (!checked.ok()) return bad(url, checked.error().message());
+    if (!checked.ok()) return bad_url(url, checked.error().message());
     const std::pair<const std::string*, std::string*> pems[] = {
         {&files->ca, &conn->ca_pem},
         {&files->cert, &conn->cert_pem},
         {&files->key, &conn->key_pem}};
     for (const auto& [path, pem] : pems) {
       if (!path->empty() && !read_file(*path, pem)) {
-        return bad(url, "cannot read " + *path + ": " + std::strerror(errno));
+        return bad_url(url,
+                       "cannot read " + *path + ": " + std::strerror(errno));
       }
     }
     conn->tls = true;
@@ -220,26 +216,27 @@ Status security_of(const StoreUrl& url, Conn::Options* conn, TlsFiles* files) {
       !url.password.empty() || o.given("password") || o.given("password_file");
   if (url.user.empty()) {
     if (password_given) {
-      return bad(url,
-                 "a password needs a user: write etcds://USER@host:port/"
-                 "prefix (the password in password_file= or "
-                 "$ETCDCTL_PASSWORD)");
+      return bad_url(url,
+                     "a password needs a user: write etcds://USER@host:port/"
+                     "prefix (the password in password_file= or "
+                     "$ETCDCTL_PASSWORD)");
     }
     return {};
   }
   auto pw = store_password(url, kPasswordEnv);
   if (!pw.ok()) return std::move(pw).error();
   if (pw->empty()) {
-    return bad(url, "user \"" + url.user +
-                        "\" needs a password: give password_file=, password= "
-                        "or $ETCDCTL_PASSWORD");
+    return bad_url(url,
+                   "user \"" + url.user +
+                       "\" needs a password: give password_file=, password= "
+                       "or $ETCDCTL_PASSWORD");
   }
   conn->user = url.user;
   conn->password = std::move(*pw);
   const milliseconds refresh = o.duration("token_refresh");
   if (refresh < milliseconds(1000) || refresh > milliseconds(86400000)) {
-    return bad(url, "token_refresh " + core::format_duration(refresh) +
-                        " is out of range (1s .. 24h)");
+    return bad_url(url, "token_refresh " + core::format_duration(refresh) +
+                            " is out of range (1s .. 24h)");
   }
   conn->token_refresh = refresh;
   return {};
@@ -280,6 +277,11 @@ Status check_at_open(Conn& conn, const std::string& prefix,
     return std::move(r).error();
   }
   return {};
+}
+
+Error bad_url(const StoreUrl& url, const std::string& what) {
+  return Error(Errc::invalid_argument,
+               "store URL \"" + url.safe + "\": " + what);
 }
 
 }  // namespace baton::store::etcd

@@ -47,6 +47,9 @@ struct TlsFiles {
 // Fills the TLS and login fields of `conn` from `url` (its PEM contents,
 // its user and password) and `*files`; invalid_argument naming the URL
 // (password masked) and the problem.
+// invalid_argument: "store URL \"<safe URL>\": <what>".
+Error bad_url(const StoreUrl& url, const std::string& what);
+
 Status security_of(const StoreUrl& url, Conn::Options* conn, TlsFiles* files);
 
 // The check at open (above): OK, or the refusal. `prefix` without "/".

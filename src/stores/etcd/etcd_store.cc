@@ -15,11 +15,6 @@ namespace baton::store {
 namespace etcd {
 namespace {
 
-Error bad(const StoreUrl& url, const std::string& what) {
-  return Error(Errc::invalid_argument,
-               "store URL \"" + url.safe + "\": " + what);
-}
-
 Error lost(std::string_view name, std::string_view why) {
   return Error(Errc::lock_lost, "lease on lock " + core::quote_name(name) +
                                     " is not held: " + std::string(why));
@@ -43,35 +38,36 @@ Result<EtcdOptions> options_of(const StoreUrl& url, TlsFiles* tls) {
   EtcdOptions o;
   o.url = url.safe;
   for (const auto& hp : url.hosts) {
-    if (hp.host.empty()) return bad(url, "an endpoint of the list is empty");
+    if (hp.host.empty())
+      return bad_url(url, "an endpoint of the list is empty");
     const bool v6 = hp.host.find(':') != std::string::npos;
     o.conn.endpoints.push_back((v6 ? "[" + hp.host + "]" : hp.host) + ":" +
                                std::to_string(hp.port));
   }
   std::string p = url.path;
   if (!p.empty() && url.options.given("prefix")) {
-    return bad(url, "the key prefix is given twice (the path and prefix=)");
+    return bad_url(url, "the key prefix is given twice (the path and prefix=)");
   }
   if (p.empty()) p = url.options.text("prefix");
   while (!p.empty() && p.back() == '/') p.pop_back();
   if (!valid_prefix(p)) {
-    return bad(url, "key prefix \"" + p +
-                        "\" must be /-separated names of [A-Za-z0-9_.-]");
+    return bad_url(url, "key prefix \"" + p +
+                            "\" must be /-separated names of [A-Za-z0-9_.-]");
   }
   o.prefix = p;
   const milliseconds timeout = url.options.duration("request_timeout");
   if (timeout < milliseconds(10) || timeout > milliseconds(600000)) {
-    return bad(url, "request_timeout " + core::format_duration(timeout) +
-                        " is out of range (10ms .. 600s)");
+    return bad_url(url, "request_timeout " + core::format_duration(timeout) +
+                            " is out of range (10ms .. 600s)");
   }
   o.conn.request_timeout = timeout;
   o.share_leases = url.options.text("lease") == "shared";
   const std::int64_t ops = url.options.count("max_txn_ops");
   if (ops > static_cast<std::int64_t>(kMaxNamesPerRequest)) {
-    return bad(url, "max_txn_ops " + std::to_string(ops) +
-                        " must be a number from 1 to " +
-                        std::to_string(kMaxNamesPerRequest) +
-                        " (the server's --max-txn-ops)");
+    return bad_url(url, "max_txn_ops " + std::to_string(ops) +
+                            " must be a number from 1 to " +
+                            std::to_string(kMaxNamesPerRequest) +
+                            " (the server's --max-txn-ops)");
   }
   o.max_txn_ops = static_cast<std::size_t>(ops);
   o.conn.prefix = o.prefix + "/";
