@@ -21,6 +21,9 @@
 #   OLD_QUERY=schema=old NEW_QUERY=schema=new for a store whose stored
 #   layout has a new version (the newer build migrates it, and the older
 #   one then refuses it)
+#   OLD_ARGS, NEW_ARGS: `baton bench` flags for that side only; with the
+#   same binary twice, an A/B of one option, e.g. NEW_ARGS=--metrics for
+#   the cost of the observer and its Prometheus metrics
 set -euo pipefail
 OLD=${1:?usage: bench/ab.sh OLD_BATON NEW_BATON KIND}
 NEW=${2:?usage: bench/ab.sh OLD_BATON NEW_BATON KIND}
@@ -48,13 +51,13 @@ echo "store: $URL"
 results=$WORK/results.tsv
 run() {  # run BIN LABEL WORKLOAD CLIENTS ROUND
   local bin=$1 label=$2 workload=$3 clients=$4 round=$5 locks=() json url=$URL
-  local query=${OLD_QUERY:-}
-  [[ $label == new ]] && query=${NEW_QUERY:-}
+  local query=${OLD_QUERY:-} args=${OLD_ARGS:-}
+  [[ $label == new ]] && query=${NEW_QUERY:-} args=${NEW_ARGS:-}
   [[ -n $query ]] && url+=$([[ $url == *\?* ]] && echo "&" || echo "?")$query
   [[ $workload == contended ]] && locks=(--locks 1)
   json=$(timeout 120 "$bin" bench --store "$url" --workload "$workload" \
     --clients "$clients" "${locks[@]}" --duration "$DURATION" \
-    --prefix "ab-$label-$round-$RANDOM" --json) || {
+    --prefix "ab-$label-$round-$RANDOM" --json $args) || {
     echo "ab.sh: $label $workload:$clients failed" >&2
     return 0
   }

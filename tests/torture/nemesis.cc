@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -107,6 +108,7 @@ std::vector<Fault> run_nemesis(const Options& o,
   };
   std::vector<Heal> heals;
   std::set<int> stopped_slots, clock_slots, isolated_slots;
+  std::map<int, std::int64_t> resumed_us;  // slot -> its last SIGCONT
   // A server that is down, or under a disk fault, takes no other server
   // fault until it is healed (one restart at a time per server).
   std::set<int> busy_servers;
@@ -159,9 +161,20 @@ std::vector<Fault> run_nemesis(const Options& o,
           std::erase_if(cands,
                         [&](auto& c) { return pool.clock_faked(c.first); });
         }
-        // Negative control: a mutex holder (locks 0 and 1).
+        // Negative control: a holder that writes to a mutex (locks 0 and
+        // 1) without looking at its lease first, so its first write after
+        // the pause is stale: not a keeper's (it checks its deadline), not a
+        // shared one (it reads), and not one resumed in the last 300 ms (a
+        // pause right at its resume only lengthens the last one, and its
+        // stale write never comes).
         if (o.pause_longer) {
-          std::erase_if(cands, [](auto& c) { return c.second % 16 > 1; });
+          const std::int64_t now = real_us();
+          std::erase_if(cands, [&](auto& c) {
+            const auto r = resumed_us.find(c.first);
+            return c.second % 16 > 1 ||
+                   (c.second & (kHoldKept | kHoldShared)) != 0 ||
+                   (r != resumed_us.end() && now - r->second < 300'000);
+          });
         }
         std::erase_if(cands, [&](auto& c) {
           return stopped_slots.count(c.first) > 0 ||
@@ -187,6 +200,7 @@ std::vector<Fault> run_nemesis(const Options& o,
         heals.push_back({heal_at, f, [&, pid, slot] {
                            ::kill(pid, SIGCONT);
                            stopped_slots.erase(slot);
+                           resumed_us[slot] = real_us();
                          }});
       } else {
         const std::string off =
@@ -212,7 +226,8 @@ std::vector<Fault> run_nemesis(const Options& o,
                  stopped_slots.count(c.first) > 0;
         });
         std::vector<std::pair<int, int>> keepers = cands;
-        std::erase_if(keepers, [](auto& c) { return c.second < 16; });
+        std::erase_if(keepers,
+                      [](auto& c) { return (c.second & kHoldKept) == 0; });
         // The negative control of checker 8 cuts off mutex holders only
         // (a semaphore's next grant need not wait for a lease to end).
         if (o.late_notice) {
@@ -231,8 +246,8 @@ std::vector<Fault> run_nemesis(const Options& o,
                             "worker " + std::to_string(pool.incarnation(slot)) +
                                 " slot " + std::to_string(slot) + ", lock " +
                                 std::to_string(lock % 16) +
-                                (lock >= 16 ? " (keeper)" : "") + ", " +
-                                std::to_string(p.length_ms) + " ms");
+                                ((lock & kHoldKept) != 0 ? " (keeper)" : "") +
+                                ", " + std::to_string(p.length_ms) + " ms");
       store.isolate_slot(slot, true);
       isolated_slots.insert(slot);
       heals.push_back({heal_at, f, [&, slot] {

@@ -22,8 +22,8 @@ namespace baton::torture {
 class WorkerPool {
  public:
   virtual ~WorkerPool() = default;
-  // Slots whose worker holds a lock now: {slot, lock index (+ 16 when a
-  // LeaseKeeper keeps that lease)}.
+  // Slots whose worker holds a lock now: {slot, lock index (+ kHoldKept
+  // when a LeaseKeeper keeps that lease, + kHoldShared when it is shared)}.
   virtual std::vector<std::pair<int, int>> holders() const = 0;
   virtual int slots() const = 0;
   virtual pid_t pid(int slot) const = 0;

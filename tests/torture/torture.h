@@ -25,6 +25,11 @@ using std::chrono::milliseconds;
 // The true wall clock (bypasses LD_PRELOAD clock fakes).
 std::int64_t real_us();
 
+// A worker's hold, as the orchestrator reads it from the shared status
+// page: the lock index (low 4 bits) plus these flags.
+inline constexpr int kHoldKept = 16;    // a LeaseKeeper keeps the lease
+inline constexpr int kHoldShared = 32;  // a shared hold: it reads only
+
 struct Options {
   // batond|postgres|redis|redlock|zookeeper (memory: is refused)
   std::string store_kind = "batond";

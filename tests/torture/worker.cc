@@ -156,10 +156,12 @@ class Worker {
     if (p != MAP_FAILED) status_ = static_cast<std::int32_t*>(p);
   }
   // The orchestrator reads it (nemesis.h: lock index + 1, + 16 when the
-  // lease is kept by a keeper).
-  void set_holding(int lock_index, bool keeper = false) {
+  // lease is kept by a keeper, + 32 when the hold is shared).
+  void set_holding(int lock_index, bool keeper = false, bool shared = false) {
     if (status_ != nullptr) {
-      const int v = lock_index < 0 ? 0 : lock_index + 1 + (keeper ? 16 : 0);
+      const int v = lock_index < 0 ? 0
+                                   : lock_index + 1 + (keeper ? kHoldKept : 0) +
+                                         (shared ? kHoldShared : 0);
       __atomic_store_n(&status_[a_.slot], v, __ATOMIC_SEQ_CST);
     }
   }
@@ -289,7 +291,7 @@ class Worker {
     // 13's notice when a renewal cannot get through) matter; the negative
     // control of checker 8 holds with a keeper every time.
     const bool keeper = a_.late_notice || chance(40);
-    set_holding(li, keeper);
+    set_holding(li, keeper, lease->shared);
     const bool fenced = spec.capacity == 1;  // semaphores: no single writer
     const int ttl_ms = static_cast<int>(a_.ttl.count());
     // Checker 8's negative control holds 4-5 TTLs, so that a holder cut
