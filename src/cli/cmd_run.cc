@@ -20,6 +20,7 @@
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
+#include "cli/observe.h"
 
 namespace baton::cli {
 
@@ -40,6 +41,7 @@ struct RunFlags {
   std::string hold_at_least = "0";
   // SIGTERM this long after the start, SIGKILL --grace later ("0" = off).
   std::string max_runtime = "0";
+  ObserveFlags observe;  // --metrics-file, --events
 };
 
 // A duration flag that is 0 (off) or within the TTL range.
@@ -231,10 +233,14 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   int not_runnable = 0;
   auto path = resolve_command(command[0], &not_runnable);
   if (!path) return report_cannot_run(path.error(), not_runnable);
+  // Checked before the lock is taken too. Declared before the client: the
+  // metrics file is written when it ends, after the lease is released.
+  auto observation = Observation::open(flags.observe);
+  if (!observation) return report(observation.error());
 
   std::optional<StoreDeadline> bound;
   bound.emplace(globals, parsed->wait);
-  auto client = open_client(globals);
+  auto client = open_client(globals, (*observation)->observer());
   if (!client) return report(client.error());
   const std::string label =
       globals.label.empty() ? client->label() : globals.label;
@@ -367,6 +373,7 @@ Command add_run_command(CLI::App& app, const Globals& globals,
                   "SIGTERM the command this long after it started, SIGKILL "
                   "--grace later; baton then exits 124. 0 = no limit")
       ->capture_default_str();
+  add_observe_flags(sub, flags->observe);
   return {sub, [flags, &globals, &trailing] {
             return run_locked(globals, *flags, trailing);
           }};
