@@ -208,6 +208,19 @@ Result<LeaseKeeper> acquire_with_progress(
   return pending.get();
 }
 
+// The command's environment: the lock, the grant's fencing and owner
+// tokens, the owner label and the store.
+EnvList command_env(const Globals& globals, const std::string& lock,
+                    const std::string& label, const Lease& lease) {
+  return {
+      {"BATON_LOCK", lock},
+      {"BATON_FENCING_TOKEN", std::to_string(lease.fencing_token)},
+      {"BATON_OWNER_LABEL", label},
+      {"BATON_OWNER_TOKEN", lease.token.to_string()},
+      {"BATON_STORE", globals.store},
+  };
+}
+
 int run_locked(const Globals& globals, const RunFlags& flags,
                const std::vector<std::string>& trailing) {
   std::vector<std::string> command = flags.command;
@@ -233,8 +246,7 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   int not_runnable = 0;
   auto path = resolve_command(command[0], &not_runnable);
   if (!path) return report_cannot_run(path.error(), not_runnable);
-  // Checked before the lock is taken too. Declared before the client: the
-  // metrics file is written when it ends, after the lease is released.
+  // Checked before the lock is taken; outlives the client (and the lease).
   auto observation = Observation::open(flags.observe);
   if (!observation) return report(observation.error());
 
@@ -291,17 +303,11 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     return release_bounded(globals, flags.lock, *keeper, kExitUsage);
   }
 
-  Lease lease = keeper->lease();
   SuperviseOptions supervise_options;
   supervise_options.argv = command;
   supervise_options.path = *path;
-  supervise_options.env = {
-      {"BATON_LOCK", flags.lock},
-      {"BATON_FENCING_TOKEN", std::to_string(lease.fencing_token)},
-      {"BATON_OWNER_LABEL", label},
-      {"BATON_OWNER_TOKEN", lease.token.to_string()},
-      {"BATON_STORE", globals.store},
-  };
+  supervise_options.env =
+      command_env(globals, flags.lock, label, keeper->lease());
   const LeaseKeeper& held = *keeper;
   supervise_options.deadline = [&held] { return held.safe_deadline(); };
   supervise_options.notice = &lost;
