@@ -15,14 +15,42 @@
 // Prometheus adapter (baton/metrics.h) is one such observer.
 //
 // Threads and costs: on_event runs inline, on the thread that caused the
-// event — the caller's thread for acquire, extend and release; the session's
-// renewal thread for a keeper's renewals; the session's notice thread for a
-// lease lost by its local deadline; the elector's thread for election
-// events. It must not block: a slow observer delays the call it runs in, and
-// on the notice thread it delays the lost notices of other leases (rule 13).
-// Several threads may call it at once. An exception thrown by on_event is
-// caught and dropped; the call's result does not change. Without an
-// observer (the default) no event is built.
+// event — the caller's thread for acquire, extend and release (and for an
+// elector's resign()); the session's renewal thread for a keeper's renewed
+// and renewal_failed; the session's notice thread for every `lost` of a
+// kept lease (right before its on_lost) and an elector's stopped_leading
+// when its term is lost (right before ElectorOptions::on_lost); the
+// elector's thread for became_leader and new_leader (right before
+// on_elected and on_new_leader). It must not block: a slow observer delays
+// the call it runs in by as long as it takes (an acquire answers that much
+// later, its `waited` does not include it), and on the notice thread it
+// delays the lost notices of other leases (rule 13). Several threads may
+// call it at once. An exception thrown by on_event is caught and dropped;
+// the call's result does not change. Without an observer (the default) no
+// event is built: each call pays one null-pointer check.
+//
+// Order and count: each occurrence fires once, in the order it happened on
+// its thread. An acquire fires at most one wait_started and then exactly
+// one outcome per name (granted, not_acquired, timed_out, cancelled or
+// failed); acquire_some reports a name it did not get as not_acquired (its
+// request may stay queued after the call). An elector's term is a lease of
+// the client, so its acquire, renewals, loss and release are seen too.
+//
+// What is not an event: a call refused before it reached the store (bad
+// input, invalid ClientOptions, shared mode on a store without it); a
+// release() that answered false (nothing held: lost or released before)
+// or failed; describe, list and counters; the session giving back a lease
+// it already reported lost; a keeper's renewal that failed for good (that
+// is its `lost`, reason store_said).
+//
+// wait_started: a store that answers a waiting request as queued shows the
+// wait at once, with its place; baton:// holds a waiting request's reply
+// until the grant, so with an observer a blocking acquire there first
+// tries (one round trip, as a wait granted at once takes; the client
+// learns from the first `queued` answer that its store needs no try) and a
+// refusal is the wait's start, place unknown. acquire_some / acquire_all
+// fire it (place unknown) when the store says they wait, at the latest
+// when their wait ends without the grants.
 #ifndef BATON_OBSERVER_H_
 #define BATON_OBSERVER_H_
 
@@ -87,7 +115,8 @@ struct Event {
   std::chrono::milliseconds waited{0};
   // Since the grant: released, lost, stopped_leading.
   std::chrono::milliseconds held{0};
-  // wait_started: 0-based place in the lock's queue, when the store says.
+  // wait_started: 0-based place in the lock's queue (0 = next), when the
+  // store says.
   std::optional<std::uint64_t> queue_position;
   // The error, for not_acquired, timed_out, cancelled, failed,
   // renewal_failed, lost and stopped_leading (null when it resigned).
