@@ -314,7 +314,8 @@ void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
   } else {
     e->last_renewal_error = renewed.error().to_string();
     e->next_renew = now + std::min(e->interval, kFastRetry);
-    if (observer) {
+    // One that failed at the deadline is the loss, not a failure to retry.
+    if (observer && now < deadline) {
       lk.unlock();
       client_internal::renewal_failed(observer, current, renewed.error(), true);
     }

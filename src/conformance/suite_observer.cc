@@ -182,6 +182,51 @@ TEST_P(ConformanceTest, Observer_AWaitThatRunsOutStartsThenTimesOut) {
   EXPECT_TRUE(*client().release(*held));
 }
 
+// A client's first wait may not know its place (it tries first, until it
+// has seen its store answer `queued`); after that, a store that reports
+// places reports the next waiter as 0 and the one behind it as 1.
+TEST_P(ConformanceTest, Observer_WaitStartedCarriesThePlaceTheStoreReports) {
+  const std::string name = lock_name("place");
+  Observed r;
+  auto held = client().try_acquire(name, opts(30s));
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  Client rival = open_client(r.options());
+  ASSERT_FALSE(rival.acquire(name, 100ms, opts(30s)).ok());
+  auto first = std::async(std::launch::async,
+                          [&] { return rival.acquire(name, 20s, opts(30s)); });
+  ASSERT_TRUE(eventually([&] {
+    return r.observer->count(EventKind::wait_started) == 2 &&
+           waiters_of(client(), name) == 1;
+  }));
+  auto second = std::async(std::launch::async,
+                           [&] { return rival.acquire(name, 20s, opts(30s)); });
+  ASSERT_TRUE(eventually([&] {
+    return r.observer->count(EventKind::wait_started) == 3 &&
+           waiters_of(client(), name) == 2;
+  }));
+  ASSERT_TRUE(*client().release(*held));
+  auto a = first.get();
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  ASSERT_TRUE(*rival.release(*a));
+  auto b = second.get();
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  ASSERT_TRUE(*rival.release(*b));
+  std::vector<std::optional<std::uint64_t>> places;
+  for (const Seen& s : r.observer->events()) {
+    if (s.kind == EventKind::wait_started) places.push_back(s.queue_position);
+  }
+  ASSERT_EQ(places.size(), 3u);
+  RecordProperty("queue_positions", places[1] ? "reported" : "unknown");
+  EXPECT_EQ(places[1].has_value(), places[2].has_value());
+  if (places[1] && places[2]) {
+    EXPECT_EQ(*places[1], 0u);
+    EXPECT_EQ(*places[2], 1u);
+  }
+  EXPECT_EQ(r.observer->kinds(name),
+            "wait_started timed_out wait_started wait_started granted "
+            "released granted released");
+}
+
 TEST_P(ConformanceTest, Observer_AStoppedWaitStartsThenIsCancelled) {
   BATON_REQUIRE("cancel");
   const std::string name = lock_name("cancel");
