@@ -222,9 +222,17 @@ TEST_P(ConformanceTest, Observer_WaitStartedCarriesThePlaceTheStoreReports) {
     EXPECT_EQ(*places[1], 0u);
     EXPECT_EQ(*places[2], 1u);
   }
-  EXPECT_EQ(r.observer->kinds(name),
-            "wait_started timed_out wait_started wait_started granted "
-            "released granted released");
+  // The second grant may be seen before the first release's event: the
+  // store hands the lock over inside that release, and `released` fires
+  // when the call returns.
+  const std::string kinds = r.observer->kinds(name);
+  EXPECT_TRUE(kinds ==
+                  "wait_started timed_out wait_started wait_started granted "
+                  "released granted released" ||
+              kinds ==
+                  "wait_started timed_out wait_started wait_started granted "
+                  "granted released released")
+      << kinds;
 }
 
 TEST_P(ConformanceTest, Observer_AStoppedWaitStartsThenIsCancelled) {
