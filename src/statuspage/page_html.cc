@@ -350,7 +350,7 @@ function drawTimeline() {
   for (const [name, r] of [...rows].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
     // Lanes: overlapping bars (shared, semaphores) stack.
     const ends = [];
-    const items = [...r.waits.map((w) => ({w})), ...r.bars.map((b) => ({b}))];
+    const items = [...r.bars.map((b) => ({b})), ...r.waits.map((w) => ({w}))];
     for (const it of items) {
       const o = it.b || it.w;
       const from = o.from === null ? t0 : o.from, to = o.to === null ? now : o.to;
