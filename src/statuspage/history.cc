@@ -1,5 +1,7 @@
 // The bounded history of who held what, and its derivation from polls
 // (statuspage/status_page.h).
+#include <algorithm>
+
 #include "statuspage/status_page.h"
 
 namespace baton::statuspage {
@@ -101,7 +103,13 @@ void PollDiff::next(const std::vector<LockInfo>& locks, std::int64_t now_ms,
   for (const LockInfo& l : locks) {
     for (const HolderInfo& h : l.holders) {
       const auto key = std::make_pair(l.name, h.fencing_token);
-      held[key] = {h.label, h.shared, now_ms + h.time_left.count()};
+      // The earliest expiry any poll implied: some stores round time_left
+      // up (etcd: whole seconds), so the latest estimate can be late.
+      std::int64_t expires = now_ms + h.time_left.count();
+      if (auto it = held_.find(key); it != held_.end()) {
+        expires = std::min(expires, it->second.expires_ms);
+      }
+      held[key] = {h.label, h.shared, expires};
       // What was held before the first poll is not a grant seen.
       if (!first_ && !held_.contains(key)) {
         grants.push_back({HistoryEvent::Kind::grant, l.name, h.label,
@@ -116,8 +124,11 @@ void PollDiff::next(const std::vector<LockInfo>& locks, std::int64_t now_ms,
   }
   for (const auto& [key, h] : held_) {
     if (held.contains(key)) continue;
-    const auto kind = h.expires_ms <= now_ms ? HistoryEvent::Kind::expire
-                                             : HistoryEvent::Kind::release;
+    // Gone at most one poll gap after its expiry: it expired (poll-derived
+    // times are good to one interval, either way).
+    const auto kind = h.expires_ms <= now_ms + (now_ms - last_ms_)
+                          ? HistoryEvent::Kind::expire
+                          : HistoryEvent::Kind::release;
     history.add({kind, key.first, h.label, key.second, h.shared, now_ms, 0});
   }
   // Waiters have no identity beyond their label: a label with fewer
@@ -135,6 +146,7 @@ void PollDiff::next(const std::vector<LockInfo>& locks, std::int64_t now_ms,
   held_ = std::move(held);
   waiting_ = std::move(waiting);
   first_ = false;
+  last_ms_ = now_ms;
 }
 
 }  // namespace baton::statuspage

@@ -120,7 +120,8 @@ class History {
 
 // The history of successive snapshots (`baton status --serve`): a holder
 // fencing token not seen before is a grant at poll time; a holder gone is
-// an end, "expire" if its store expiry had passed by then, else "release";
+// an end, "expire" if its store expiry (the earliest any poll implied) had
+// passed by then, give or take one poll gap, else "release";
 // a waiter gone is a finished wait (its start from its waited figure).
 // Times are those of the polls, so within one interval of the truth.
 class PollDiff {
@@ -141,6 +142,7 @@ class PollDiff {
   std::map<std::pair<std::string, std::uint64_t>, Held> held_;
   std::map<std::pair<std::string, std::string>, Waiting> waiting_;
   bool first_ = true;
+  std::int64_t last_ms_ = 0;  // the previous poll
 };
 
 // The open GET /events streams. A push builds one snapshot per distinct
