@@ -123,6 +123,7 @@ li { margin:2px 0; }
       <option value="600000">10 min</option><option value="3600000">1 h</option>
     </select><span id="tl-note" class="t"></span></div>
   <div id="timeline"></div>
+  <svg id="svg-ns" width="0" height="0" aria-hidden="true"></svg>
   <div class="legend"><i style="background:#d1e0ff;border-color:#2456c7"></i>exclusive
     <i style="background:#d1fadf;border-color:#16794c"></i>shared
     <i style="background:#fef0c7;border-color:#fdb022"></i>waiting
@@ -267,7 +268,8 @@ function render() {
 }
 // --- the timeline --------------------------------------------------------
 let hist = null, histAt = -1e9, histTimer = null, histBusy = false;
-const NS = "http://www.w3.org/2000/svg";
+// The SVG namespace, from an inline <svg> (the page names no URL at all).
+const NS = $("svg-ns").namespaceURI;
 function svg(tag, attrs, text) {
   const e = document.createElementNS(NS, tag);
   for (const k in attrs) e.setAttribute(k, attrs[k]);
