@@ -112,9 +112,9 @@ struct Event {
   const Lease* lease = nullptr;
   // Since the acquire call began: granted, not_acquired, timed_out,
   // cancelled, failed.
-  std::chrono::milliseconds waited{0};
+  std::chrono::microseconds waited{0};
   // Since the grant: released, lost, stopped_leading.
-  std::chrono::milliseconds held{0};
+  std::chrono::microseconds held{0};
   // wait_started: 0-based place in the lock's queue (0 = next), when the
   // store says.
   std::optional<std::uint64_t> queue_position;

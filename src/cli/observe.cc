@@ -188,12 +188,12 @@ std::string event_json(const Event& e, long long unix_ms) {
     case EventKind::timed_out:
     case EventKind::cancelled:
     case EventKind::failed:
-      number("waited_ms", e.waited.count());
+      number("waited_us", e.waited.count());
       break;
     case EventKind::released:
     case EventKind::lost:
     case EventKind::stopped_leading:
-      number("held_ms", e.held.count());
+      number("held_us", e.held.count());
       break;
     default:
       break;

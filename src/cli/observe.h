@@ -45,7 +45,7 @@ void add_observe_flags(CLI::App* sub, ObserveFlags& flags);
 
 // One JSON object (no newline) for `event` at wall-clock time `unix_ms`:
 // {"ts":"2026-11-25T10:00:00.123Z","event":"granted","lock":"jobs/a",
-//  "fencing_token":7,"waited_ms":12,...}.
+//  "fencing_token":7,"waited_us":12040,...}.
 std::string event_json(const Event& event, long long unix_ms);
 
 class Observation {

@@ -13,11 +13,11 @@ void deliver(Observer& observer, const Event& e) noexcept {
   }
 }
 
-std::chrono::milliseconds since(const Clock& clock, Clock::time_point from) {
-  if (from == Clock::time_point{}) return std::chrono::milliseconds::zero();
+std::chrono::microseconds since(const Clock& clock, Clock::time_point from) {
+  if (from == Clock::time_point{}) return std::chrono::microseconds::zero();
   const auto now = clock.now();
-  if (now <= from) return std::chrono::milliseconds::zero();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(now - from);
+  if (now <= from) return std::chrono::microseconds::zero();
+  return std::chrono::duration_cast<std::chrono::microseconds>(now - from);
 }
 
 EventKind acquire_failure(const Error& error) {

@@ -39,9 +39,9 @@ inline void emit(const std::shared_ptr<Observer>& observer, Fill&& fill) {
   deliver(*observer, e);
 }
 
-// Whole milliseconds from `from` to `clock`'s now; zero if `from` is unset
+// Whole microseconds from `from` to `clock`'s now; zero if `from` is unset
 // (a Lease built by hand has no granted_at) or not yet reached.
-std::chrono::milliseconds since(const Clock& clock, Clock::time_point from);
+std::chrono::microseconds since(const Clock& clock, Clock::time_point from);
 
 // The event an acquire's error is: not_acquired, timed_out, cancelled or
 // failed.
@@ -57,7 +57,7 @@ engine::WaitHook wait_hook(const std::shared_ptr<Observer>& observer,
 inline void acquire_failed(const std::shared_ptr<Observer>& observer,
                            std::string_view name, bool shared,
                            const Error& error,
-                           std::chrono::milliseconds waited) {
+                           std::chrono::microseconds waited) {
   emit(observer, [&](Event& e) {
     e.kind = acquire_failure(error);
     e.lock = name;
@@ -69,7 +69,7 @@ inline void acquire_failed(const std::shared_ptr<Observer>& observer,
 
 // A lease granted, `waited` since the call began.
 inline void granted(const std::shared_ptr<Observer>& observer,
-                    const Lease& lease, std::chrono::milliseconds waited) {
+                    const Lease& lease, std::chrono::microseconds waited) {
   emit(observer, [&](Event& e) {
     e.kind = EventKind::granted;
     e.lock = lease.name;
@@ -83,7 +83,7 @@ inline void granted(const std::shared_ptr<Observer>& observer,
 // first; `held` since the grant.
 inline void lost(const std::shared_ptr<Observer>& observer, const Lease& lease,
                  const Error& why, LostReason reason,
-                 std::chrono::milliseconds held) {
+                 std::chrono::microseconds held) {
   emit(observer, [&](Event& e) {
     e.kind = EventKind::lost;
     e.lock = lease.name;
@@ -122,7 +122,7 @@ inline void renewal_failed(const std::shared_ptr<Observer>& observer,
 
 // release() gave back one hold of `lease`, `held` since the grant.
 inline void released(const std::shared_ptr<Observer>& observer,
-                     const Lease& lease, std::chrono::milliseconds held) {
+                     const Lease& lease, std::chrono::microseconds held) {
   emit(observer, [&](Event& e) {
     e.kind = EventKind::released;
     e.lock = lease.name;

@@ -148,7 +148,7 @@ void histogram(std::string& out, std::string_view name, std::string_view prefix,
            std::to_string(cumulative));
   }
   sample(out, std::string(name) + "_sum", prefix, {{key, value}},
-         format_double(static_cast<double>(h.sum_ms) / 1000.0));
+         format_double(static_cast<double>(h.sum_us) / 1e6));
   sample(out, std::string(name) + "_count", prefix, {{key, value}},
          std::to_string(h.count));
 }

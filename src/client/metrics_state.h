@@ -19,7 +19,7 @@
 namespace baton {
 namespace metrics_internal {
 
-using std::chrono::milliseconds;
+using std::chrono::microseconds;
 using TimePoint = Clock::time_point;
 
 constexpr int kMaxSegments = 64;
@@ -68,15 +68,15 @@ struct Histogram {
   // the observations above the largest bound (+Inf).
   std::vector<std::uint64_t> buckets;
   std::uint64_t count = 0;
-  std::int64_t sum_ms = 0;  // exact; seconds = sum_ms / 1000
+  std::int64_t sum_us = 0;  // exact; seconds = sum_us / 1e6
 
-  void observe(const std::vector<double>& bounds, milliseconds d) {
-    const double seconds = static_cast<double>(d.count()) / 1000.0;
+  void observe(const std::vector<double>& bounds, microseconds d) {
+    const double seconds = static_cast<double>(d.count()) / 1e6;
     std::size_t i = 0;
     while (i < bounds.size() && seconds > bounds[i]) ++i;
     ++buckets[i];
     ++count;
-    sum_ms += d.count();
+    sum_us += d.count();
   }
 };
 

@@ -29,8 +29,8 @@ struct Seen {
   std::optional<std::uint64_t> fencing;  // of the event's lease
   bool lease_shared = false;
   bool shared = false;
-  milliseconds waited{0};
-  milliseconds held{0};
+  std::chrono::microseconds waited{0};
+  std::chrono::microseconds held{0};
   std::optional<std::uint64_t> queue_position;
   std::optional<Errc> error;
   LostReason lost_reason = LostReason::store_said;

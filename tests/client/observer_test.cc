@@ -39,7 +39,7 @@ struct Seen {
   std::string lock;
   LostReason reason;
   bool retryable;
-  std::chrono::milliseconds waited;
+  std::chrono::microseconds waited;
   std::optional<Errc> error;
 };
 
