@@ -120,41 +120,6 @@ std::string without_tokens(std::string_view message) {
   return out;
 }
 
-// The event's name as in baton/observer.h (its enumerator). Spelled here
-// so that the CLI does not depend on where the library defines
-// to_string(EventKind).
-std::string_view event_name(EventKind kind) {
-  switch (kind) {
-    case EventKind::wait_started:
-      return "wait_started";
-    case EventKind::granted:
-      return "granted";
-    case EventKind::not_acquired:
-      return "not_acquired";
-    case EventKind::timed_out:
-      return "timed_out";
-    case EventKind::cancelled:
-      return "cancelled";
-    case EventKind::failed:
-      return "failed";
-    case EventKind::renewed:
-      return "renewed";
-    case EventKind::renewal_failed:
-      return "renewal_failed";
-    case EventKind::lost:
-      return "lost";
-    case EventKind::released:
-      return "released";
-    case EventKind::became_leader:
-      return "became_leader";
-    case EventKind::stopped_leading:
-      return "stopped_leading";
-    case EventKind::new_leader:
-      return "new_leader";
-  }
-  return "unknown";
-}
-
 std::string rfc3339(long long unix_ms) {
   const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
@@ -170,7 +135,7 @@ std::string rfc3339(long long unix_ms) {
 
 std::string event_json(const Event& e, long long unix_ms) {
   std::string j = "{\"ts\":\"" + rfc3339(unix_ms) + "\",\"event\":\"" +
-                  std::string(event_name(e.kind)) +
+                  std::string(to_string(e.kind)) +
                   "\",\"lock\":" + json_string(e.lock);
   auto number = [&j](const char* key, long long v) {
     j += ",\"";

@@ -38,7 +38,7 @@ struct CounterFamily {
   const char* name;
   const char* help;
   const char* label;  // nullptr: none
-  std::array<std::pair<const char*, Counter>, 2> values;
+  std::array<std::pair<const char*, CounterId>, 2> values;
   std::size_t n;
 };
 constexpr CounterFamily kCounterFamilies[] = {

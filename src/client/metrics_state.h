@@ -28,7 +28,7 @@ constexpr std::size_t kMaxBuckets = 64;
 constexpr std::string_view kOther = "_other";
 
 // Plain counters of one series (the labelled ones are split by label).
-enum Counter : std::size_t {
+enum CounterId : std::size_t {
   kGrants,
   kNotAcquired,
   kTimeouts,

@@ -32,13 +32,6 @@ namespace fs = std::filesystem;
 
 const std::string kBaton = BATON_CLI_PATH;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 bool have_parser() {
   return std::system(
              "/usr/bin/python3 -c 'import prometheus_client.parser' "
