@@ -60,6 +60,9 @@ struct Lease {
   // reported valid from receipt − drift allowance. Treat the lease as held
   // only before this instant.
   std::chrono::steady_clock::time_point local_deadline{};
+  // Local time (the client's clock) the grant arrived: hold times are
+  // measured from it. Kept by extend; unset in a lease built by hand.
+  std::chrono::steady_clock::time_point granted_at{};
   // The store's own idea of expiry, in milliseconds since the Unix epoch on
   // the store's clock (informational: never compare it with local time).
   std::int64_t store_expires_at_ms = 0;

@@ -17,6 +17,7 @@
 
 #include "baton/clock.h"
 #include "baton/lease.h"
+#include "baton/observer.h"
 
 namespace baton {
 
@@ -75,6 +76,9 @@ struct ClientOptions {
   // The clock for send times, safe deadlines, renewals and notices;
   // null = Clock::steady(). Tests inject a ManualClock.
   std::shared_ptr<const Clock> clock;
+  // Sees every acquire, renewal, loss and release of this client, its
+  // keepers and electors (baton/observer.h: threads and costs). null = none.
+  std::shared_ptr<Observer> observer;
 };
 
 // Options of a LeaseKeeper (automatic renewal, rule 13).

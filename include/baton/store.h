@@ -168,7 +168,8 @@ struct Answer {
   Kind kind = Kind::queued;
   Grant grant;
   Error error;
-  std::uint32_t position = 0;  // queued: 1-based place in the queue (0:
+  std::uint32_t position = 0;  // queued: 1-based place among the waiting
+                               // requests, holders not counted (0:
                                // unknown)
   // queued: look again no later than this, even without a wake-up (a
   // holder's expiry, a request ahead that may be dead); time_point::min()

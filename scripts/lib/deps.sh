@@ -25,6 +25,7 @@ BATON_BUILD_PACKAGES=(
   # The Python package (python/): its tests, mypy, the wheel and the
   # fresh-virtualenv install test (Debian's /usr/bin/python3).
   python3 python3-pytest python3-venv python3-build python3-wheel python3-setuptools mypy
+  python3-prometheus-client           # metrics_parser_test: the reference exposition parser
 )
 BATON_SERVER_PACKAGES=(
   redis-server postgresql postgresql-contrib

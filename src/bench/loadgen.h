@@ -57,11 +57,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "baton/error.h"
+#include "baton/observer.h"
 
 namespace baton::bench {
 
@@ -94,6 +96,9 @@ struct LoadOptions {
   // Called about once a second from the thread that called run_load()
   // (closed-loop workloads only): seconds elapsed, pairs and errors so far.
   std::function<void(double, std::uint64_t, std::uint64_t)> progress;
+  // Given to every client of the run (ClientOptions::observer): the A/B of
+  // the observer's cost (`baton bench --metrics-file`).
+  std::shared_ptr<Observer> observer;
 };
 
 // Latency summary in microseconds.

@@ -331,6 +331,7 @@ std::string segments_phase(const std::vector<Client>& clients,
 Result<LoadResult> run_microbatch(const LoadOptions& o) {
   ClientOptions copts;
   copts.max_retries = 0;
+  copts.observer = o.observer;
   auto client = Client::open(o.store, copts);
   if (!client) return client.error();
   LoadResult r;
@@ -358,6 +359,7 @@ Result<LoadResult> run_segments(const LoadOptions& o) {
   std::vector<Client> clients;
   ClientOptions copts;
   copts.max_retries = 0;
+  copts.observer = o.observer;
   for (int i = 0; i < kThreads; ++i) {
     auto c = Client::open(o.store, copts);
     if (!c) return c.error();

@@ -274,6 +274,7 @@ Result<std::unique_ptr<Session>> open_session(const LoadOptions& o) {
   }
   ClientOptions copts;
   copts.max_retries = 0;  // count failures instead of hiding them
+  copts.observer = o.observer;
   auto c = Client::open(o.store, copts);
   if (!c) return c.error();
   return std::unique_ptr<Session>(

@@ -162,8 +162,10 @@ Error with_holders_of(const Client& client, std::string_view lock,
   return error;
 }
 
-Result<Client> open_client(const Globals& globals) {
+Result<Client> open_client(const Globals& globals,
+                           std::shared_ptr<Observer> observer) {
   ClientOptions options;
+  options.observer = std::move(observer);
   options.label = globals.label;
   options.request_timeout = globals.timeout;
   if (globals.retry_interval) options.retry_interval = *globals.retry_interval;
@@ -190,6 +192,25 @@ std::string describe_store(std::string_view url) {
   return name + " at " + std::string(rest);
 }
 
+namespace {
+
+std::mutex g_exit_hook_mu;
+std::function<void()> g_exit_hook;  // guarded by g_exit_hook_mu
+
+void run_exit_hook() {
+  std::lock_guard<std::mutex> lk(g_exit_hook_mu);
+  std::function<void()> hook = std::move(g_exit_hook);
+  g_exit_hook = nullptr;
+  if (hook) hook();
+}
+
+}  // namespace
+
+void set_exit_hook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lk(g_exit_hook_mu);
+  g_exit_hook = std::move(hook);
+}
+
 struct StoreDeadline::State {
   std::mutex mu;
   std::condition_variable cv;
@@ -214,6 +235,8 @@ StoreDeadline::StoreDeadline(const Globals& globals, milliseconds wait,
     // write(2): the main thread may be stuck anywhere, even in iostream.
     ssize_t ignored = write(STDERR_FILENO, message.data(), message.size());
     (void)ignored;
+    lk.unlock();
+    run_exit_hook();
     std::_Exit(exit_code);
   }).detach();
 }
@@ -238,6 +261,7 @@ void exit_lost_before_start(const std::string& what,
 }
 
 void exit_now(int code) {
+  run_exit_hook();
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);

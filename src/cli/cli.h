@@ -118,8 +118,11 @@ Result<LockFlags> parse_lock_flags(const Globals& globals,
 // that the report names who kept the lock.
 Error with_holders_of(const Client& client, std::string_view lock, Error error);
 
-// Opens the store named by --store with --label and --timeout.
-Result<Client> open_client(const Globals& globals);
+// Opens the store named by --store with --label and --timeout, and
+// `observer` as ClientOptions::observer (run/elect's --metrics-file and
+// --events).
+Result<Client> open_client(const Globals& globals,
+                           std::shared_ptr<Observer> observer = nullptr);
 
 // The store of a URL, for messages: "batond at 127.0.0.1:7420",
 // "PostgreSQL at db:5432", "the memory: store". Never shows a password.
@@ -149,8 +152,16 @@ class StoreDeadline {
 
 // Flushes stdout and stderr and ends the process now, without running
 // destructors: after a lease is lost nothing may wait for a store that
-// does not answer (the keeper's release, the elector's thread).
+// does not answer (the keeper's release, the elector's thread). Runs the
+// exit hook first.
 [[noreturn]] void exit_now(int code);
+
+// The last words of a process that ends at once (exit_now, StoreDeadline's
+// forced exit): e.g. writing run's --metrics-file. Must not wait for a
+// store. It runs at most once, under a mutex that set_exit_hook() also
+// takes, so clearing it (nullptr) waits for a call in progress. One hook
+// at a time.
+void set_exit_hook(std::function<void()> hook);
 
 // run / elect: the lease (`what`: "lease on m", "leadership of g") was gone
 // before the command could start: prints why (`reason`, the loss notice's;

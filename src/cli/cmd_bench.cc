@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "baton/metrics.h"
 #include "bench/loadgen.h"
 #include "cli/cli.h"
 
@@ -31,6 +32,7 @@ struct BenchFlags {
   int server_pid = 0;
   bool no_label = false;
   bool json = false;
+  std::string metrics_file;
 };
 
 int do_bench(const Globals& globals, const BenchFlags& flags) {
@@ -89,9 +91,19 @@ int do_bench(const Globals& globals, const BenchFlags& flags) {
     std::_Exit(kExitInternal);
   }).detach();
 
+  std::shared_ptr<PrometheusMetrics> metrics;
+  if (!flags.metrics_file.empty()) {
+    metrics = std::make_shared<PrometheusMetrics>();
+    o.observer = metrics;
+  }
   auto result = bench::run_load(o);
   if (o.progress) std::cerr << "\r\033[K" << std::flush;
   if (!result) return report(result.error());
+  if (metrics) {
+    if (auto written = metrics->write_file(flags.metrics_file); !written) {
+      return report(written.error());
+    }
+  }
   std::cout << (flags.json ? bench::to_json(*result) + "\n"
                            : bench::to_text(*result))
             << std::flush;
@@ -130,6 +142,10 @@ Command add_bench_command(CLI::App& app, const Globals& globals) {
                   "hold: read this process's VmRSS before and after");
   sub->add_flag("--no-label", flags->no_label, "hold: acquire without LABEL");
   sub->add_flag("--json", flags->json, "Print one JSON object");
+  sub->add_option("--metrics-file", flags->metrics_file,
+                  "Observe every call with the Prometheus metrics and write "
+                  "them here at the end (the observer's cost: bench/ab.sh "
+                  "NEW_ARGS)");
   return {sub, [flags, &globals] { return do_bench(globals, *flags); }};
 }
 

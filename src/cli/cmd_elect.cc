@@ -17,6 +17,7 @@
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
+#include "cli/observe.h"
 
 namespace baton::cli {
 
@@ -30,6 +31,7 @@ struct ElectFlags {
   std::string ttl = "15s";
   std::string retry_interval = "0";
   std::string grace = "auto";
+  ObserveFlags observe;  // --metrics-file, --events
 };
 
 // How long to wait for campaign() to return after resign() on a signal.
@@ -230,7 +232,11 @@ int run_elected(const Globals& globals, const ElectFlags& flags,
   if (int rc = plan_election(globals, flags, trailing, &plan); rc != kExitOk) {
     return rc;
   }
-  auto client = open_client(globals);
+  // Declared before the client: the metrics file is written when it ends,
+  // after the resignation.
+  auto observation = Observation::open(flags.observe);
+  if (!observation) return report(observation.error());
+  auto client = open_client(globals, (*observation)->observer());
   if (!client) return report(client.error());
   const std::string label =
       globals.label.empty() ? client->label() : globals.label;
@@ -273,6 +279,7 @@ Command add_elect_command(CLI::App& app, const Globals& globals,
                   "renewal succeeded; SIGKILL at the deadline. auto = "
                   "min(10s, TTL/3, (TTL - retry interval)/2)")
       ->capture_default_str();
+  add_observe_flags(sub, flags->observe);
   return {sub, [flags, &globals, &trailing] {
             return run_elected(globals, *flags, trailing);
           }};

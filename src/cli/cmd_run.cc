@@ -20,6 +20,7 @@
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
+#include "cli/observe.h"
 
 namespace baton::cli {
 
@@ -40,6 +41,7 @@ struct RunFlags {
   std::string hold_at_least = "0";
   // SIGTERM this long after the start, SIGKILL --grace later ("0" = off).
   std::string max_runtime = "0";
+  ObserveFlags observe;  // --metrics-file, --events
 };
 
 // A duration flag that is 0 (off) or within the TTL range.
@@ -206,6 +208,19 @@ Result<LeaseKeeper> acquire_with_progress(
   return pending.get();
 }
 
+// The command's environment: the lock, the grant's fencing and owner
+// tokens, the owner label and the store.
+EnvList command_env(const Globals& globals, const std::string& lock,
+                    const std::string& label, const Lease& lease) {
+  return {
+      {"BATON_LOCK", lock},
+      {"BATON_FENCING_TOKEN", std::to_string(lease.fencing_token)},
+      {"BATON_OWNER_LABEL", label},
+      {"BATON_OWNER_TOKEN", lease.token.to_string()},
+      {"BATON_STORE", globals.store},
+  };
+}
+
 int run_locked(const Globals& globals, const RunFlags& flags,
                const std::vector<std::string>& trailing) {
   std::vector<std::string> command = flags.command;
@@ -231,10 +246,13 @@ int run_locked(const Globals& globals, const RunFlags& flags,
   int not_runnable = 0;
   auto path = resolve_command(command[0], &not_runnable);
   if (!path) return report_cannot_run(path.error(), not_runnable);
+  // Checked before the lock is taken; outlives the client (and the lease).
+  auto observation = Observation::open(flags.observe);
+  if (!observation) return report(observation.error());
 
   std::optional<StoreDeadline> bound;
   bound.emplace(globals, parsed->wait);
-  auto client = open_client(globals);
+  auto client = open_client(globals, (*observation)->observer());
   if (!client) return report(client.error());
   const std::string label =
       globals.label.empty() ? client->label() : globals.label;
@@ -285,17 +303,11 @@ int run_locked(const Globals& globals, const RunFlags& flags,
     return release_bounded(globals, flags.lock, *keeper, kExitUsage);
   }
 
-  Lease lease = keeper->lease();
   SuperviseOptions supervise_options;
   supervise_options.argv = command;
   supervise_options.path = *path;
-  supervise_options.env = {
-      {"BATON_LOCK", flags.lock},
-      {"BATON_FENCING_TOKEN", std::to_string(lease.fencing_token)},
-      {"BATON_OWNER_LABEL", label},
-      {"BATON_OWNER_TOKEN", lease.token.to_string()},
-      {"BATON_STORE", globals.store},
-  };
+  supervise_options.env =
+      command_env(globals, flags.lock, label, keeper->lease());
   const LeaseKeeper& held = *keeper;
   supervise_options.deadline = [&held] { return held.safe_deadline(); };
   supervise_options.notice = &lost;
@@ -367,6 +379,7 @@ Command add_run_command(CLI::App& app, const Globals& globals,
                   "SIGTERM the command this long after it started, SIGKILL "
                   "--grace later; baton then exits 124. 0 = no limit")
       ->capture_default_str();
+  add_observe_flags(sub, flags->observe);
   return {sub, [flags, &globals, &trailing] {
             return run_locked(globals, *flags, trailing);
           }};

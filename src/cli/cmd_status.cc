@@ -1,6 +1,8 @@
 // cli/cmd_status.cc — `baton status [lock|prefix] [--json] [--watch]`: who
 // holds what, who waits, as a table for people or JSON for machines, once or
-// again every --interval.
+// again every --interval. `--serve ADDR` serves the live status page of the
+// store instead, and `--history LOCK --from URL` prints what a page server
+// recorded (cli/status_serve.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
+#include "cli/status_serve.h"
 
 namespace baton::cli {
 
@@ -32,6 +35,11 @@ struct StatusFlags {
   std::chrono::milliseconds interval{1000};
   std::size_t count = 0;  // --watch: stop after this many views (0 = never)
   std::string interval_text = "1s";
+  // --serve / --history (cli/status_serve.h).
+  std::string serve, prefix, history, from;
+  bool serve_public = false;
+  std::string history_window_text = "1h";
+  std::size_t history_size = 10'000;
 };
 
 using Row = std::array<std::string, 5>;
@@ -196,7 +204,69 @@ int watch(const Globals& globals, const StatusFlags& flags,
   return kExitOk;
 }
 
+int do_serve(const Globals& globals, const StatusFlags& flags) {
+  if (flags.watch || !flags.history.empty()) {
+    return report(Errc::invalid_argument,
+                  "--serve does not go with --watch or --history");
+  }
+  if (!flags.prefix.empty() && !flags.target.empty()) {
+    return report(Errc::invalid_argument,
+                  "give the prefix once: as --prefix or as the argument");
+  }
+  ServeOptions o;
+  o.listen = flags.serve;
+  o.serve_public = flags.serve_public;
+  o.prefix = flags.prefix.empty() ? flags.target : flags.prefix;
+  o.interval = flags.interval;
+  o.history_size = flags.history_size;
+  if (std::string bad = check_serve_address(o.listen, o.serve_public);
+      !bad.empty()) {
+    return report(Errc::invalid_argument, bad);
+  }
+  if (!o.prefix.empty()) {
+    if (Status s = validate_lock_name(o.prefix, "prefix"); !s) {
+      return report(s.error());
+    }
+  }
+  if (flags.interval < std::chrono::milliseconds(100)) {
+    return report(Errc::invalid_argument, "--interval " +
+                                              format_duration(flags.interval) +
+                                              " is too short; at least 100ms");
+  }
+  auto window =
+      parse_duration_flag("--history-window", flags.history_window_text, false);
+  if (!window) return report(window.error());
+  if (*window < std::chrono::seconds(1) || *window > std::chrono::hours(168)) {
+    return report(Errc::invalid_argument, "--history-window must be 1s .. 7d");
+  }
+  if (flags.history_size > 10'000'000) {
+    return report(Errc::invalid_argument, "--history-size > 10000000");
+  }
+  o.history_window = *window;
+  std::optional<StoreDeadline> bound;
+  bound.emplace(globals, std::chrono::milliseconds::zero());
+  auto client = open_client(globals);
+  if (!client) return report(client.error());
+  bound.reset();
+  return serve_status_page(globals, *client, o);
+}
+
 int do_status(const Globals& globals, const StatusFlags& flags) {
+  if (!flags.serve.empty()) return do_serve(globals, flags);
+  if (!flags.history.empty() || !flags.from.empty()) {
+    if (flags.history.empty() || flags.from.empty()) {
+      return report(Errc::invalid_argument,
+                    "--history LOCK and --from URL go together");
+    }
+    if (Status s = validate_lock_name(flags.history); !s) {
+      return report(s.error());
+    }
+    return print_history(flags.from, flags.history, flags.json,
+                         globals.timeout);
+  }
+  if (!flags.prefix.empty()) {
+    return report(Errc::invalid_argument, "--prefix goes with --serve");
+  }
   if (!flags.target.empty()) {
     // A prefix need not be a whole name, but the same limits apply.
     if (Status s = validate_lock_name(flags.target, "lock name or prefix");
@@ -238,11 +308,32 @@ Command add_status_command(CLI::App& app, const Globals& globals) {
                 "Show the view again every --interval until Ctrl-C (in place "
                 "on a terminal)");
   sub->add_option("--interval", flags->interval_text,
-                  "--watch: time between views (at least 100ms)")
+                  "--watch, --serve: time between views / polls (at least "
+                  "100ms)")
       ->capture_default_str();
   sub->add_option("--count", flags->count,
                   "--watch: stop after this many views (0 = never)")
       ->capture_default_str();
+  sub->add_option("--serve", flags->serve,
+                  "Serve the live status page of the store on host:port "
+                  "(loopback only unless --serve-public), polling every "
+                  "--interval");
+  sub->add_flag("--serve-public", flags->serve_public,
+                "--serve: allow a non-loopback address (the page has no "
+                "authentication)");
+  sub->add_option("--prefix", flags->prefix,
+                  "--serve: poll only the locks under this prefix");
+  sub->add_option("--history-window", flags->history_window_text,
+                  "--serve: how far back the history goes")
+      ->capture_default_str();
+  sub->add_option("--history-size", flags->history_size,
+                  "--serve: most history events kept (0 = none)")
+      ->capture_default_str();
+  sub->add_option("--history", flags->history,
+                  "Print the recorded history of this lock (needs --from)");
+  sub->add_option("--from", flags->from,
+                  "--history: the page server, http://host:port (batond's "
+                  "metrics listener or a --serve address)");
   return {sub, [flags, &globals] {
             auto interval =
                 parse_duration_flag("--interval", flags->interval_text, false);

@@ -123,6 +123,9 @@ Result<CliConfig> load_cli_config(const std::string& path) {
         return bad(path, "Timeout must be more than 0");
       }
       c.timeout = *d;
+    } else if (k == "metricsfile" || k == "events") {
+      if (value.empty()) return bad(path, key + " is empty");
+      (k == "events" ? c.events : c.metrics_file) = value;
     } else {
       const PoolKey* pk = nullptr;
       for (const PoolKey& pool_key : kPoolKeys) {
@@ -132,6 +135,7 @@ Result<CliConfig> load_cli_config(const std::string& path) {
         return bad(path,
                    "unknown setting \"" + key +
                        "\" (known: Store, Label, TTL, RetryInterval, Timeout, "
+                       "MetricsFile, Events, "
                        "MaxOpenConnections, MaxIdleConnections, "
                        "ConnectionMaxLifetime, ConnectionMaxIdleTime)");
       }

@@ -8,6 +8,8 @@
 //   TTL: 15s                       # default --ttl
 //   RetryInterval: 2s              # client retry pause; elect --retry-interval
 //   Timeout: 5s                    # --timeout: bound of one store call
+//   MetricsFile: /var/lib/node_exporter/textfile/etl.prom  # run, elect
+//   Events: /var/log/etl-locks.jsonl                       # run, elect
 //   MaxOpenConnections: 4          # postgres:// pool
 //   MaxIdleConnections: 2
 //   ConnectionMaxLifetime: 30m
@@ -39,6 +41,8 @@ struct CliConfig {
   std::optional<std::chrono::milliseconds> ttl;  // TTL
   std::optional<std::chrono::milliseconds> retry_interval;  // RetryInterval
   std::optional<std::chrono::milliseconds> timeout;         // Timeout
+  std::optional<std::string> metrics_file;  // MetricsFile (run, elect)
+  std::optional<std::string> events;        // Events (run, elect)
   // Pool settings as URL query parameters, in file order (canonical names:
   // MaxOpenConnections, MaxIdleConnections, ConnectionMaxLifetime,
   // ConnectionMaxIdleTime), values already checked.

@@ -172,11 +172,19 @@ int main(int argc, char** argv) {
       default_flag(args, {"elect"}, "--retry-interval",
                    std::to_string(config->retry_interval->count()) + "ms");
     }
+    if (config->metrics_file) {
+      default_flag(args, {"run", "elect"}, "--metrics-file",
+                   *config->metrics_file);
+    }
+    if (config->events) {
+      default_flag(args, {"run", "elect"}, "--events", *config->events);
+    }
   }
   std::string config_flag;
   app.add_option("--config", config_flag,
-                 "YAML config: Store, Label, TTL, RetryInterval and the "
-                 "postgres:// pool settings (docs/cli.md)")
+                 "YAML config: Store, Label, TTL, RetryInterval, Timeout, "
+                 "MetricsFile, Events and the postgres:// pool settings "
+                 "(docs/cli.md)")
       ->envname("BATON_CONFIG");
   app.add_option("--store", globals.store,
                  "Store URL (memory:, baton://host:port, ...)")

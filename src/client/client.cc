@@ -14,6 +14,7 @@
 #include "baton/counter.h"
 #include "baton/store_descriptor.h"
 #include "client/client_impl.h"
+#include "client/events.h"
 #include "client/session_core.h"
 #include "core/duration.h"
 #include "core/request.h"
@@ -173,17 +174,54 @@ Result<Lease> acquire_mode(const Client::Impl& impl, std::string_view name,
                  "supported by the store " +
                      impl.store->safe_url());
   }
-  auto r = impl.engine->acquire(std::move(spec), wait, options.stop);
-  if (!r.ok()) return std::move(r).error();
-  return impl.make_lease(r->grant, r->sent);
+  // Events (client/events.h): the clock is read for them only with an
+  // observer; bad input refused above fires none.
+  const auto& observer = impl.options.observer;
+  const auto start = observer ? impl.clock->now() : Clock::time_point{};
+  auto r =
+      impl.engine->acquire(std::move(spec), wait, options.stop,
+                           client_internal::wait_hook(observer, name, shared));
+  if (!r.ok()) {
+    if (observer) {
+      client_internal::acquire_failed(
+          observer, name, shared, r.error(),
+          client_internal::since(*impl.clock, start));
+    }
+    return std::move(r).error();
+  }
+  Lease lease = impl.make_lease(r->grant, r->sent);
+  lease.granted_at = impl.clock->now();
+  if (observer) {
+    client_internal::granted(observer, lease,
+                             client_internal::since(*impl.clock, start));
+  }
+  return lease;
 }
 
 }  // namespace
 
 Result<Lease> Client::extend(const Lease& lease, milliseconds ttl) const {
   const Impl& impl = *impl_;
-  return client_internal::extend_until(
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_lease_call(lease.name, lease.token, ttl);
+      !st.ok()) {
+    return st.error();  // bad input: no event
+  }
+  auto r = client_internal::extend_until(
       impl, lease, ttl, impl.clock->now() + impl.options.request_timeout);
+  const auto& observer = impl.options.observer;
+  if (!observer) return r;
+  if (r.ok()) {
+    client_internal::renewed(observer, *r);
+  } else if (r.error().code() == Errc::lock_lost) {
+    client_internal::lost(
+        observer, lease, r.error(), LostReason::store_said,
+        client_internal::since(*impl.clock, lease.granted_at));
+  } else {
+    client_internal::renewal_failed(observer, lease, r.error(),
+                                    r.error().retryable());
+  }
+  return r;
 }
 
 namespace client_internal {
@@ -208,26 +246,38 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
         // hand, token not known.)
         if (lease.fencing_token != 0) l.fencing_token = lease.fencing_token;
         l.shared = l.shared || lease.shared;  // an extend never changes mode
+        l.granted_at = lease.granted_at;      // hold times count from it
         return l;
       },
       true, deadline);
+}
+
+Result<bool> release_quietly(const Client::Impl& impl, const Lease& lease) {
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_lease_call(lease.name, lease.token);
+      !st.ok()) {
+    return st.error();
+  }
+  return bounded_call(impl, [&](const CallContext& ctx) -> Result<bool> {
+    auto r = impl.store->release(lease.name, lease.token, ctx);
+    if (!r.ok()) return std::move(r).error();
+    return r->was_held;
+  });
 }
 
 }  // namespace client_internal
 
 Result<bool> Client::release(const Lease& lease) const {
   const Impl& impl = *impl_;
-  if (!impl.options_status.ok()) return impl.options_status.error();
-  if (Status st = core::validate_lease_call(lease.name, lease.token);
-      !st.ok()) {
-    return st.error();
+  auto r = client_internal::release_quietly(impl, lease);
+  // Only a hold given back is an event: false (nothing held: lost, or
+  // released before) and errors are not.
+  if (impl.options.observer && r.ok() && *r) {
+    client_internal::released(
+        impl.options.observer, lease,
+        client_internal::since(*impl.clock, lease.granted_at));
   }
-  return client_internal::bounded_call(
-      impl, [&](const CallContext& ctx) -> Result<bool> {
-        auto r = impl.store->release(lease.name, lease.token, ctx);
-        if (!r.ok()) return std::move(r).error();
-        return r->was_held;
-      });
+  return r;
 }
 
 Result<LockInfo> Client::describe(std::string_view name) const {
@@ -254,6 +304,29 @@ Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
 
 namespace {
 
+// The events of an acquire_some / acquire_all that answered `leases`: one
+// granted per lease, in the answer's order; a name acquire_some did not
+// get (its request may stay queued after the call) is not_acquired.
+void multi_events(const Client::Impl& impl,
+                  const std::vector<std::string>& names,
+                  const std::vector<Lease>& leases, milliseconds wait,
+                  Clock::time_point start) {
+  const auto& observer = impl.options.observer;
+  const auto waited = client_internal::since(*impl.clock, start);
+  for (const Lease& l : leases) client_internal::granted(observer, l, waited);
+  for (const std::string& n : names) {
+    const bool got = std::any_of(leases.begin(), leases.end(),
+                                 [&](const Lease& l) { return l.name == n; });
+    if (got) continue;
+    const Error why(
+        Errc::not_acquired,
+        "lock " + core::quote_name(n) + " was not granted " +
+            (wait == milliseconds::zero() ? std::string("at once")
+                                          : "within the acquire_some call"));
+    client_internal::acquire_failed(observer, n, false, why, waited);
+  }
+}
+
 Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
                                          const std::vector<std::string>& names,
                                          const OwnerToken& reservation,
@@ -276,11 +349,38 @@ Result<std::vector<Lease>> acquire_multi(const Client::Impl& impl,
   spec.label = options.label.empty() ? impl.label : options.label;
   spec.all_or_nothing = all_or_nothing;
   if (Status st = core::validate(spec, wait); !st.ok()) return st.error();
-  auto r = impl.engine->acquire_multi(spec, wait, options.stop);
-  if (!r.ok()) return std::move(r).error();
+  const auto& observer = impl.options.observer;
+  const auto start = observer ? impl.clock->now() : Clock::time_point{};
+  engine::WaitHook hook;
+  if (observer) {
+    hook = [&](std::optional<std::uint64_t>) {
+      for (const std::string& n : names) {
+        client_internal::emit(observer, [&](Event& e) {
+          e.kind = EventKind::wait_started;
+          e.lock = n;
+        });
+      }
+    };
+  }
+  auto r =
+      impl.engine->acquire_multi(spec, wait, options.stop, std::move(hook));
+  if (!r.ok()) {
+    if (observer) {
+      const auto waited = client_internal::since(*impl.clock, start);
+      for (const std::string& n : names) {
+        client_internal::acquire_failed(observer, n, false, r.error(), waited);
+      }
+    }
+    return std::move(r).error();
+  }
   std::vector<Lease> out;
   out.reserve(r->size());
-  for (const auto& t : *r) out.push_back(impl.make_lease(t.grant, t.sent));
+  const auto now = impl.clock->now();
+  for (const auto& t : *r) {
+    out.push_back(impl.make_lease(t.grant, t.sent));
+    out.back().granted_at = now;
+  }
+  if (observer) multi_events(impl, names, out, wait, start);
   return out;
 }
 

@@ -63,6 +63,10 @@ Result<Lease> extend_until(const Client::Impl& impl, const Lease& lease,
                            std::chrono::milliseconds ttl,
                            Clock::time_point deadline);
 
+// Client::release without its `released` event: the session's giving back
+// of a lease already reported lost.
+Result<bool> release_quietly(const Client::Impl& impl, const Lease& lease);
+
 // A call that is not a blocking acquire, through the engine: bounded by
 // request_timeout, `unavailable` retried (unless `retry` is false: a
 // counter add has no request id).

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "client/client_impl.h"
+#include "client/events.h"
 #include "client/session_core.h"
 #include "core/validate.h"
 
@@ -71,7 +72,25 @@ struct Elector::State {
   void run();
   void observe_once(std::unique_lock<std::mutex>& lk);
   void on_term_lost(std::uint64_t t, const Error& why);
+  // stopped_leading for the term of `lease` (`why` null: resigned).
+  void stopped_leading(const Lease& lease, const Error* why) const;
+  const std::shared_ptr<Observer>& observer() const {
+    return client_internal::impl_of(client).options.observer;
+  }
 };
+
+void Elector::State::stopped_leading(const Lease& lease,
+                                     const Error* why) const {
+  const auto& o = observer();
+  client_internal::emit(o, [&](Event& e) {
+    e.kind = EventKind::stopped_leading;
+    e.lock = group;
+    e.lease = &lease;
+    e.error = why;
+    e.held = client_internal::since(*client_internal::impl_of(client).clock,
+                                    lease.granted_at);
+  });
+}
 
 void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
   const std::uint64_t t = term;
@@ -86,6 +105,11 @@ void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
   }
   last_leader = label;
   lk.unlock();
+  client_internal::emit(observer(), [&](Event& e) {
+    e.kind = EventKind::new_leader;
+    e.lock = group;
+    e.leader_label = label;
+  });
   if (options.on_new_leader) options.on_new_leader(label);
   lk.lock();
 }
@@ -93,9 +117,11 @@ void Elector::State::observe_once(std::unique_lock<std::mutex>& lk) {
 // The session's notice for term `t` (on the session's notice thread).
 void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
   const std::shared_ptr<Notices> n = notices;
+  Lease held;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (term != t) return;  // resigned or re-elected meanwhile
+    if (observer() && kept) held = session->lease(*kept);
     ++term;
     mode = Mode::idle;
     kept.reset();
@@ -107,11 +133,10 @@ void Elector::State::on_term_lost(std::uint64_t t, const Error& why) {
     n->thread = std::this_thread::get_id();
   }
   cv.notify_all();
-  if (options.on_lost) {
-    options.on_lost(Error(
-        why.code(),
-        "leadership of " + core::quote_name(group) + ": " + why.message()));
-  }
+  const Error lost(why.code(), "leadership of " + core::quote_name(group) +
+                                   ": " + why.message());
+  if (observer()) stopped_leading(held, &lost);
+  if (options.on_lost) options.on_lost(lost);
   // Only `n` from here on: on_lost may have destroyed this elector.
   std::lock_guard<std::mutex> nlk(n->mu);
   --n->running;
@@ -140,6 +165,11 @@ void Elector::State::run() {
         if (!elected_notified) {
           const Lease l = session->lease(*kept);
           lk.unlock();
+          client_internal::emit(observer(), [&](Event& e) {
+            e.kind = EventKind::became_leader;
+            e.lock = group;
+            e.lease = &l;
+          });
           if (options.on_elected) options.on_elected(l);
           lk.lock();
           elected_notified = true;
@@ -269,6 +299,7 @@ Status Elector::resign() {
   s.cv.notify_all();
   const Lease held = session->lease(*kept);
   if (!session->forget(kept)) return {};  // already lost: nothing to free
+  if (s.observer()) s.stopped_leading(held, nullptr);
   auto r = s.client.release(held);
   if (!r.ok()) return r.error();
   return {};

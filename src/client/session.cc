@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "client/client_impl.h"
+#include "client/events.h"
 #include "client/session_core.h"
 #include "core/validate.h"
 
@@ -49,6 +50,13 @@ milliseconds auto_interval(const Lease& lease, Clock::time_point now) {
       lease.local_deadline - now, Clock::time_point::duration::zero()));
   return std::max(milliseconds{1}, std::min(lease.ttl, left) / 3);
 }
+
+// A lease the notice thread declares lost, and why.
+struct Lost {
+  std::shared_ptr<KeptEntry> entry;
+  Error why;
+  LostReason reason;
+};
 
 }  // namespace
 
@@ -159,7 +167,7 @@ void SessionCore::notice_loop() {
     }
     const auto now = clock_->now();
     auto earliest = Clock::time_point::max();
-    std::vector<std::pair<std::shared_ptr<KeptEntry>, Error>> lost;
+    std::vector<Lost> lost;
     for (auto it = entries_.begin(); it != entries_.end();) {
       KeptEntry& e = *it->second;
       const auto deadline = e.safe_deadline();
@@ -181,16 +189,23 @@ void SessionCore::notice_loop() {
       e.active.store(false);
       e.cancelled.store(true);
       e.notifying = true;
-      lost.emplace_back(it->second, std::move(why));
+      lost.push_back({it->second, std::move(why),
+                      e.loss ? e.loss_reason : LostReason::deadline_passed});
       it = entries_.erase(it);
     }
     if (!lost.empty()) {
       lk.unlock();
-      for (auto& [e, why] : lost) {
+      const auto& observer = impl_of(client_).options.observer;
+      for (auto& [e, why, reason] : lost) {
+        // Unlocked: nothing else writes a lost entry's lease.
+        if (observer) {
+          client_internal::lost(observer, e->lease, why, reason,
+                                since(*clock_, e->lease.granted_at));
+        }
         if (e->on_lost) e->on_lost(why);
       }
       lk.lock();
-      for (auto& [e, why] : lost) {
+      for (auto& [e, why, reason] : lost) {
         e->notifying = false;
         // Given back only after the notice: an early release must not let
         // anyone else in before on_lost has run.
@@ -212,7 +227,8 @@ void SessionCore::renewal_loop() {
       Lease dead = std::move(releases_.front());
       releases_.pop_front();
       lk.unlock();
-      (void)client_.release(dead);  // bounded by request_timeout
+      // Bounded by request_timeout; no `released` event: it was lost.
+      (void)release_quietly(impl_of(client_), dead);
       lk.lock();
       continue;
     }
@@ -264,25 +280,28 @@ void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
   notified_cv_.notify_all();      // forget(e, true) may wait for this
   if (!e->active.load()) return;  // lost or forgotten meanwhile
   const auto now = clock_->now();
+  const auto& observer = impl.options.observer;
   if (renewed.ok()) {
     if (now >= deadline) {
       e->loss = Error(Errc::lock_lost,
                       "lock " + core::quote_name(current.name) +
                           ": renewed only after the local safe deadline had "
                           "passed");
+      e->loss_reason = LostReason::deadline_passed;
     } else {
       e->lease = std::move(*renewed);
       e->deadline.store(e->lease.local_deadline.time_since_epoch().count());
       if (e->auto_interval) e->interval = auto_interval(e->lease, now);
       e->next_renew = now + e->interval;
       e->last_renewal_error.clear();
-      if (e->on_renewed) {
+      if (e->on_renewed || observer) {
         // Outside the lock (the callback may read the keeper); forget()
         // waits for it.
         const Lease copy = e->lease;
         e->renewed_running = true;
         lk.unlock();
-        e->on_renewed(copy);
+        if (observer) client_internal::renewed(observer, copy);
+        if (e->on_renewed) e->on_renewed(copy);
         lk.lock();
         e->renewed_running = false;
         notified_cv_.notify_all();
@@ -291,9 +310,15 @@ void SessionCore::renew(const std::shared_ptr<KeptEntry>& e) {
   } else if (renewed.error().code() == Errc::lock_lost ||
              !renewed.error().retryable()) {
     e->loss = renewed.error();
+    e->loss_reason = LostReason::store_said;
   } else {
     e->last_renewal_error = renewed.error().to_string();
     e->next_renew = now + std::min(e->interval, kFastRetry);
+    // One that failed at the deadline is the loss, not a failure to retry.
+    if (observer && now < deadline) {
+      lk.unlock();
+      client_internal::renewal_failed(observer, current, renewed.error(), true);
+    }
     return;
   }
   notice_cv_.notify_all();

@@ -12,6 +12,9 @@
 //   passed lost — cancellation flag, then on_lost — at that instant,
 //   whatever the renewal thread is doing. A lock_lost answer to a renewal
 //   is handed to it too, so on_lost always runs on one thread.
+// Observer events (baton/observer.h): `renewed` and `renewal_failed` on the
+// renewal thread (renewed right before on_renewed); `lost` on the notice
+// thread, right before on_lost.
 // Both threads start with the first kept lease and end when none is left.
 //
 // Thread safety: every member function may be called from any thread.
@@ -34,6 +37,7 @@
 #include "baton/clock.h"
 #include "baton/error.h"
 #include "baton/lease.h"
+#include "baton/observer.h"
 
 namespace baton::client_internal {
 
@@ -55,10 +59,11 @@ struct KeptEntry {
   // shorter validity (zookeeper:// caps it by its session timeout).
   std::chrono::milliseconds interval{0};
   Clock::time_point next_renew{};
-  bool in_flight = false;          // a renewal is running
-  bool notifying = false;          // on_lost is running
-  bool renewed_running = false;    // on_renewed is running
-  std::optional<Error> loss;       // reported by the renewal thread
+  bool in_flight = false;        // a renewal is running
+  bool notifying = false;        // on_lost is running
+  bool renewed_running = false;  // on_renewed is running
+  std::optional<Error> loss;     // reported by the renewal thread
+  LostReason loss_reason = LostReason::store_said;  // of `loss`
   std::string last_renewal_error;  // for the lost notice's message
 
   // Readable without a lock.

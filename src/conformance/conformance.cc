@@ -13,10 +13,11 @@ namespace baton::conformance {
 // (its INSTANTIATE_* line calls store_under_test): these references make
 // the linker take every suite file along, without --whole-archive.
 extern int kLinkSuiteAdvanced, kLinkSuiteBasic, kLinkSuiteCancel,
-    kLinkSuiteEnded, kLinkSuiteShared, kLinkSuiteSecrets;
+    kLinkSuiteEnded, kLinkSuiteShared, kLinkSuiteSecrets, kLinkSuiteObserver;
 int suites_linked() {
   return kLinkSuiteAdvanced + kLinkSuiteBasic + kLinkSuiteCancel +
-         kLinkSuiteEnded + kLinkSuiteShared + kLinkSuiteSecrets;
+         kLinkSuiteEnded + kLinkSuiteShared + kLinkSuiteSecrets +
+         kLinkSuiteObserver;
 }
 
 StoreUnderTest store_under_test(std::string name, ClientFactory open,

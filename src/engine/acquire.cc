@@ -15,19 +15,57 @@ namespace baton::engine {
 class AcquireCall {
  public:
   AcquireCall(const Engine& e, AcquireSpec spec, milliseconds wait,
-              std::stop_token stop)
+              std::stop_token stop, WaitHook on_wait)
       : e_(e),
         spec_(std::move(spec)),
         wait_(wait),
         is_try_(wait == milliseconds::zero()),
         stop_(is_try_ ? std::stop_token{} : std::move(stop)),
         span_(e.clock(), wait, e.policy().request_timeout),
-        ctx_(span_.deadline, stop_, e.policy().clock) {}
+        ctx_(span_.deadline, stop_, e.policy().clock),
+        on_wait_(is_try_ ? WaitHook{} : std::move(on_wait)) {}
 
   Result<Timed> run() {
     if (stop_.stop_requested()) return cancelled({spec_.name});
     // A repeat of an abandoned call (rule 17) must not be withdrawn.
     e_.settler_->claim(spec_.token);
+    Result<Timed> r = attempts();
+    if (stopped()) {
+      if (r.ok()) give_back(r->grant);
+      // A request the store may still have queued (an ask cut short).
+      (void)e_.call(
+          [&](const CallContext& c) {
+            return e_.store().release(spec_.name, spec_.token, c);
+          },
+          false);
+      if (asked_) waiting(std::nullopt);
+      return cancelled({spec_.name});
+    }
+    if (r.ok()) return r;
+    const Errc code = r.error().code();
+    if (asked_ && code == Errc::timeout) waiting(std::nullopt);
+    if (ctx_.expired() &&
+        (code == Errc::timeout || code == Errc::unavailable)) {
+      // Cut short at the call deadline: the request may still be queued or
+      // be granted later; withdraw it in the background.
+      e_.settler_->withdraw(e_.store_ptr(), {spec_.name}, spec_.token);
+      if (is_try_) return e_.no_answer(r.error());
+      if (asked_) waiting(std::nullopt);
+      return cut_at_deadline(spec_.name, wait_, e_.store().safe_url(),
+                             r.error());
+    }
+    return r;
+  }
+
+ private:
+  bool stopped() const { return stop_.stop_requested(); }
+
+  // The requests of the call, retried after `unavailable` (and after a
+  // grant that arrived too late) while the wait lasts.
+  Result<Timed> attempts() {
+    if (on_wait_ && !e_.answers_queued_.load(std::memory_order_relaxed)) {
+      if (auto r = probe()) return std::move(*r);
+    }
     Result<Timed> r = Error(Errc::internal, "not run");
     for (int attempt = 1;;) {
       late_ = false;
@@ -47,32 +85,52 @@ class AcquireCall {
       e_.sleep_until(e_.clock().now() + pause, stop_);
       if (stopped()) break;
     }
-    if (stopped()) {
-      if (r.ok()) give_back(r->grant);
-      // A request the store may still have queued (an ask cut short).
-      (void)e_.call(
-          [&](const CallContext& c) {
-            return e_.store().release(spec_.name, spec_.token, c);
-          },
-          false);
-      return cancelled({spec_.name});
-    }
-    if (r.ok()) return r;
-    const Errc code = r.error().code();
-    if (ctx_.expired() &&
-        (code == Errc::timeout || code == Errc::unavailable)) {
-      // Cut short at the call deadline: the request may still be queued or
-      // be granted later; withdraw it in the background.
-      e_.settler_->withdraw(e_.store_ptr(), {spec_.name}, spec_.token);
-      if (is_try_) return e_.no_answer(r.error());
-      return cut_at_deadline(spec_.name, wait_, e_.store().safe_url(),
-                             r.error());
-    }
     return r;
   }
 
- private:
-  bool stopped() const { return stop_.stop_requested(); }
+  // Tells the hook, once, that the request waits.
+  void waiting(std::optional<std::uint64_t> position) {
+    if (!on_wait_ || waited_) return;
+    waited_ = true;
+    on_wait_(position);
+  }
+
+  // A `queued` answer: the store shows its waits (see WaitHook).
+  void queued(const Answer& a) {
+    e_.answers_queued_.store(true, std::memory_order_relaxed);
+    waiting(a.position > 0 ? std::optional<std::uint64_t>(a.position - 1)
+                           : std::nullopt);
+  }
+
+  // A hooked wait on a store that may hold a waiting ask's reply: a try
+  // first, so that the wait's start is known when it starts. An answer
+  // ends the call (a grant, a final refusal); nullopt: the wait goes on
+  // (the try's errors are met again, and retried, by the wait's asks).
+  std::optional<Result<Timed>> probe() {
+    std::unique_ptr<Request> req = e_.store().request(spec_);
+    Interrupter interrupter(stop_, *req);
+    const time_point sent = e_.clock().now();
+    auto a = req->ask(AskMode::try_only, milliseconds::zero(), ctx_);
+    if (!a.ok() || stopped()) return std::nullopt;
+    switch (a->kind) {
+      case Answer::Kind::granted: {
+        Result<Timed> r = accept(a->grant, sent);
+        if (late_) return std::nullopt;  // ended; wait with a fresh token
+        return r;
+      }
+      case Answer::Kind::refused:
+        if (a->error.code() != Errc::not_acquired) return std::move(a->error);
+        waiting(std::nullopt);
+        return std::nullopt;
+      case Answer::Kind::queued:  // a store that queues a try (a bug)
+        if (!a->gone) (void)req->withdraw(ctx_);
+        queued(*a);
+        return std::nullopt;
+      case Answer::Kind::expired:
+        break;
+    }
+    return std::nullopt;
+  }
 
   // The lease answered to an ask sent at `sent`, or — if it arrived after
   // its own safe deadline — given back, with a fresh token for the rest of
@@ -104,6 +162,7 @@ class AcquireCall {
     Interrupter interrupter(stop_, *req);
     const time_point sent = e_.clock().now();
     if (is_try_) return try_once(*req, sent);
+    asked_ = true;
     Result<Answer> a = req->ask(AskMode::wait, span_.left(e_.clock()), ctx_);
     for (;;) {
       if (!a.ok()) {
@@ -127,6 +186,7 @@ class AcquireCall {
           }
           break;
         case Answer::Kind::queued:
+          if (on_wait_) queued(*a);
           if (auto next = next_answer(*req, *a)) {
             a = std::move(*next);
             continue;
@@ -194,12 +254,17 @@ class AcquireCall {
   const std::stop_token stop_;
   const Span span_;
   const CallContext ctx_;
-  bool late_ = false;  // the last request's grant arrived too late
+  const WaitHook on_wait_;  // empty for a try
+  bool late_ = false;       // the last request's grant arrived too late
+  bool asked_ = false;      // a blocking ask was sent
+  bool waited_ = false;     // on_wait_ was called
 };
 
 Result<Timed> Engine::acquire(AcquireSpec spec, milliseconds wait,
-                              std::stop_token stop) const {
-  return AcquireCall(*this, std::move(spec), wait, std::move(stop)).run();
+                              std::stop_token stop, WaitHook on_wait) const {
+  return AcquireCall(*this, std::move(spec), wait, std::move(stop),
+                     std::move(on_wait))
+      .run();
 }
 
 }  // namespace baton::engine

@@ -27,15 +27,19 @@
 // Time is read only from the policy's clock (tests inject a ManualClock),
 // so the engine's tests are deterministic and never sleep.
 //
-// Thread safety: an Engine is immutable after construction; all methods
+// Thread safety: an Engine is immutable after construction (but for one
+// atomic flag it learns about its store); all methods
 // may be called from any thread at once (the Store is thread-safe by
 // contract).
 #ifndef BATON_ENGINE_ENGINE_H_
 #define BATON_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -70,6 +74,20 @@ struct Policy {
   std::function<bool(const Grant& g, time_point sent)> fresh;
 };
 
+// Called once by a blocking acquire when it learns that its request waits
+// (the lock was not free at once), with the request's 0-based place in the
+// lock's queue when the store reports it. Runs on the caller's thread,
+// before the call answers. Empty = not wanted (no extra work is done).
+//
+// A store whose blocking ask answers `queued` shows the wait at once. A
+// store that holds a waiting ask's reply until the grant (baton://) cannot:
+// until this engine has seen its store answer `queued`, a single-lock
+// blocking acquire with a hook first asks with try_only — one round trip,
+// as a wait granted at once would take — and a refusal is the start of the
+// wait (place unknown). At the latest the hook fires when a wait that sent
+// a request ends without a grant.
+using WaitHook = std::function<void(std::optional<std::uint64_t> position)>;
+
 // A grant and the local time just before the ask its valid_for counts
 // from.
 struct Timed {
@@ -87,11 +105,14 @@ class Engine {
   // try (wait 0) / acquire / acquire_shared of a validated spec. `stop`
   // may end a blocking wait early (`cancelled`).
   Result<Timed> acquire(AcquireSpec spec, milliseconds wait,
-                        std::stop_token stop) const;
-  // acquire_some / acquire_all of a validated spec.
+                        std::stop_token stop, WaitHook on_wait = {}) const;
+  // acquire_some / acquire_all of a validated spec. `on_wait` fires once
+  // (place unknown) when the store reports the call must wait, or at the
+  // latest when a wait ends without every name granted.
   Result<std::vector<Timed>> acquire_multi(const MultiSpec& spec,
                                            milliseconds wait,
-                                           std::stop_token stop) const;
+                                           std::stop_token stop,
+                                           WaitHook on_wait = {}) const;
 
   // A single call `f(ctx)` (extend, release, describe, counters, ...):
   // its context's deadline is request_timeout from now (or `deadline` if
@@ -125,6 +146,10 @@ class Engine {
   std::shared_ptr<Store> store_;
   Policy policy_;
   std::shared_ptr<Settler> settler_;
+  // Set once a blocking ask or look of this store answered `queued`: its
+  // waits show themselves, so a hooked acquire needs no try first (the one
+  // member that changes after construction).
+  mutable std::atomic<bool> answers_queued_{false};
 };
 
 template <typename F>

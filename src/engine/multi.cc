@@ -14,14 +14,15 @@ namespace baton::engine {
 class MultiCall {
  public:
   MultiCall(const Engine& e, const MultiSpec& spec, milliseconds wait,
-            std::stop_token stop)
+            std::stop_token stop, WaitHook on_wait)
       : e_(e),
         spec_(spec),
         wait_(wait),
         is_try_(wait == milliseconds::zero()),
         stop_(is_try_ ? std::stop_token{} : std::move(stop)),
         span_(e.clock(), wait, e.policy().request_timeout),
-        ctx_(span_.deadline, stop_, e.policy().clock) {}
+        ctx_(span_.deadline, stop_, e.policy().clock),
+        on_wait_(is_try_ ? WaitHook{} : std::move(on_wait)) {}
 
   Result<std::vector<Timed>> run() {
     if (stop_.stop_requested()) return cancelled(spec_.names);
@@ -47,15 +48,18 @@ class MultiCall {
             },
             false);
       }
+      if (asked_) waiting();
       return cancelled(spec_.names);
     }
     if (r.ok()) return r;
     const Errc code = r.error().code();
+    if (asked_ && code == Errc::timeout) waiting();
     if (ctx_.expired() &&
         (code == Errc::timeout || code == Errc::unavailable)) {
       e_.settler_->withdraw(e_.store_ptr(), spec_.names, spec_.reservation);
       if (is_try_) return e_.no_answer(r.error());
       if (spec_.all_or_nothing) {
+        if (asked_) waiting();
         return not_all_granted(spec_.names.size(), wait_);
       }
     }
@@ -65,6 +69,13 @@ class MultiCall {
  private:
   bool stopped() const { return stop_.stop_requested(); }
   bool all() const { return spec_.all_or_nothing; }
+
+  // Tells the hook, once, that the call waits.
+  void waiting() {
+    if (!on_wait_ || waited_) return;
+    waited_ = true;
+    on_wait_(std::nullopt);
+  }
 
   // Whether `a` ends the call with its grants.
   bool decided(const MultiAnswer& a) const {
@@ -110,6 +121,7 @@ class MultiCall {
     Interrupter interrupter(stop_, *req);
     const time_point sent = e_.clock().now();
     const AskMode mode = all() && is_try_ ? AskMode::try_only : AskMode::wait;
+    asked_ = asked_ || !is_try_;
     Result<MultiAnswer> a = req->ask(mode, span_.left(e_.clock()), ctx_);
     for (;;) {
       if (!a.ok()) {
@@ -125,6 +137,7 @@ class MultiCall {
         return accept(*a, sent);
       }
       if (stopped()) break;
+      if (a->kind == MultiAnswer::Kind::progress) waiting();
       if (span_.over(e_.clock()) || a->kind == MultiAnswer::Kind::expired ||
           (all() && is_try_)) {
         // acquire_some reports what it holds now; its other requests stay
@@ -183,12 +196,17 @@ class MultiCall {
   const std::stop_token stop_;
   const Span span_;
   const CallContext ctx_;
+  const WaitHook on_wait_;  // empty for a try
+  bool asked_ = false;      // a blocking ask was sent
+  bool waited_ = false;     // on_wait_ was called
 };
 
 Result<std::vector<Timed>> Engine::acquire_multi(const MultiSpec& spec,
                                                  milliseconds wait,
-                                                 std::stop_token stop) const {
-  return MultiCall(*this, spec, wait, std::move(stop)).run();
+                                                 std::stop_token stop,
+                                                 WaitHook on_wait) const {
+  return MultiCall(*this, spec, wait, std::move(stop), std::move(on_wait))
+      .run();
 }
 
 }  // namespace baton::engine

@@ -156,6 +156,12 @@ Status load_config_file(const std::string& path, ServerConfig* c) {
         auto d = duration_of(v);
         if (!d) return d.error();
         c->session_timeout = *d;
+      } else if (key == "history_window") {
+        auto d = duration_of(v);
+        if (!d) return d.error();
+        c->history_window = *d;
+      } else if (key == "history_size") {
+        c->history_size = v.as<std::size_t>();
       } else if (key == "requirepass") {
         c->requirepass = v.as<std::string>();
       } else if (key == "password_file") {
@@ -208,7 +214,7 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c, int* exit_code,
   app.add_flag("--hash-password", hash_pw,
                "read a password on stdin, print its password_hash, exit");
   std::string config_file, password_file, fsync, fsync_interval,
-      session_timeout;
+      session_timeout, history_window;
   app.add_option("--config", config_file, "YAML config file");
   app.add_option("--listen", c->listen, "host:port to serve RESP on");
   app.add_option("--metrics-listen", c->metrics_listen,
@@ -231,6 +237,10 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c, int* exit_code,
                "copies, restore what is valid, log what was dropped");
   app.add_option("--session-timeout", session_timeout,
                  "EPHEMERAL leases live this long after disconnect");
+  app.add_option("--history-window", history_window,
+                 "status page history: how far back (default 1h)");
+  app.add_option("--history-size", c->history_size,
+                 "status page history: most events kept (0 = none)");
   app.add_option("--max-connections", c->max_connections);
   app.add_option("--max-waiters-per-lock", c->max_waiters_per_lock);
   app.add_option("--max-request-bytes", c->max_request_bytes);
@@ -275,6 +285,11 @@ bool parse_command_line(int argc, char** argv, ServerConfig* c, int* exit_code,
     if (!d) return fail(d.error());
     c->session_timeout = *d;
   }
+  if (!history_window.empty()) {
+    auto d = core::parse_duration(history_window);
+    if (!d) return fail(d.error());
+    c->history_window = *d;
+  }
   if (!password_file.empty()) {
     auto s = read_secret(password_file);
     if (!s) return fail(s.error());
@@ -317,6 +332,11 @@ Status check_config(const ServerConfig& c) {
   if (c.fsync_interval > std::chrono::seconds(10)) {
     return bad("fsync_interval > 10s");
   }
+  if (c.history_window < std::chrono::seconds(1) ||
+      c.history_window > std::chrono::hours(24 * 7)) {
+    return bad("history_window must be 1s .. 7d");
+  }
+  if (c.history_size > 10'000'000) return bad("history_size > 10000000");
   return {};
 }
 

@@ -53,6 +53,10 @@ struct ServerConfig {
   std::chrono::milliseconds auth_fail_delay{250};
   // Allow a non-loopback listen address without a password.
   bool allow_insecure_bind = false;
+  // The status page's history of grants and ends: at most history_size
+  // events (0 = no history), none older than history_window.
+  std::size_t history_size = 10'000;
+  std::chrono::milliseconds history_window{3'600'000};
   // trace, debug, info, warn, error, off.
   std::string log_level = "info";
 };

@@ -178,16 +178,6 @@ Server::Access Server::metrics_access(const std::string& request) {
 namespace {
 // Open HTTP connections at once; more are closed unanswered.
 constexpr std::size_t kMaxHttpSessions = 256;
-// A request's head must arrive within this.
-constexpr auto kHttpReadTimeout = std::chrono::seconds(10);
-
-// Closes `sock` when `timer` fires (not when it is cancelled).
-void close_when_due(asio::steady_timer& timer,
-                    std::shared_ptr<asio::ip::tcp::socket> sock) {
-  timer.async_wait([sock = std::move(sock)](std::error_code ec) {
-    if (!ec) sock->close(ec);
-  });
-}
 }  // namespace
 
 asio::awaitable<void> Server::metrics_loop(asio::ip::tcp::acceptor& acceptor) {
@@ -223,33 +213,14 @@ asio::awaitable<void> Server::http_session(
     std::shared_ptr<asio::ip::tcp::socket> sock) {
   ++http_sessions_;
   // One request per connection; its head must come within the timeout.
-  asio::steady_timer timer(io_, kHttpReadTimeout);
-  close_when_due(timer, sock);
-  std::string req;
-  char buf[1024];
-  while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
-    std::error_code rec;
-    std::size_t n = co_await sock->async_read_some(
-        asio::buffer(buf), asio::redirect_error(asio::use_awaitable, rec));
-    if (rec) break;
-    req.append(buf, n);
-  }
-  timer.cancel();
-  if (!sock->is_open()) {
+  const std::string req = co_await statuspage::read_request_head(io_, sock);
+  if (req.empty()) {
     --http_sessions_;
     co_return;
   }
-  // "GET <target> HTTP/1.1"
-  std::string_view line(req);
-  line = line.substr(0, line.find("\r\n"));
-  std::string_view target;
-  if (line.rfind("GET ", 0) == 0) {
-    target = line.substr(4);
-    target = target.substr(0, target.find(' '));
-  }
+  const std::string_view target = statuspage::request_target(req);
   const std::string_view path = target.substr(0, target.find('?'));
-  if (path == "/" || path == "/index.html" || path == "/status.json" ||
-      path == "/events") {
+  if (statuspage::is_page_path(path)) {
     co_await serve_status(sock, req, target);
     --http_sessions_;
     co_return;
@@ -273,7 +244,9 @@ asio::awaitable<void> Server::http_session(
     body = metrics_text();
   } else {
     status = "404 Not Found";
-    body = "try /metrics, / (status page), /status.json or /events\n";
+    body =
+        "try /metrics, / (status page), /status.json, /events or "
+        "/history.json\n";
   }
   std::string resp = "HTTP/1.1 " + status +
                      "\r\nContent-Type: text/plain; version=0.0.4\r\n" + extra +

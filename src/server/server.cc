@@ -69,8 +69,15 @@ Server::Server(ServerConfig config)
       signals_(io_),
       deadline_timer_(io_),
       batch_timer_(io_),
-      status_push_timer_(io_),
-      status_heartbeat_timer_(io_) {}
+      history_(config_.history_size, config_.history_window),
+      history_sink_(*clock_, history_),
+      status_hub_(std::make_unique<statuspage::StreamHub>(
+          io_,
+          [this](const std::string& prefix, const void* viewer) {
+            return status_json(prefix, static_cast<const User*>(viewer));
+          },
+          [this] { return table_.change_count(); },
+          [this] { after_table_call(); })) {}
 
 Server::~Server() { table_.set_change_sink(nullptr); }
 
@@ -107,6 +114,14 @@ Status Server::start() {
     }
   } else {
     spdlog::warn("no data_dir: leases are not persisted");
+  }
+  // The history sink sits in front of the journal; it learns the restored
+  // leases so that their ends are recorded too.
+  if (config_.history_size > 0) {
+    table_.for_each_lease(
+        [this](const core::LeaseRecord& l) { history_sink_.seed(l); });
+    history_sink_.set_next(journal_.get());
+    table_.set_change_sink(&history_sink_);
   }
   Status s = bind_listener(acceptor_, config_.listen, &port_);
   if (!s) return s;
@@ -157,9 +172,7 @@ void Server::stop() {
     acceptor_.close(ec);
     metrics_acceptor_.close(ec);
     tls_acceptor_.close(ec);
-    for (auto st : std::vector(status_streams_)) drop_status_stream(st);
-    status_push_timer_.cancel();
-    status_heartbeat_timer_.cancel();
+    status_hub_->close_all();
     // Graceful: parked requests answered `unavailable`, nothing new runs,
     // staged replies go out as the journal makes them durable; then each
     // connection closes. Bounded: after kStopDrain whatever is left closes.
@@ -469,7 +482,9 @@ void Server::connection_closed(const std::shared_ptr<Connection>& c,
     ephemeral_[sid] = timer;
     timer->async_wait([this, sid](std::error_code ec) {
       if (ec) return;
+      history_sink_.set_losing(true);
       std::size_t n = table_.release_session_leases(sid);
+      history_sink_.set_losing(false);
       ephemeral_.erase(sid);
       if (n > 0) spdlog::info("session {}: freed {} ephemeral leases", sid, n);
       after_table_call();

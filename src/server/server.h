@@ -27,8 +27,10 @@
 #include "core/lock_table.h"
 #include "proto/resp.h"
 #include "server/config.h"
+#include "server/history_sink.h"
 #include "server/journal.h"
 #include "server/tls.h"
+#include "statuspage/status_page.h"
 
 namespace baton::server {
 
@@ -133,23 +135,17 @@ class Server {
   // or null (counted in auth_failures).
   const User* http_user(const std::string& request);
   // --- status page (status_page.cc) ---
-  struct StatusStream;  // one open GET /events stream
-  // GET /, /status.json, /events: writes the answer to `socket`; returns
-  // once the exchange (for /events: the stream) is over.
+  // GET /, /status.json, /events, /history.json: writes the answer to
+  // `socket`; returns once the exchange (for /events: the stream) is over.
   asio::awaitable<void> serve_status(std::shared_ptr<asio::ip::tcp::socket> s,
                                      const std::string& request,
                                      std::string_view target);
   // The JSON snapshot of the locks and counters under `prefix` that `user`
   // may read (null: no users, everything).
   std::string status_json(std::string_view prefix, const User* user);
-  // Called after every table call: schedules a push to the open streams
+  // Called after every table call: has the open streams sent a snapshot
   // when the table's change_count() moved (at most one per interval).
   void status_changed();
-  void push_status();
-  void arm_status_heartbeat();
-  void send_status(const std::shared_ptr<StatusStream>& st, std::string msg,
-                   bool snapshot);
-  void drop_status_stream(const std::shared_ptr<StatusStream>& st);
   // True if no connection in `who` can still be sent a reply (each is
   // closed or its peer has gone).
   bool clients_gone(const std::vector<Parked>& who);
@@ -194,12 +190,12 @@ class Server {
   ServerStats stats_;
   std::map<std::string, std::string> auth_cache_;
   std::size_t http_sessions_ = 0;  // open HTTP connections (all paths)
-  std::vector<std::shared_ptr<StatusStream>> status_streams_;
-  asio::steady_timer status_push_timer_;
-  asio::steady_timer status_heartbeat_timer_;
-  bool status_push_armed_ = false, status_heartbeat_armed_ = false;
-  std::chrono::steady_clock::time_point status_last_push_{};
-  std::uint64_t status_pushed_changes_ = 0;
+  // The history of grants and ends (history_size, history_window), fed by
+  // history_sink_ (the table's change sink; it passes changes on to the
+  // journal).
+  statuspage::History history_;
+  HistorySink history_sink_;
+  std::unique_ptr<statuspage::StreamHub> status_hub_;
   friend class Connection;
 };
 

@@ -23,14 +23,14 @@ extern char** environ;
 
 namespace baton::testing {
 
-namespace {
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
 }
+
+namespace {
 
 std::string temp_file() {
   char tmpl[] = "/tmp/baton-cli-test-XXXXXX";

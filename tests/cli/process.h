@@ -91,6 +91,9 @@ class Defer {
   std::function<void()> f_;
 };
 
+// The whole file at `path` (empty if it cannot be read).
+std::string slurp(const std::string& path);
+
 }  // namespace baton::testing
 
 #endif  // BATON_TESTS_CLI_PROCESS_H_

@@ -454,7 +454,16 @@ Result<Answer> EtcdRequest::renewed(const Entry& e, const CallContext& ctx) {
 Answer EtcdRequest::queued(int pos) const {
   Answer a;
   a.kind = Answer::Kind::queued;
-  a.position = pos < 0 ? 0 : static_cast<std::uint32_t>(pos) + 1;
+  // Answer::position counts waiting requests only: holders ahead are not
+  // ahead in the wait.
+  if (pos >= 0) {
+    const auto ahead = q_.entries.begin() +
+                       std::min<std::ptrdiff_t>(pos, std::ssize(q_.entries));
+    a.position = static_cast<std::uint32_t>(
+        std::count_if(q_.entries.begin(), ahead,
+                      [](const Entry& e) { return !e.v.held; }) +
+        1);
+  }
   a.look_at = keepalive_at_;
   return a;
 }

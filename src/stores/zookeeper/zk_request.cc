@@ -438,7 +438,10 @@ Step ZkRequest::rewrite_waiting(const CallContext& ctx) {
 Answer ZkRequest::still_queued(const CallContext& ctx) const {
   Answer a;
   a.kind = Answer::Kind::queued;
-  a.position = static_cast<std::uint32_t>(pos_ + 1);
+  // Answer::position counts waiting requests only: the head that may
+  // hold (Queue::front()) is not ahead in the wait.
+  const int head = q_ ? static_cast<int>(q_->front()) : 0;
+  a.position = static_cast<std::uint32_t>(pos_ - std::min(pos_, head) + 1);
   a.look_at = wake_.at_expiry(next_expiry_, ctx);
   if (fresh_) a.look_at = std::min(a.look_at, rewrite_at_);
   return a;
