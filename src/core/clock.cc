@@ -30,8 +30,13 @@ class SteadyClock final : public Clock {
 }  // namespace
 
 std::shared_ptr<const Clock> Clock::steady() {
-  static const auto clock = std::make_shared<const SteadyClock>();
-  return clock;
+  // Never destroyed: a thread still running at exit (a withdraw handed to
+  // the background, a detached notice thread) may ask for the clock after
+  // static destructors ran, and a destroyed shared_ptr would be read after
+  // free (seen under AddressSanitizer in engine_test).
+  static const auto* const clock =
+      new std::shared_ptr<const Clock>(std::make_shared<const SteadyClock>());
+  return *clock;
 }
 
 ManualClock::ManualClock()
