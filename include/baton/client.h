@@ -32,6 +32,7 @@ namespace baton {
 
 class Counter;
 class Store;
+class Waitable;
 
 class Client {
  public:
@@ -82,6 +83,11 @@ class Client {
   // Held or waited-on locks whose names start with `prefix`, by name.
   Result<std::vector<LockInfo>> list(std::string_view prefix = {},
                                      std::size_t limit = 1000) const;
+
+  // A change feed over the locks under `prefix` (Store::watch): its
+  // wait_change() returns once one of them may have changed. A null
+  // pointer if the store has none (poll list() instead).
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix = {}) const;
 
   // Rule 11, partial grant: one request per name under `reservation`
   // (reuse the same token when asking again for the rest). Waits up to

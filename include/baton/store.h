@@ -338,6 +338,28 @@ class Store {
   // push may answer a long interval; one without, a short one).
   virtual milliseconds recheck_interval() const { return milliseconds{100}; }
 
+  // A change feed over the locks whose names start with `prefix` (what
+  // `baton status --serve` waits on between its reads of list()). Arms the
+  // feed (I/O) and returns a Waitable whose wait_change() returns once a
+  // lock under the prefix may have changed — a grant, a release, a queued or
+  // withdrawn request, an extend, an expiry the store records — since the
+  // feed was armed or since the previous wait_change() returned. The feed is
+  // re-armed before wait_change() returns, so a change made after that
+  // return is never lost; spurious returns are allowed, and wait_change()
+  // never carries a grant (it answers nullopt). interrupt() ends a wait at
+  // once. A feed whose connection broke returns at once (the caller reads
+  // list() and may arm a new feed).
+  //
+  // A store without a change feed of its own answers a null pointer (the
+  // default); its callers poll. No store adds work to its lock calls for a
+  // feed: only the watcher pays.
+  virtual Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                                  const CallContext& ctx) {
+    (void)prefix;
+    (void)ctx;
+    return std::unique_ptr<Waitable>();
+  }
+
   // The store's URL with any password masked (for logs and errors).
   virtual std::string safe_url() const = 0;
 };

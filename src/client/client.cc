@@ -302,6 +302,15 @@ Result<std::vector<LockInfo>> Client::list(std::string_view prefix,
   });
 }
 
+Result<std::unique_ptr<Waitable>> Client::watch(std::string_view prefix) const {
+  const Impl& impl = *impl_;
+  if (!impl.options_status.ok()) return impl.options_status.error();
+  if (Status st = core::validate_prefix(prefix); !st.ok()) return st.error();
+  return client_internal::bounded_call(impl, [&](const CallContext& ctx) {
+    return impl.store->watch(prefix, ctx);
+  });
+}
+
 namespace {
 
 // The events of an acquire_some / acquire_all that answered `leases`: one

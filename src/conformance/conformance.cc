@@ -13,11 +13,12 @@ namespace baton::conformance {
 // (its INSTANTIATE_* line calls store_under_test): these references make
 // the linker take every suite file along, without --whole-archive.
 extern int kLinkSuiteAdvanced, kLinkSuiteBasic, kLinkSuiteCancel,
-    kLinkSuiteEnded, kLinkSuiteShared, kLinkSuiteSecrets, kLinkSuiteObserver;
+    kLinkSuiteEnded, kLinkSuiteShared, kLinkSuiteSecrets, kLinkSuiteObserver,
+    kLinkSuiteWatch;
 int suites_linked() {
   return kLinkSuiteAdvanced + kLinkSuiteBasic + kLinkSuiteCancel +
          kLinkSuiteEnded + kLinkSuiteShared + kLinkSuiteSecrets +
-         kLinkSuiteObserver;
+         kLinkSuiteObserver + kLinkSuiteWatch;
 }
 
 StoreUnderTest store_under_test(std::string name, ClientFactory open,

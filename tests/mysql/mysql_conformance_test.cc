@@ -27,6 +27,9 @@ baton::Result<baton::Client> open_under_test(
 
 baton::conformance::StoreTraits traits() {
   baton::conformance::StoreTraits t;
+  t.unsupported["watch"] =
+      "MySQL/MariaDB has no change feed a client can subscribe to (the binary "
+      "log is for replicas): baton status --serve polls";
   return t;
 }
 

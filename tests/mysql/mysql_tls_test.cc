@@ -412,4 +412,10 @@ Result<Client> open_under_test(const ClientOptions& options) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(MySQLTls, baton::testing::open_under_test);
+INSTANTIATE_CONFORMANCE(MySQLTls, baton::testing::open_under_test, [] {
+  baton::conformance::StoreTraits t;
+  t.unsupported["watch"] =
+      "MySQL/MariaDB has no change feed a client can subscribe to (the binary "
+      "log is for replicas): baton status --serve polls";
+  return t;
+}());

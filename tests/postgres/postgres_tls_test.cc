@@ -181,4 +181,11 @@ TEST(PostgresTls, PasswordIsNotEchoed) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(PostgresTls, baton::testing::open_under_test);
+INSTANTIATE_CONFORMANCE(PostgresTls, baton::testing::open_under_test, [] {
+  baton::conformance::StoreTraits t;
+  t.unsupported["watch"] =
+      "PostgreSQL has no change feed over a table without a NOTIFY in every "
+      "lock call, which would tax every caller for the sake of a watcher: "
+      "baton status --serve polls";
+  return t;
+}());

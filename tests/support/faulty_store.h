@@ -130,6 +130,11 @@ class FaultyStore final : public Store {
     return run(Op::counter, ctx,
                [&] { return inner_->counter_take(name, n, ctx); });
   }
+  // The change feed is passed through without faults.
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override {
+    return inner_->watch(prefix, ctx);
+  }
   bool supports_shared() const override { return inner_->supports_shared(); }
   milliseconds recheck_interval() const override {
     return inner_->recheck_interval();

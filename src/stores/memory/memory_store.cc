@@ -162,9 +162,13 @@ class MemoryStore final : public baton::Store {
   milliseconds recheck_interval() const override { return milliseconds{1000}; }
   std::string safe_url() const override { return url_; }
 
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext&) override;
+
  private:
   friend class MemRequest;
   friend class MemMulti;
+  friend class MemWatch;
 
   // Requires mu_. A release by `token` also ends a parked request of it.
   Result<core::ReleaseOutcome> release_locked(std::string_view name,
@@ -221,6 +225,12 @@ class MemoryStore final : public baton::Store {
           break;
       }
     }
+    // A change feed (MemWatch) sleeps on cv_ too: wake it when what list()
+    // reports moved. Without feeds this costs nothing.
+    if (watchers_ > 0 && table_.change_count() != last_change_) {
+      last_change_ = table_.change_count();
+      wake = true;
+    }
     if (wake) cv_.notify_all();
   }
 
@@ -245,7 +255,53 @@ class MemoryStore final : public baton::Store {
   core::LockTable table_;  // guarded by mu_
   std::map<std::pair<std::string, OwnerToken>, Parked> parked_;  // mu_
   std::map<OwnerToken, ParkedMulti> multi_;                      // mu_
+  int watchers_ = 0;                                             // mu_
+  std::uint64_t last_change_ = 0;                                // mu_
 };
+
+// The change feed: any change of the table wakes it (the prefix is not
+// looked at: a spurious return is allowed, and memory: is one process).
+class MemWatch final : public Waitable {
+ public:
+  explicit MemWatch(MemoryStore& s) : s_(s) {
+    std::lock_guard<std::mutex> lk(s_.mu_);
+    ++s_.watchers_;
+    seen_ = s_.table_.change_count();
+  }
+  ~MemWatch() override {
+    std::lock_guard<std::mutex> lk(s_.mu_);
+    --s_.watchers_;
+  }
+  std::optional<Grant> wait_change(baton::Clock::time_point until,
+                                   const CallContext&) override {
+    std::unique_lock<std::mutex> lk(s_.mu_);
+    for (;;) {
+      // Expiries are processed by time passing (nap_locked advances).
+      s_.table_.advance();
+      s_.drain_locked();
+      if (s_.table_.change_count() != seen_ || interrupted() ||
+          s_.clock_->now() >= until) {
+        seen_ = s_.table_.change_count();
+        return std::nullopt;
+      }
+      s_.nap_locked(lk, until);
+    }
+  }
+  void interrupt() override {
+    Waitable::interrupt();
+    std::lock_guard<std::mutex> lk(s_.mu_);
+    s_.cv_.notify_all();
+  }
+
+ private:
+  MemoryStore& s_;
+  std::uint64_t seen_ = 0;  // s_.mu_
+};
+
+Result<std::unique_ptr<Waitable>> MemoryStore::watch(std::string_view,
+                                                     const CallContext&) {
+  return std::unique_ptr<Waitable>(std::make_unique<MemWatch>(*this));
+}
 
 // --- MemRequest --------------------------------------------------------------
 
@@ -536,6 +592,10 @@ class SharedMemoryStore final : public baton::Store {
   }
   milliseconds recheck_interval() const override {
     return s_->recheck_interval();
+  }
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override {
+    return s_->watch(prefix, ctx);
   }
   std::string safe_url() const override { return s_->safe_url(); }
 

@@ -136,6 +136,10 @@ class WrappedStore final : public baton::Store {
       const baton::CallContext& ctx) override {
     return inner_->counter_take(name, n, ctx);
   }
+  baton::Result<std::unique_ptr<baton::Waitable>> watch(
+      std::string_view prefix, const baton::CallContext& ctx) override {
+    return inner_->watch(prefix, ctx);
+  }
   bool supports_shared() const override { return inner_->supports_shared(); }
   std::chrono::milliseconds recheck_interval() const override {
     return inner_->recheck_interval();
@@ -202,4 +206,10 @@ TEST(StoreKit, TheWrapperIsRegisteredAndCarriesTheCalls) {
 }  // namespace
 
 INSTANTIATE_CONFORMANCE(Wrapped,
-                        baton::conformance::url_factory("wrapped:conformance"));
+                        baton::conformance::url_factory("wrapped:conformance"),
+                        [] {
+                          baton::conformance::StoreTraits t;
+                          t.unsupported["watch"] =
+                              "the change feed of this store is not built yet";
+                          return t;
+                        }());
