@@ -2,7 +2,8 @@
 // (docs/reliability.md).
 //
 //   baton_torture --store-kind
-//   batond|postgres|redis|rediss|redlock|zookeeper|mysql|etcd|etcds|sqlite
+//   batond|postgres|redis|rediss|redlock|zookeeper|zookeeper3|mysql|etcd|
+//   etcds|sqlite
 //                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
@@ -39,21 +40,23 @@ volatile sig_atomic_t g_stop = 0;
 void on_stop_signal(int) { g_stop = 1; }
 
 int usage(const std::string& why) {
-  std::cerr << "baton_torture: " << why
-            << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
-               "rediss|"
-               "redlock|zookeeper|mysql|etcd|etcds|sqlite | --store URL) "
-               "[--seed S] "
-               "[--duration 15s] [--workers 8] [--ttl 1s]"
-               " [--minutes N] [--runs M] [--json] [--keep] "
-               "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
-               "[--no-fencing] [--pause-longer-than-ttl] "
-               "[--late-notice] [--shared-writes] [--expect-violations] "
-               "[--split-masters] [--expect-store-overlaps] "
-               "[--faults kind,kind,...]\n"
-               "fault kinds: pause_holder kill_holder kill_store pause_store "
-               "proxy_cut proxy_blackhole proxy_delay isolate_holder "
-               "clock_step fiu_fsync fiu_write disk_full\n";
+  std::cerr
+      << "baton_torture: " << why
+      << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
+         "rediss|"
+         "redlock|zookeeper|zookeeper3|mysql|etcd|etcds|sqlite | --store URL) "
+         "[--seed S] "
+         "[--duration 15s] [--workers 8] [--ttl 1s]"
+         " [--minutes N] [--runs M] [--json] [--keep] "
+         "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
+         "[--no-fencing] [--pause-longer-than-ttl] "
+         "[--late-notice] [--shared-writes] [--expect-violations] "
+         "[--split-masters] [--expect-store-overlaps] "
+         "[--faults kind,kind,...]\n"
+         "fault kinds: pause_holder kill_holder kill_store pause_store "
+         "pause_leader kill_leader "
+         "proxy_cut proxy_blackhole proxy_delay isolate_holder "
+         "clock_step fiu_fsync fiu_write disk_full\n";
   return 2;
 }
 
@@ -230,8 +233,8 @@ int main(int argc, char** argv) {
   }
   if (o.store_url.empty()) {
     static const char* const kKinds[] = {
-        "batond",    "postgres", "redis", "rediss", "redlock",
-        "zookeeper", "mysql",    "etcd",  "etcds",  "sqlite"};
+        "batond",     "postgres", "redis", "rediss", "redlock", "zookeeper",
+        "zookeeper3", "mysql",    "etcd",  "etcds",  "sqlite"};
     if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
         std::end(kKinds)) {
       return usage("unknown --store-kind '" + o.store_kind + "'");

@@ -42,8 +42,7 @@ std::string one_master(const std::string& url, int s) {
     hosts.push_back(rest.substr(at, end - at));
     at = end + 1;
   }
-  return "redis://" + hosts[static_cast<std::size_t>(s) % hosts.size()] +
-         query;
+  return "redis://" + hosts[static_cast<std::size_t>(s) % hosts.size()] + query;
 }
 
 // Workers in slots below this run under libfaketime (clock steps only).
