@@ -118,6 +118,38 @@ TEST(RedisWatch, APrefixWithGlobCharactersMatchesLiterally) {
   EXPECT_LT(wait_took(**feed, 10s), 5s) << "its release";
 }
 
+// A semaphore holder whose lease runs out while another holds on writes
+// nothing (the key lives on): the feed returns when it is due, from the
+// expiry it read when it was (re-)armed.
+TEST(RedisWatch, ASemaphoreHoldersExpiryWakesTheFeedWhenDue) {
+  RedisProcess server;
+  auto c = open_client(server.url());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const std::string base = unique("expiry");
+  AcquireOptions brief = opts(1500ms), long_ = opts(30s);
+  brief.capacity = long_.capacity = 2;
+  auto stays = c->try_acquire(base + "s", long_);
+  ASSERT_TRUE(stays.ok()) << stays.error().to_string();
+  auto goes = c->try_acquire(base + "s", brief);
+  ASSERT_TRUE(goes.ok()) << goes.error().to_string();
+  const auto granted = std::chrono::steady_clock::now();
+  auto feed = c->watch(base);
+  ASSERT_TRUE(feed.ok()) << feed.error().to_string();
+  ASSERT_NE(*feed, nullptr);
+  (void)wait_took(**feed, 10s);
+  const auto at = std::chrono::steady_clock::now() - granted;
+  EXPECT_GE(at, 1400ms);
+  EXPECT_LT(at, 2500ms);
+  // The feed's own read of list() at that return wrote the lock (scripts
+  // advance what they read): at most one more return for it.
+  (void)wait_took(**feed, 300ms);
+  auto info = c->describe(base + "s");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->holders.size(), 1u);
+  // Nothing else is due for 28 s: the next wait waits.
+  EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+}
+
 // redlock://: a feed once a majority of the masters has notifications on
 // (over those), none with fewer.
 TEST(RedlockWatch, AFeedNeedsAMajorityWithNotifications) {

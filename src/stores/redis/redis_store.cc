@@ -68,7 +68,12 @@ class RedisStore final : public baton::Store {
   // Keyspace notifications, when the server has them on (watch.h).
   Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
                                           const CallContext& ctx) override {
-    return watch_keyspace({&inst_}, prefix, 1, ctx);
+    return watch_keyspace(
+        {&inst_}, prefix, 1,
+        [this, p = std::string(prefix)](const CallContext& c) {
+          return inst_.list(p, kWatchedLocks, c);
+        },
+        ctx);
   }
 
   Notifier& notifier() { return notifier_; }

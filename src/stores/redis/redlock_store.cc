@@ -215,7 +215,12 @@ Result<std::vector<LockInfo>> RedlockStore::list(std::string_view prefix,
 
 Result<std::unique_ptr<Waitable>> RedlockStore::watch(std::string_view prefix,
                                                       const CallContext& ctx) {
-  return watch_keyspace(instances(), prefix, quorum_, ctx);
+  return watch_keyspace(
+      instances(), prefix, quorum_,
+      [this, p = std::string(prefix)](const CallContext& c) {
+        return list(p, kWatchedLocks, c);
+      },
+      ctx);
 }
 
 // Fencing over the majority: raise every instance to the maximum. A pass

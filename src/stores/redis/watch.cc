@@ -33,14 +33,36 @@ bool is_message(const redisReply* r) {
 
 class KeyspaceWatch final : public Waitable {
  public:
-  KeyspaceWatch(std::vector<Sub> subs, int stop_fd)
-      : subs_(std::move(subs)), stop_fd_(stop_fd) {}
+  KeyspaceWatch(std::vector<Sub> subs, int stop_fd, Lister lister)
+      : subs_(std::move(subs)), stop_fd_(stop_fd), lister_(std::move(lister)) {}
   ~KeyspaceWatch() override { ::close(stop_fd_); }
+
+  // The earliest lease expiry under the prefix, read after the
+  // subscription is active (a change after the read is a message).
+  void read_expiry(const CallContext& ctx) {
+    auto locks = lister_(ctx);
+    if (!locks.ok()) {
+      // Unknown: read again soon rather than miss an expiry.
+      expiry_at_ = Steady::now() + kRetry;
+      return;
+    }
+    milliseconds first = milliseconds::max();
+    for (const LockInfo& l : *locks) {
+      for (const HolderInfo& h : l.holders) {
+        // A lease at 0 is ending now: the store's next read drops it.
+        if (h.time_left > milliseconds(0)) first = std::min(first, h.time_left);
+      }
+    }
+    expiry_at_ = first == milliseconds::max() ? Steady::time_point::max()
+                                              : Steady::now() + first + kPast;
+  }
 
   // Returns at the first message since the previous return (messages that
   // came meanwhile wait in the socket: the subscription never lapses
-  // between two waits, so nothing is lost), at `until`, on interrupt(),
-  // and at once — now and on every later wait — once a connection broke.
+  // between two waits, so nothing is lost), when the earliest lease it knows
+  // of runs out (no write happens then: the key expires a second after its
+  // last lease), at `until`, on interrupt(), and at once — now and on
+  // every later wait — once a connection broke.
   std::optional<Grant> wait_change(Clock::time_point until,
                                    const CallContext& ctx) override {
     const Steady::time_point end = steady_at(ctx, ctx.cap(until));
@@ -51,8 +73,12 @@ class KeyspaceWatch final : public Waitable {
       for (Sub& s : subs_) {
         if (!take(s, &changed)) broken_ = true;
       }
-      if (changed || broken_) return std::nullopt;
+      if (broken_) return std::nullopt;
       const Steady::time_point now = Steady::now();
+      if (changed || now >= expiry_at_) {
+        read_expiry(ctx);
+        return std::nullopt;
+      }
       if (now >= end) return std::nullopt;
       // Bytes OpenSSL decrypted already: poll(2) cannot see them.
       bool pending = false;
@@ -62,10 +88,11 @@ class KeyspaceWatch final : public Waitable {
         fds[i + 1] = {c->fd(), POLLIN, 0};
         if (c->tls && c->tls->has_pending()) pending = true;
       }
+      const Steady::time_point wake = std::min(end, expiry_at_);
       const long long ms =
-          end == Steady::time_point::max()
+          wake == Steady::time_point::max()
               ? INT_MAX
-              : std::chrono::ceil<milliseconds>(end - now).count();
+              : std::chrono::ceil<milliseconds>(wake - now).count();
       const int n = ::poll(
           fds.data(), fds.size(),
           pending ? 0 : static_cast<int>(std::min<long long>(ms, INT_MAX)));
@@ -106,8 +133,15 @@ class KeyspaceWatch final : public Waitable {
     }
   }
 
+  // A lease's time_left is on the server's clock, rounded: a little past
+  // it, the lease is gone from list().
+  static constexpr milliseconds kPast{5};
+  static constexpr milliseconds kRetry{2000};
+
   std::vector<Sub> subs_;
   const int stop_fd_;  // eventfd that interrupt() writes
+  const Lister lister_;
+  Steady::time_point expiry_at_ = Steady::time_point::max();
   bool broken_ = false;
 };
 
@@ -172,7 +206,7 @@ std::string keyspace_pattern(int db, std::string_view key_prefix,
 
 Result<std::unique_ptr<Waitable>> watch_keyspace(
     const std::vector<Instance*>& instances, std::string_view prefix,
-    std::size_t need, const CallContext& ctx) {
+    std::size_t need, Lister lister, const CallContext& ctx) {
   std::vector<Sub> subs;
   std::size_t answered = 0;
   std::optional<Error> first_error;
@@ -196,8 +230,10 @@ Result<std::unique_ptr<Waitable>> watch_keyspace(
   if (stop_fd < 0) {
     return Error(Errc::unavailable, "no eventfd for the change feed");
   }
-  return std::unique_ptr<Waitable>(
-      std::make_unique<KeyspaceWatch>(std::move(subs), stop_fd));
+  auto feed = std::make_unique<KeyspaceWatch>(std::move(subs), stop_fd,
+                                              std::move(lister));
+  feed->read_expiry(ctx);
+  return std::unique_ptr<Waitable>(std::move(feed));
 }
 
 }  // namespace baton::store::redis

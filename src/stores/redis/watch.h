@@ -11,6 +11,12 @@
 // any message. The lock calls do nothing for it: the server publishes (to
 // nobody, at the cost of a lookup) whether or not anyone listens.
 //
+// A lease that runs out is not a write (the key expires a second after its
+// last lease, and a semaphore's other holders keep it): the feed also
+// returns when the earliest lease under the prefix runs out, which it reads
+// with the store's list() when armed and at each return (the watcher's
+// cost, as is the caller's own list()).
+//
 // Notifications are off by default, and the feed never turns them on (a
 // server's configuration is its operator's): arming reads
 // `CONFIG GET notify-keyspace-events`, and a server without the classes
@@ -22,6 +28,7 @@
 #ifndef BATON_STORES_REDIS_WATCH_H_
 #define BATON_STORES_REDIS_WATCH_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,6 +42,9 @@ namespace baton::store::redis {
 // The keyspace event classes the feed needs: K (keyspace channels), $ (SET
 // of a string key), g (DEL) and x (expired). "KA" (every class) does too.
 inline constexpr const char* kNotifyEvents = "K$gx";
+
+// How many locks under the prefix the feed reads the lease expiries of.
+inline constexpr std::size_t kWatchedLocks = 1000;
 
 // True if `flags` (CONFIG GET notify-keyspace-events) has every class of
 // kNotifyEvents (A stands for g$lshzxet).
@@ -50,13 +60,18 @@ std::string glob_escape(std::string_view text);
 std::string keyspace_pattern(int db, std::string_view key_prefix,
                              std::string_view name_prefix);
 
+// The store's list() of the watched prefix: the feed reads the earliest
+// lease expiry from it when it is armed and at each return.
+using Lister =
+    std::function<Result<std::vector<LockInfo>>(const CallContext& ctx)>;
+
 // Arms a feed on `instances`, counting the servers whose notifications
 // are on: at least `need` of them (redis://: 1; redlock://: a quorum) give
 // a feed over those; fewer give a null pointer. Fewer than `need` servers
 // answering at all is their connection error.
 Result<std::unique_ptr<Waitable>> watch_keyspace(
     const std::vector<Instance*>& instances, std::string_view prefix,
-    std::size_t need, const CallContext& ctx);
+    std::size_t need, Lister lister, const CallContext& ctx);
 
 }  // namespace baton::store::redis
 
