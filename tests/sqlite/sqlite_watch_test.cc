@@ -3,6 +3,7 @@
 // tests: a quiet database does not wake it, another client's commit does
 // at once, and an expiry (no write at all) wakes it when it is due.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
@@ -58,6 +59,32 @@ TEST(SqliteWatch, AQuietDatabaseDoesNotWakeTheFeed) {
   ASSERT_NE(*feed, nullptr);
   EXPECT_GE(wait_took(**feed, 600ms), 550ms);
   EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+}
+
+// A checkpoint writes the database file and truncates the -wal, and
+// commits nothing; restarting the -wal moves data_version, so the feed may
+// return once for it, and then waits again.
+TEST(SqliteWatch, ACheckpointWakesTheFeedAtMostOnce) {
+  Client c = open();
+  const std::string base = unique("checkpoint");
+  auto l = c.try_acquire(base + "a", opts(30s));  // frames in the -wal
+  ASSERT_TRUE(l.ok()) << l.error().to_string();
+  auto feed = c.watch(base);
+  ASSERT_TRUE(feed.ok()) << feed.error().to_string();
+  ASSERT_NE(*feed, nullptr);
+  std::thread t([&] {
+    std::this_thread::sleep_for(200ms);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir().file("watch.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr,
+                           nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  });
+  (void)wait_took(**feed, 1000ms);
+  t.join();
+  EXPECT_GE(wait_took(**feed, 500ms), 450ms);
+  ASSERT_TRUE(*c.release(*l));
 }
 
 TEST(SqliteWatch, AnotherClientsCommitWakesItAtOnce) {

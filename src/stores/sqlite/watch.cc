@@ -15,7 +15,9 @@
 // PRAGMA data_version on the feed's own connection (it moves when another
 // connection committed, and only once the commit is visible), re-read at
 // growing intervals for a while after an event that did not move it yet.
-// Checkpoints (bell.cc) write both files and move nothing: no return.
+// A checkpoint (bell.cc, once the -wal passes 4 MB: thousands of commits,
+// each of which returned anyway) writes both files and commits nothing, but
+// restarting the -wal moves data_version: one spurious return.
 //
 // Expiry is judged by time: nothing is written when a lease, a queued
 // request's deadline or a waiter's heartbeat runs out. So each arming also
