@@ -103,15 +103,12 @@ class SqWatch final : public Waitable {
   std::optional<Grant> wait_change(Clock::time_point until,
                                    const CallContext& ctx) override {
     const SteadyTime end = sqlstep::steady_of(ctx.cap(until), ctx);
-    SteadyTime recheck_at = SteadyTime::max();  // a pending confirmation
-    SteadyTime settle_end = SteadyTime::min();
-    milliseconds step = kFirstRecheck;
     SteadyTime net_at = steady_clock::now() + kNet;
     bool look = true;  // read data_version now
     for (;;) {
       if (broken_ || interrupted()) return std::nullopt;
       SteadyTime now = steady_clock::now();
-      if (look || now >= recheck_at || now >= net_at) {
+      if (look || now >= recheck_at_ || now >= net_at) {
         look = false;
         net_at = now + kNet;
         auto v = version(now + kReadCap);
@@ -122,9 +119,10 @@ class SqWatch final : public Waitable {
           return std::nullopt;
         }
         now = steady_clock::now();
-        if (now >= recheck_at) {
-          recheck_at = now + step < settle_end ? now + step : SteadyTime::max();
-          step *= 2;
+        if (now >= recheck_at_) {
+          recheck_at_ =
+              now + step_ < settle_end_ ? now + step_ : SteadyTime::max();
+          step_ *= 2;
         }
       }
       if (expiry_at_ <= now) {
@@ -133,7 +131,7 @@ class SqWatch final : public Waitable {
       }
       if (now >= end) return std::nullopt;
       const SteadyTime wake =
-          std::min({end, recheck_at, net_at, expiry_at_, now + kNet});
+          std::min({end, recheck_at_, net_at, expiry_at_, now + kNet});
       const auto ms = std::chrono::ceil<milliseconds>(wake - now).count();
       struct pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
       const int n = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1,
@@ -142,9 +140,9 @@ class SqWatch final : public Waitable {
       if (fds[0].revents != 0) return std::nullopt;  // interrupt()
       if (relevant_events()) {
         look = true;
-        step = kFirstRecheck;
-        recheck_at = steady_clock::now() + step;
-        settle_end = steady_clock::now() + kSettle;
+        step_ = kFirstRecheck;
+        recheck_at_ = steady_clock::now() + step_;
+        settle_end_ = steady_clock::now() + kSettle;
       }
     }
   }
@@ -236,6 +234,12 @@ class SqWatch final : public Waitable {
   int stop_fd_ = -1;                // eventfd that interrupt() writes
   std::int64_t seen_ = 0;           // data_version at the last return
   SteadyTime expiry_at_ = SteadyTime::max();
+  // The confirmation of the last relevant event (kept across waits: a wait
+  // that ends before the commit is visible leaves it to the next): the
+  // next re-read, the interval after it, and when to give up.
+  SteadyTime recheck_at_ = SteadyTime::max();
+  milliseconds step_ = kFirstRecheck;
+  SteadyTime settle_end_ = SteadyTime::min();
   bool broken_ = false;
 };
 
