@@ -48,7 +48,6 @@ baton::conformance::StoreTraits traits() {
         "redlock:// has no atomic read-modify-write across independent "
         "masters; counters are offered by redis:// only";
   }
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
   return t;
 }
 

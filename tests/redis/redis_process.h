@@ -34,9 +34,12 @@ struct RedisTls {
 
 class RedisProcess {
  public:
-  // `persistent`: appendonly yes + appendfsync always.
-  explicit RedisProcess(bool persistent = false, const RedisTls* tls = nullptr)
-      : persistent_(persistent) {
+  // `persistent`: appendonly yes + appendfsync always. `keyspace_events`:
+  // notify-keyspace-events K$gx, what the stores' change feed needs
+  // (src/stores/redis/watch.h); off, watch() answers no feed.
+  explicit RedisProcess(bool persistent = false, const RedisTls* tls = nullptr,
+                        bool keyspace_events = true)
+      : persistent_(persistent), keyspace_events_(keyspace_events) {
     char tmpl[] = "/tmp/baton-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = free_port();
@@ -69,7 +72,9 @@ class RedisProcess {
                                      "--appendfsync",
                                      "always",
                                      "--logfile",
-                                     dir_ + "/redis.log"};
+                                     dir_ + "/redis.log",
+                                     "--notify-keyspace-events",
+                                     keyspace_events_ ? "K$gx" : ""};
     if (!tls_.cert.empty()) {
       args[2] = std::to_string(plain_port_);
       args[4] = "127.0.0.1 127.0.0.2";
@@ -118,6 +123,7 @@ class RedisProcess {
 
  private:
   bool persistent_;
+  bool keyspace_events_;
   std::string dir_;
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;

@@ -310,8 +310,4 @@ TEST(Rediss, PasswordIsNotEchoed) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(Rediss, baton::testing::open_under_test, [] {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
-  return t;
-}());
+INSTANTIATE_CONFORMANCE(Rediss, baton::testing::open_under_test);

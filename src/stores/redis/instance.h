@@ -129,6 +129,7 @@ class Instance {
   // What Notifier::Push::from is for the messages of this instance.
   const void* push_source() const { return &sub_; }
   const Target& target() const { return pool_.target(); }
+  const std::string& prefix() const { return prefix_; }
 
  private:
   std::string inbox_channel() const { return prefix_ + "in:" + inbox_; }

@@ -9,6 +9,7 @@
 #include "stores/redis/common.h"
 #include "stores/redis/inbox.h"
 #include "stores/redis/instance.h"
+#include "stores/redis/watch.h"
 
 namespace baton::store {
 namespace {
@@ -64,6 +65,16 @@ class RedisStore final : public baton::Store {
     return redis::recheck_interval();
   }
   std::string safe_url() const override { return url_; }
+  // Keyspace notifications, when the server has them on (watch.h).
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override {
+    return watch_keyspace(
+        {&inst_}, prefix, 1,
+        [this, p = std::string(prefix)](const CallContext& c) {
+          return inst_.list(p, kWatchedLocks, c);
+        },
+        ctx);
+  }
 
   Notifier& notifier() { return notifier_; }
   Instance& instance() { return inst_; }

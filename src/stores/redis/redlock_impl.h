@@ -96,6 +96,11 @@ class RedlockStore final : public baton::Store {
     return redis::recheck_interval();
   }
   std::string safe_url() const override { return url_; }
+  // The union of the masters' keyspace feeds (watch.h), given when a
+  // majority has notifications on: every change a quorum made (a grant,
+  // a release, a queued request) reached at least one of that majority.
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override;
 
   // --- For the requests (redlock_request.cc, redlock_multi.cc) ------------
 

@@ -10,6 +10,7 @@
 
 #include "core/validate.h"
 #include "stores/redis/redlock_impl.h"
+#include "stores/redis/watch.h"
 
 namespace baton::store {
 namespace redis {
@@ -210,6 +211,16 @@ Result<std::vector<LockInfo>> RedlockStore::list(std::string_view prefix,
         return i.list(prefix, std::max<std::size_t>(limit, 1), c);
       },
       [](std::vector<LockInfo>&, const std::vector<LockInfo>&) {});
+}
+
+Result<std::unique_ptr<Waitable>> RedlockStore::watch(std::string_view prefix,
+                                                      const CallContext& ctx) {
+  return watch_keyspace(
+      instances(), prefix, quorum_,
+      [this, p = std::string(prefix)](const CallContext& c) {
+        return list(p, kWatchedLocks, c);
+      },
+      ctx);
 }
 
 // Fencing over the majority: raise every instance to the maximum. A pass

@@ -94,6 +94,10 @@ class SqliteStore final : public sqlstep::StepStore {
                                 const CallContext& ctx) override;
   Result<std::vector<LockInfo>> list(std::string_view prefix, std::size_t limit,
                                      const CallContext& ctx) override;
+  // The change feed (watch.cc): inotify on the database's files, confirmed
+  // by data_version, and the earliest expiry under the prefix.
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override;
 
  private:
   friend class SqRequest;

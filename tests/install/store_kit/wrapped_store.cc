@@ -206,10 +206,4 @@ TEST(StoreKit, TheWrapperIsRegisteredAndCarriesTheCalls) {
 }  // namespace
 
 INSTANTIATE_CONFORMANCE(Wrapped,
-                        baton::conformance::url_factory("wrapped:conformance"),
-                        [] {
-                          baton::conformance::StoreTraits t;
-                          t.unsupported["watch"] =
-                              "the change feed of this store is not built yet";
-                          return t;
-                        }());
+                        baton::conformance::url_factory("wrapped:conformance"));
