@@ -44,8 +44,9 @@ struct StoreOptions {
   // longer than a call's deadline.
   bool fsync = true;
   // zookeeper, zookeeper3: run each server under libfaketime (Debian
-  // faketime) with a clock offset file of its own, for
-  // step_server_clock(). Without the library the steps are refused.
+  // faketime) with a clock offset file of its own, for step_server_clock().
+  // (redis-server does not start under the library here: its clock_gettime
+  // recursion at start; etcd is Go, which the library does not reach.)
   bool server_clocks = false;
   // The lease TTL the clients will use. zookeeper's URL carries a session
   // timeout of twice this (zk_cluster.cc says why); at most 30 s.
