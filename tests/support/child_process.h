@@ -57,10 +57,13 @@ inline std::string file_tail(const std::string& path,
 // and holds none of the parent's other descriptors (a TcpProxy socket kept
 // open in a server would not be reset by cut_all()). `ignore_sigint`: the
 // child ignores SIGINT (the torture harness finishes its run on Ctrl-C, so
-// its servers must stay up; a JVM leaves an ignored SIGINT ignored).
+// its servers must stay up; a JVM leaves an ignored SIGINT ignored). `env`:
+// variables set in the child (e.g. libfaketime's).
 // Returns the pid, or -1 (errno: fork's).
-inline pid_t spawn_logged(const std::vector<std::string>& args,
-                          const std::string& log, bool ignore_sigint = false) {
+inline pid_t spawn_logged(
+    const std::vector<std::string>& args, const std::string& log,
+    bool ignore_sigint = false,
+    const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> a = args;
   std::vector<char*> argv;
   for (auto& s : a) argv.push_back(s.data());
@@ -79,6 +82,7 @@ inline pid_t spawn_logged(const std::vector<std::string>& args,
     ::dup2(out, 1);
     ::dup2(out, 2);
   }
+  for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
   ::execv(argv[0], argv.data());
   ::_exit(127);
 }

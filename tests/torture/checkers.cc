@@ -174,6 +174,13 @@ class Judge {
       if (!is_grant(o)) continue;
       if (o.expires_ms * 1000 > o.complete_us) continue;
       if (worker_disturbed(o.worker, o.invoke_us, o.complete_us)) continue;
+      // The store's clock was not the real one then: its expiry, on its
+      // clock, is not comparable with real_us() (checker 10 judges what
+      // the step did to exclusion).
+      if (server_clock_stepped(faults_, o.invoke_us, o.complete_us)) {
+        ++out_.counts["expired_grants_server_clock_stepped"];
+        continue;
+      }
       add("3-expired-grant", o.lock + ": worker " + std::to_string(o.worker) +
                                  " got token " + std::to_string(o.fencing) +
                                  " expiring at " +

@@ -160,6 +160,11 @@ class HolderJudge {
         ++counts_["keeper_deadlines_stepped_client_clock"];
         continue;
       }
+      // A stepped server clock: the store's expiry is reported on it.
+      if (server_clock_stepped(faults_, d->invoke_us, d->complete_us)) {
+        ++counts_["keeper_deadlines_stepped_server_clock"];
+        continue;
+      }
       ++counts_["keeper_deadlines_judged"];
       if (d->complete_us > d->expires_ms * 1000 + 2000) {
         add("8a-holder-deadline",

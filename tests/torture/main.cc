@@ -54,7 +54,7 @@ int usage(const std::string& why) {
          "[--split-masters] [--expect-store-overlaps] "
          "[--faults kind,kind,...]\n"
          "fault kinds: pause_holder kill_holder kill_store pause_store "
-         "pause_leader kill_leader "
+         "pause_leader kill_leader server_clock_step "
          "proxy_cut proxy_blackhole proxy_delay isolate_holder "
          "clock_step fiu_fsync fiu_write disk_full\n";
   return 2;

@@ -45,6 +45,13 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
       kinds.insert(kinds.end(), {"pause_leader", "kill_leader"});
     }
     if (o.clock_faults) kinds.push_back("clock_step");
+    // A server's wall clock stepped by more than the TTL: the standalone
+    // ZooKeeper's JVM under libfaketime (a lease ends at its node's mtime +
+    // TTL, the server's clock; run.cc says why no other server's clock is
+    // stepped).
+    if (o.clock_faults && o.store_url.empty() && o.store_kind == "zookeeper") {
+      kinds.push_back("server_clock_step");
+    }
     if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
     }
@@ -93,6 +100,12 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     } else if (p.kind == "clock_step") {
       p.length_ms = between(rng, 1000, 3000);
       p.amount = between(rng, 1, 5) * (between(rng, 0, 1) ? 1 : -1);
+    } else if (p.kind == "server_clock_step") {
+      // More than the TTL, forward or back, whole seconds (libfaketime).
+      p.length_ms = between(rng, 1500, 4000);
+      const std::int64_t ttl_s = std::max<std::int64_t>(1, ttl / 1000);
+      p.amount = between(rng, ttl_s + 1, std::min<std::int64_t>(5, ttl_s + 4)) *
+                 (between(rng, 0, 1) ? 1 : -1);
     } else if (p.kind == "fiu_fsync" || p.kind == "fiu_write" ||
                p.kind == "disk_full") {
       p.length_ms = between(rng, 200, 1200);
@@ -292,6 +305,24 @@ std::vector<Fault> run_nemesis(const Options& o,
                          restart_server(i);
                          busy_servers.erase(i);
                        }});
+    } else if (p.kind == "server_clock_step") {
+      // The leader's clock where there is one: ZooKeeper's mtimes are the
+      // leader's.
+      const int leader = store.leader();
+      const int i = leader >= 0 ? leader : 0;
+      const std::string off =
+          (p.amount > 0 ? "+" : "") + std::to_string(p.amount);
+      std::string why;
+      if (!store.step_server_clock(i, off, &why)) {
+        record("skip:" + p.kind, -1, why);
+        continue;
+      }
+      const auto f = record(p.kind, -1,
+                            "server " + std::to_string(i) +
+                                (leader >= 0 ? " (leader) " : " ") + off +
+                                " s, " + std::to_string(p.length_ms) + " ms");
+      heals.push_back(
+          {heal_at, f, [&, i] { store.step_server_clock(i, "+0", nullptr); }});
     } else if (p.kind == "pause_leader" || p.kind == "kill_leader") {
       if (!busy_servers.empty()) {
         record("skip:" + p.kind, -1, "a server is down or under a fault");

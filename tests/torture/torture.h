@@ -177,6 +177,23 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
 Judged check_holder(const Options& options, const std::vector<Op>& ops,
                     const std::vector<Fault>& faults);
 
+// Whether a server's wall clock was stepped (nemesis server_clock_step)
+// at some time in [a, b], widened by the largest step (5 s) and
+// libfaketime's 1 s cache on each side: the store's clock then was not the
+// real one, so an expiry the store reports on its clock is not comparable
+// with real_us().
+inline bool server_clock_stepped(const std::vector<Fault>& faults,
+                                 std::int64_t a, std::int64_t b) {
+  constexpr std::int64_t kSlack = 6'100'000;
+  for (const Fault& f : faults) {
+    if (f.kind == "server_clock_step" && a <= f.end_us + kSlack &&
+        f.start_us - kSlack <= b) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Checker 10 (the store's own exclusion, from the grant records;
 // checkers_store.cc).
 Judged check_store_exclusion(const Options& options, const std::vector<Op>& ops,

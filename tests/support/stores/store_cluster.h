@@ -43,6 +43,11 @@ struct StoreOptions {
   // restarts a server may turn it off: on a shared disk an fsync can take
   // longer than a call's deadline.
   bool fsync = true;
+  // zookeeper, zookeeper3: run each server under libfaketime (Debian
+  // faketime) with a clock offset file of its own, for step_server_clock().
+  // (redis-server does not start under the library here: its clock_gettime
+  // recursion at start; etcd is Go, which the library does not reach.)
+  bool server_clocks = false;
   // The lease TTL the clients will use. zookeeper's URL carries a session
   // timeout of twice this (zk_cluster.cc says why); at most 30 s.
   std::chrono::milliseconds lease_ttl{1'000};
@@ -99,6 +104,16 @@ class StoreCluster {
   // pause of Jepsen's etcd analysis. false + *why if unsupported.
   virtual bool pause_server(int /*i*/, bool /*on*/, std::string* why) {
     if (why != nullptr) *why = "no server of its own to pause";
+    return false;
+  }
+
+  // Steps server i's wall clock to `offset` from the true time ("+3",
+  // "-2": seconds, as libfaketime reads them; "+0" undoes it). Taken up to
+  // a second late (the library re-reads the file once a second); the
+  // server's monotonic clock never steps. false + *why if unsupported.
+  virtual bool step_server_clock(int /*i*/, const std::string& /*offset*/,
+                                 std::string* why) {
+    if (why != nullptr) *why = "no server clock to step on this store";
     return false;
   }
 

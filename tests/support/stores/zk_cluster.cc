@@ -48,6 +48,9 @@ constexpr milliseconds kMinSession{1000};
 constexpr milliseconds kMaxSession{30000};
 // A JVM start on a loaded 2-core machine took seconds; give it room.
 constexpr milliseconds kZkReadyWithin{30000};
+// StoreOptions::server_clocks: the JVM runs with this preloaded.
+constexpr const char* kFaketime =
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 // The session timeout of every client's session, from the lease TTL.
 //
@@ -177,7 +180,17 @@ class ZkServer {
     // Never outlives the thread that forked it (so restarts must come from
     // a thread that lives as long as the server should); stays up on
     // Ctrl-C, which the torture harness answers by finishing its run.
-    pid_ = spawn_logged(args, log, /*ignore_sigint=*/true);
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!clock_file_.empty()) {
+      // The wall clock only (an NTP or operator step): the JVM's
+      // monotonic clock, which ZooKeeper's session and election timers
+      // read, never steps on a real machine.
+      env = {{"LD_PRELOAD", kFaketime},
+             {"FAKETIME_TIMESTAMP_FILE", clock_file_},
+             {"FAKETIME_CACHE_DURATION", "1"},
+             {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+    }
+    pid_ = spawn_logged(args, log, /*ignore_sigint=*/true, env);
     if (pid_ < 0) {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
       return false;
@@ -187,9 +200,9 @@ class ZkServer {
 
   // Waits until the server serves (standalone, leader or follower). false
   // + *error (the process is killed then).
-  bool ready(std::string* error) {
+  bool ready(std::string* error, milliseconds within = kZkReadyWithin) {
     const std::string log = dir_ + "/zookeeper.log";
-    const auto until = steady_clock::now() + kZkReadyWithin;
+    const auto until = steady_clock::now() + within;
     while (steady_clock::now() < until) {
       int st = 0;
       if (child_exited(pid_, &st)) {
@@ -209,9 +222,23 @@ class ZkServer {
     }
     kill9();
     *error = "zookeeper did not answer ruok/srvr on 127.0.0.1:" +
-             std::to_string(port_) + " within " +
-             format_duration(kZkReadyWithin) + "; see " + log;
+             std::to_string(port_) + " within " + format_duration(within) +
+             "; see " + log;
     return false;
+  }
+
+  // Runs the server under libfaketime with `path` as its offset file
+  // (written "+0" now). false if the library is missing.
+  bool fake_clock(const std::string& path) {
+    if (::access(kFaketime, R_OK) != 0) return false;
+    clock_file_ = path;
+    return set_clock("+0");
+  }
+  bool set_clock(const std::string& offset) {
+    if (clock_file_.empty()) return false;
+    std::ofstream f(clock_file_);
+    f << offset << "\n";
+    return static_cast<bool>(f);
   }
 
   void kill9() { kill_child(pid_); }
@@ -226,6 +253,7 @@ class ZkServer {
  private:
   std::string dir_;
   std::string class_path_;
+  std::string clock_file_;  // libfaketime's offset file ("": real clock)
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
 };
@@ -234,7 +262,7 @@ class ZkCluster : public Proxied {
  public:
   // `members`: 1 (standalone) or 3 (an ensemble).
   ZkCluster(const StoreOptions& o, const std::string& dir, int members)
-      : o_(o) {
+      : o_(o), dir_(dir) {
     for (int i = 0; i < members; ++i) {
       servers_.push_back(std::make_unique<ZkServer>(
           members == 1 ? dir + "/zookeeper"
@@ -254,6 +282,15 @@ class ZkCluster : public Proxied {
                " would outlast zoo.cfg's maxSessionTimeout";
       return false;
     }
+    if (o_.server_clocks) {
+      for (std::size_t i = 0; i < servers_.size(); ++i) {
+        if (!servers_[i]->fake_clock(dir_ + "/zk-clock-" + std::to_string(i))) {
+          *error = std::string("zookeeper: server clocks need ") + kFaketime +
+                   " (Debian package faketime)";
+          return false;
+        }
+      }
+    }
     if (servers_.size() == 1) {
       if (!servers_[0]->configure(error, o_.fsync) ||
           !servers_[0]->start(error)) {
@@ -272,8 +309,10 @@ class ZkCluster : public Proxied {
           return false;
         }
       }
+      // Three JVMs start, then elect a leader: on a loaded 2-core machine
+      // that took over 30 s.
       for (const auto& s : servers_) {
-        if (!s->ready(error)) return false;
+        if (!s->ready(error, 3 * kZkReadyWithin)) return false;
       }
     }
     if (o_.proxies) {
@@ -325,6 +364,14 @@ class ZkCluster : public Proxied {
     ::kill(pid, on ? SIGSTOP : SIGCONT);
     return true;
   }
+  bool step_server_clock(int i, const std::string& offset,
+                         std::string* why) override {
+    if (!server(i).set_clock(offset)) {
+      if (why != nullptr) *why = "the servers do not run under libfaketime";
+      return false;
+    }
+    return true;
+  }
   bool freeze(bool on, std::string* why) override {
     for (const auto& s : servers_) {
       if (s->pid() <= 0) {
@@ -352,6 +399,7 @@ class ZkCluster : public Proxied {
   }
 
   StoreOptions o_;
+  std::string dir_;
   std::vector<std::unique_ptr<ZkServer>> servers_;
   bool frozen_ = false;
 };
