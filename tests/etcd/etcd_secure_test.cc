@@ -223,6 +223,37 @@ TEST(EtcdSecure, RevokedPermissionIsPermissionDenied) {
   expect_no_secret(denied.error().to_string());
 }
 
+// The change feed is a watch on the lock keys' range: it needs the role's
+// read permission there. Once revoked, a new feed is refused
+// (permission_denied naming the prefix); the refusal of a stale token is
+// not taken for it (the feed logs in again first).
+TEST(EtcdSecure, FeedWithoutReadPermissionIsPermissionDenied) {
+  etcd().add_role("unwatched", "readwrite");
+  etcd().add_user("unwatched", kNorolePassword, "unwatched");
+  ClientOptions co;
+  co.max_retries = 0;
+  auto c = Client::open(etcd().url_as("unwatched", kNorolePassword), co);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  auto feed = c->watch("w/");
+  ASSERT_TRUE(feed.ok()) << feed.error().to_string();
+  ASSERT_NE(*feed, nullptr);
+  // Another role's change moves the auth store on: the token the client
+  // holds is now stale, and the next feed must log in again.
+  etcd().add_role("bystander", "read");
+  auto again = c->watch("w/");
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  etcd().admin({"role", "revoke-permission", "unwatched", "--prefix=true",
+                etcd().prefix() + "/"});
+  auto denied = c->watch("w/");
+  ASSERT_FALSE(denied.ok());
+  std::printf("  -> %s\n", denied.error().to_string().c_str());
+  EXPECT_EQ(denied.error().code(), Errc::permission_denied)
+      << denied.error().to_string();
+  EXPECT_TRUE(contains(denied.error().message(), "key prefix \"sec/\""))
+      << denied.error().message();
+  expect_no_secret(denied.error().to_string());
+}
+
 TEST(EtcdSecure, UntrustedServerCertificateIsRefusedAtOpen) {
   const std::string other = etcd().certs().path("other_ca.pem");
   const std::string client = "&cert=" + etcd().certs().path("client.pem") +

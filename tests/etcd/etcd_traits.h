@@ -22,7 +22,6 @@ inline baton::conformance::StoreTraits etcd_traits() {
       "etcd leases are whole seconds (at least 1 s): a 200 ms lease's key "
       "lives up to 1 s, and a release or extend within that second finds it "
       "held";
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
   return t;
 }
 

@@ -270,6 +270,22 @@ class ZkObserver {
     return zoo_create(zh_, path.c_str(), data.data(),
                       static_cast<int>(data.size()), acl, 0, nullptr, 0);
   }
+  // Creates (or, with `remove`, deletes) the persistent open nodes at
+  // `paths` in one transaction (one write to the log instead of one per
+  // node).
+  int multi(const std::vector<std::string>& paths, bool remove = false) {
+    std::vector<zoo_op_t> ops(paths.size());
+    std::vector<zoo_op_result_t> res(paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (remove) {
+        zoo_delete_op_init(&ops[i], paths[i].c_str(), -1);
+      } else {
+        zoo_create_op_init(&ops[i], paths[i].c_str(), nullptr, -1,
+                           &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
+      }
+    }
+    return zoo_multi(zh_, static_cast<int>(ops.size()), ops.data(), res.data());
+  }
   int set_acl_open(const std::string& path) {
     return zoo_set_acl(zh_, path.c_str(), -1, &ZOO_OPEN_ACL_UNSAFE);
   }

@@ -34,9 +34,7 @@ baton::Result<baton::Client> open_under_test(
 }
 
 baton::conformance::StoreTraits traits() {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
-  return t;
+  return baton::conformance::StoreTraits{};
 }
 
 }  // namespace

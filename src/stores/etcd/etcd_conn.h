@@ -126,6 +126,7 @@ class Conn {
                     bool one_pass = false);
   std::size_t current() const { return current_.load() % endpoints_.size(); }
   friend class WatchStream;
+  friend class EtcdFeed;  // the change feed's own stream (etcd_watch.cc)
   // The deadline and the metadata of every call: etcd's "hasleader", and
   // the token (if any).
   void deadline_of(grpc::ClientContext* ctx, SteadyTime end,

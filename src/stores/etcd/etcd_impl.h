@@ -2,7 +2,8 @@
 // source files (etcd_store.cc: the descriptor, extend, release, describe,
 // list, counters, the lease thread; etcd_queue.cc: reading and claiming
 // the queue; etcd_acquire.cc: one acquire's Request; etcd_multi.cc:
-// acquire_some / acquire_all). docs/stores/etcd.md explains the design.
+// acquire_some / acquire_all; etcd_watch.cc: the change feed).
+// docs/stores/etcd.md explains the design.
 //
 // Every call that does I/O takes the CallContext of the call it serves
 // and passes it to the gRPC call (its deadline bounds the RPC).
@@ -94,6 +95,10 @@ class EtcdStore final : public baton::Store {
   // re-checks. Longer than any keep-alive interval, so that a wait's end
   // is always the end of the wait or the next keep-alive.
   milliseconds recheck_interval() const override { return kMaxTtl; }
+  // The change feed: one etcd Watch on the key range of the locks under
+  // `prefix`, read by a thread of the feed's own (etcd_watch.cc).
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override;
 
   // ---- shared by the source files (and the store's tests) ----
   const EtcdOptions& options() const { return options_; }

@@ -224,10 +224,13 @@ SteadyTime Conn::call_until(const CallContext& ctx) const {
 
 std::uint64_t Conn::register_watch(const std::shared_ptr<Waker>& w) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (watches_.size() > 1024) {
+  if (watches_.size() > sweep_at_) {
     for (auto it = watches_.begin(); it != watches_.end();) {
       it = it->second.expired() ? watches_.erase(it) : std::next(it);
     }
+    // Live watches (a change feed keeps thousands) are not swept again
+    // until as many more were registered: O(1) per registration.
+    sweep_at_ = std::max<std::size_t>(1024, 2 * watches_.size());
   }
   const std::uint64_t id = next_watch_++;
   watches_[id] = w;
@@ -412,6 +415,40 @@ int Conn::watch(const std::vector<std::string>& paths,
       std::lock_guard<std::mutex> lk(sent[i]->mu);
       (*stats)[i] = sent[i]->stat;
       (*datas)[i] = std::move(sent[i]->value);
+    }
+  }
+  return ZOK;
+}
+
+int Conn::watch_children(const std::vector<std::string>& paths,
+                         const std::shared_ptr<Waker>& watch,
+                         std::vector<int>* rcs,
+                         std::vector<std::vector<std::string>>* names,
+                         const CallContext& ctx) {
+  rcs->assign(paths.size(), kGaveUp);
+  names->assign(paths.size(), {});
+  const SteadyTime until = call_until(ctx);
+  if (until <= steady_clock::now()) return kGaveUp;
+  auto h = handle();
+  if (h == nullptr) return ZINVALIDSTATE;
+  std::vector<PendingRef> sent;
+  for (const auto& path : paths) {
+    auto p = std::make_shared<Pending>();
+    PendingRef* ref = hold(p);
+    const int rc = zoo_awget_children2(h->zh, path.c_str(), watch_fn,
+                                       watch_context(register_watch(watch)),
+                                       on_strings_stat, ref);
+    if (rc != ZOK) {
+      delete ref;  // not sent: never completes
+      return rc;
+    }
+    sent.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    (*rcs)[i] = await(sent[i], until);
+    if ((*rcs)[i] == ZOK) {
+      std::lock_guard<std::mutex> lk(sent[i]->mu);
+      (*names)[i] = std::move(sent[i]->names);
     }
   }
   return ZOK;

@@ -61,6 +61,11 @@ struct Stat {
 // Woken by the watches and session events registered with it.
 class Waker {
  public:
+  Waker() = default;
+  // Keeps up to `keep` events between two forget_events() or
+  // take_events() (64 by default: a waiter looks at the few nodes it
+  // watches; a change feed keeps one per watch it set).
+  explicit Waker(std::size_t keep) : keep_(keep) {}
   // What woke it: 'd' a watched node deleted, 'c' one changed (`path`),
   // 'o' anything else (a session event, an interrupt).
   void notify(char what = 'o', std::string_view path = {});
@@ -70,6 +75,9 @@ class Waker {
   bool was_changed(std::string_view path);
   bool only_changed(std::string_view path);
   void forget_events();
+  // Moves the events since the last call into *out (and forgets them).
+  // False if some were dropped (more than `keep`): what fired is unknown.
+  bool take_events(std::vector<std::pair<char, std::string>>* out);
   // Sleeps until notified after `*seen` (updated) or until `clock` reaches
   // `until`. True if notified.
   bool wait_until(const Clock& clock, Clock::time_point until,
@@ -81,6 +89,8 @@ class Waker {
   std::condition_variable cv_;
   std::uint64_t gen_ = 0;
   std::vector<std::pair<char, std::string>> events_;  // guarded by mu_
+  const std::size_t keep_ = 64;
+  bool dropped_ = false;  // guarded by mu_
 };
 
 // One operation of an atomic multi().
@@ -139,6 +149,13 @@ class Conn {
             const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
             std::vector<Stat>* stats, std::vector<std::string>* datas,
             const CallContext& ctx);
+  // Sets a child watch on each of `paths` and lists each node's children,
+  // as one pipelined batch: (*rcs)[i], (*names)[i] per path; ZOK unless
+  // the batch could not be sent.
+  int watch_children(const std::vector<std::string>& paths,
+                     const std::shared_ptr<Waker>& watch, std::vector<int>* rcs,
+                     std::vector<std::vector<std::string>>* names,
+                     const CallContext& ctx);
   // Reads the ACL of each of `paths`, as one pipelined batch: (*rcs)[i],
   // (*acls)[i] per path; ZOK unless the batch could not be sent.
   int get_acls(const std::vector<std::string>& paths, std::vector<int>* rcs,
@@ -196,6 +213,7 @@ class Conn {
   std::vector<std::weak_ptr<Waker>> session_wakers_;       // guarded by mu_
   std::vector<std::int64_t> expired_;                      // guarded by mu_
   std::uint64_t next_watch_ = 1;                           // guarded by mu_
+  std::size_t sweep_at_ = 1024;                            // guarded by mu_
   std::int64_t server_ms_ = 0;                             // guarded by mu_
   SteadyTime server_seen_{};                               // guarded by mu_
 };

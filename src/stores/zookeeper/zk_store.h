@@ -2,7 +2,8 @@
 // by its source files (zookeeper_store.cc: options, extend, release,
 // describe, counters; zk_queue.cc: the queue of request nodes; zk_wait.cc:
 // watches, expiry collection and the hand-over; zk_request.cc: one
-// acquire's Request; zk_multi.cc: acquire_some / acquire_all).
+// acquire's Request; zk_multi.cc: acquire_some / acquire_all; zk_watch.cc:
+// the change feed).
 // docs/stores/zookeeper.md explains the design.
 //
 // Every method that talks to ZooKeeper takes the caller's CallContext: no
@@ -171,6 +172,11 @@ class ZkStore final : public baton::Store {
   // bug or a session change (docs/stores/zookeeper.md, "Waiting without a
   // herd"): 0.5–1.5 s.
   milliseconds recheck_interval() const override { return milliseconds{500}; }
+  // The change feed: one-shot watches on <root>/locks, on each lock node
+  // under `prefix` and on each of their request nodes, set again as they
+  // fire; it also returns at the earliest lease expiry (zk_watch.cc).
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override;
   std::string safe_url() const override { return options_.url; }
 
   // ---- shared by the source files ----

@@ -15,7 +15,15 @@ void Waker::notify(char what, std::string_view path) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++gen_;
-    if (events_.size() < 64) events_.emplace_back(what, path);
+    if (!events_.empty() && events_.back().first == what &&
+        events_.back().second == path) {
+      // The same again (a session event reaches every watch a Waker
+      // set): no new news for any reader of the events.
+    } else if (events_.size() < keep_) {
+      events_.emplace_back(what, path);
+    } else {
+      dropped_ = true;
+    }
   }
   cv_.notify_all();
 }
@@ -45,6 +53,14 @@ bool Waker::only_changed(std::string_view path) {
 void Waker::forget_events() {
   std::lock_guard<std::mutex> lk(mu_);
   events_.clear();
+  dropped_ = false;
+}
+
+bool Waker::take_events(std::vector<std::pair<char, std::string>>* out) {
+  std::lock_guard<std::mutex> lk(mu_);
+  out->clear();
+  out->swap(events_);
+  return !std::exchange(dropped_, false);
 }
 
 bool Waker::wait_until(const Clock& clock, Clock::time_point until,
