@@ -10,6 +10,7 @@
 //   LOCK.RELEASE name token
 //   LOCK.DESCRIBE name
 //   LOCK.LIST prefix limit
+//   LOCK.WATCH prefix wait_ms
 //   LOCK.ACQUIRE_SOME|LOCK.ACQUIRE_ALL token ttl_ms wait_ms capacity label
 //                name...
 //   COUNTER.GET name | COUNTER.ADD name delta | COUNTER.TAKE name n
@@ -74,6 +75,11 @@ struct ListCommand {
   std::string prefix;
   std::size_t limit = 0;
 };
+// LOCK.WATCH: the connection's change feed over `prefix` (docs/protocol.md).
+struct WatchCommand {
+  std::string prefix;
+  milliseconds wait{0};  // 0: answer at once (arms the feed)
+};
 // LOCK.ACQUIRE_SOME / LOCK.ACQUIRE_ALL (spec.all_or_nothing).
 struct MultiCommand {
   MultiSpec spec;
@@ -96,6 +102,7 @@ void encode_release(RespWriter& w, std::string_view name,
                     const OwnerToken& token);
 void encode_describe(RespWriter& w, std::string_view name);
 void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit);
+void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait);
 void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait);
 void encode_counter(RespWriter& w, CounterCommand::Op op, std::string_view name,
                     std::int64_t n = 0);
@@ -107,6 +114,7 @@ Result<LeaseCommand> decode_extend(const Request& req);
 Result<LeaseCommand> decode_release(const Request& req);
 Result<std::string> decode_describe(const Request& req);
 Result<ListCommand> decode_list(const Request& req);
+Result<WatchCommand> decode_watch(const Request& req);
 Result<MultiCommand> decode_multi(const Request& req);
 Result<CounterCommand> decode_counter(const Request& req);
 

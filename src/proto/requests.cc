@@ -187,6 +187,13 @@ void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit) {
                      limit, std::numeric_limits<std::int64_t>::max())));
 }
 
+void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait) {
+  w.array(3);
+  w.bulk("LOCK.WATCH");
+  w.bulk(prefix);
+  bulk_number(w, wait.count());
+}
+
 void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait) {
   w.array(6 + spec.names.size());
   w.bulk(spec.all_or_nothing ? "LOCK.ACQUIRE_ALL" : "LOCK.ACQUIRE_SOME");
@@ -251,6 +258,14 @@ Result<ListCommand> decode_list(const Request& req) {
   auto limit = int_arg(req[2], "limit", 0, kMaxListLimit);
   if (!limit) return limit.error();
   return ListCommand{req[1], static_cast<std::size_t>(*limit)};
+}
+
+// LOCK.WATCH prefix wait_ms
+Result<WatchCommand> decode_watch(const Request& req) {
+  if (Status s = arity(req, 3, 3, "LOCK.WATCH"); !s.ok()) return s.error();
+  auto wait = int_arg(req[2], "wait_ms", 0, kMaxMs);
+  if (!wait) return wait.error();
+  return WatchCommand{req[1], milliseconds(*wait)};
 }
 
 // LOCK.ACQUIRE_SOME|ALL token ttl_ms wait_ms capacity label name...

@@ -44,6 +44,7 @@ constexpr Arity kArity[] = {
     {"LOCK.RELEASE", 3, 3},
     {"LOCK.DESCRIBE", 2, 2},
     {"LOCK.LIST", 3, 3},
+    {"LOCK.WATCH", 3, 3},
     {"LOCK.ACQUIRE_SOME", 7, SIZE_MAX},
     {"LOCK.ACQUIRE_ALL", 7, SIZE_MAX},
     {"COUNTER.GET", 2, 2},
@@ -126,6 +127,7 @@ void Connection::execute(const proto::Request& req) {
   if (cmd == "LOCK.RELEASE") return cmd_release(req);
   if (cmd == "LOCK.DESCRIBE") return cmd_describe(req);
   if (cmd == "LOCK.LIST") return cmd_list(req);
+  if (cmd == "LOCK.WATCH") return cmd_watch(req);
   if (cmd == "LOCK.ACQUIRE_SOME" || cmd == "LOCK.ACQUIRE_ALL") {
     return cmd_multi(req);
   }
@@ -190,7 +192,9 @@ bool Connection::permitted(std::string_view cmd, const proto::Request& req) {
   if (cmd == "INFO") {
     need = kAdmin;
     names.push_back("");
-  } else if (cmd == "LOCK.LIST") {
+  } else if (cmd == "LOCK.LIST" || cmd == "LOCK.WATCH") {
+    // A watch is authorized as a listing of its prefix: it tells only that
+    // something may have changed, and the watcher then reads LOCK.LIST.
     if (may_list(*user_, req[1])) return true;  // filtered in cmd_list
     need = kRead;
     names.push_back(req[1]);

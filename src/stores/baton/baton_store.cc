@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "proto/commands.h"
+#include "stores/baton/baton_watch.h"
 #include "stores/baton/conn.h"
 
 namespace baton::store {
@@ -212,6 +213,27 @@ class BatonStore final : public baton::Store {
   }
 
   bool supports_shared() const override { return true; }
+
+  // LOCK.WATCH on a connection of the feed's own (stores/baton/
+  // baton_watch.h); no feed (callers poll) from a batond without it.
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override {
+    const milliseconds left = ctx.left();
+    const bool ctx_bound = left < set_.request_timeout;
+    const Deadline d =
+        steady_clock::now() + (ctx_bound ? left : set_.request_timeout);
+    auto c = take(d);
+    if (!c) return past_deadline(c.error(), ctx_bound, d);
+    auto armed = baton_conn::arm_watch(**c, prefix, d);
+    if (!armed) return past_deadline(armed.error(), ctx_bound, d);
+    if (!*armed) {
+      give_back(std::move(*c));
+      return std::unique_ptr<Waitable>();
+    }
+    return baton_conn::make_watch(
+        std::string(prefix), std::move(*c),
+        [this](Deadline dl) { return take(dl); }, set_.request_timeout);
+  }
   std::string safe_url() const override { return set_.safe_url; }
 
   // LOCK.ACQUIRE with BRIEF while batond takes it: batond's reply, or an
