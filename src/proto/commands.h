@@ -5,7 +5,7 @@
 //
 // Requests (RESP2 arrays of bulk strings; numbers in decimal):
 //   LOCK.ACQUIRE name token ttl_ms [WAIT ms] [CAPACITY n] [LABEL s]
-//                [REENTRANT key] [SHARED] [EPHEMERAL] [BRIEF]
+//                [REENTRANT key] [SHARED] [EPHEMERAL] [BRIEF] [QUEUED]
 //   LOCK.EXTEND name token ttl_ms
 //   LOCK.RELEASE name token
 //   LOCK.DESCRIBE name
@@ -63,6 +63,7 @@ struct AcquireCommand {
   milliseconds wait{0};    // 0: answer at once (a try)
   bool ephemeral = false;  // the lease is bound to the connection
   bool brief = false;      // an immediate grant of what was asked: brief form
+  bool queued = false;     // a request that queues: `+queued <place>` first
 };
 // LOCK.EXTEND (ttl) and LOCK.RELEASE (no ttl).
 struct LeaseCommand {
@@ -94,8 +95,9 @@ struct CounterCommand {
 };
 
 // Encoders (the baton:// store). WAIT is sent only for a wait > 0.
+// `queued`: sent only with a wait > 0 (QUEUED).
 void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
-                    bool brief);
+                    bool brief, bool queued = false);
 void encode_extend(RespWriter& w, std::string_view name,
                    const OwnerToken& token, milliseconds ttl);
 void encode_release(RespWriter& w, std::string_view name,
@@ -133,6 +135,9 @@ void write_error(RespWriter& w, const Error& e);  // -code message
 void write_holder(RespWriter& w, const HolderInfo& h);
 void write_lock_info(RespWriter& w, const LockInfo& info);
 void write_release(RespWriter& w, const core::ReleaseResult& r);
+// The interim reply to `LOCK.ACQUIRE … WAIT ms QUEUED` that queued:
+// `+queued <place>` (1-based among the waiting requests).
+void write_queued(RespWriter& w, std::size_t position);
 
 // Client side. Every decoder maps an error reply (or a not_acquired array)
 // to the matching Error, and anything unexpected to `internal`.
@@ -148,6 +153,9 @@ Result<LockInfo> read_lock_info(const Reply& r);
 Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);
 Result<core::ReleaseResult> read_release(const Reply& r);
 Result<std::int64_t> read_integer(const Reply& r);
+// Whether `r` is the interim `+queued <place>`; sets *position (0 if the
+// place does not parse).
+bool read_queued(const Reply& r, std::uint32_t* position);
 
 }  // namespace baton::proto
 

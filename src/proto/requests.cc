@@ -100,6 +100,8 @@ Status acquire_options(const Request& req, AcquireCommand* c) {
       c->ephemeral = true;
     } else if (iequals(opt, "BRIEF")) {
       c->brief = true;
+    } else if (iequals(opt, "QUEUED")) {
+      c->queued = true;
     } else if (iequals(opt, "SHARED")) {
       c->spec.shared = true;
     } else if (iequals(opt, "WAIT") && has_value) {
@@ -127,11 +129,12 @@ Status acquire_options(const Request& req, AcquireCommand* c) {
 // --- encoding ----------------------------------------------------------------
 
 void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
-                    bool brief) {
+                    bool brief, bool queued) {
   const bool waits = wait.count() > 0;
+  queued = queued && waits;
   w.array(4 + (waits ? 2 : 0) + (spec.capacity != 1 ? 2 : 0) +
           (spec.label.empty() ? 0 : 2) + (spec.reentrancy_key.empty() ? 0 : 2) +
-          (spec.shared ? 1 : 0) + (brief ? 1 : 0));
+          (spec.shared ? 1 : 0) + (brief ? 1 : 0) + (queued ? 1 : 0));
   w.bulk("LOCK.ACQUIRE");
   w.bulk(spec.name);
   bulk_token(w, spec.token);
@@ -154,6 +157,7 @@ void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
   }
   if (spec.shared) w.bulk("SHARED");
   if (brief) w.bulk("BRIEF");
+  if (queued) w.bulk("QUEUED");
 }
 
 void encode_extend(RespWriter& w, std::string_view name,

@@ -286,6 +286,15 @@ void Connection::cmd_acquire(const proto::Request& req) {
     reply(std::move(bytes), std::move(grants), /*durable=*/true, out->created);
   } else {
     ++server_.stats().waits;
+    if (c->queued) {
+      // The interim answer of a request that waits (docs/protocol.md,
+      // QUEUED): its client learns the wait started without a try first.
+      // Not durable: a waiting request is not journaled.
+      std::string bytes;
+      proto::RespWriter w(bytes);
+      proto::write_queued(w, out->position);
+      reply(std::move(bytes), {}, /*durable=*/false);
+    }
     parked_ = true;
     ++park_id_;
     server_.park_single(spec.name, spec.token, shared_from_this(), park_id_);

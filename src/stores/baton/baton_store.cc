@@ -24,10 +24,12 @@ using baton_conn::Deadline;
 using proto::Reply;
 using std::chrono::steady_clock;
 
-// An older batond's refusal of the BRIEF option (an unknown option).
-bool refuses_brief(const Reply& r) {
+// An older batond's refusal of a LOCK.ACQUIRE option it does not know
+// (BRIEF, QUEUED): it changed nothing.
+bool refuses_option(const Reply& r, std::string_view option) {
   return r.type == Reply::Type::error &&
-         r.str.find("option \"BRIEF\"") != std::string::npos;
+         r.str.find("option \"" + std::string(option) + "\"") !=
+             std::string::npos;
 }
 
 // batond's own answer that a waiting request's wait ran out.
@@ -114,6 +116,9 @@ class BatonRequest final : public Request {
         withdrawer_(s, std::span(&spec_.name, 1), spec_.token) {}
   Result<Answer> ask(AskMode mode, milliseconds wait_left,
                      const CallContext& ctx) override;
+  // After a `queued` answer: batond's final answer on the ask's own
+  // connection. Otherwise asks again (idempotent by owner token).
+  Result<Answer> look(milliseconds wait_left, const CallContext& ctx) override;
   Result<Answer> withdraw(const CallContext& ctx) override;
   void interrupt() override {
     Waitable::interrupt();
@@ -121,9 +126,16 @@ class BatonRequest final : public Request {
   }
 
  private:
+  // batond's final answer to an ask that waited `wait`.
+  Result<Answer> settle(const Reply& r, milliseconds wait) const;
+
   BatonStore& s_;
   const AcquireSpec spec_;
   Withdrawer withdrawer_;
+  // The connection of an ask that batond answered `+queued`: its final
+  // answer comes on it (look() reads it). Closing it (withdraw, the
+  // request's end) makes batond drop the waiting request.
+  std::unique_ptr<Conn> held_;
 };
 
 class BatonMulti final : public MultiRequest {
@@ -236,25 +248,36 @@ class BatonStore final : public baton::Store {
   }
   std::string safe_url() const override { return set_.safe_url; }
 
-  // LOCK.ACQUIRE with BRIEF while batond takes it: batond's reply, or an
-  // I/O error.
+  // LOCK.ACQUIRE with BRIEF (and for a wait QUEUED) while batond takes
+  // them: batond's reply, or an I/O error. An interim `+queued` leaves the
+  // connection in *held (the final answer follows on it).
   Result<Reply> acquire(const AcquireSpec& spec, milliseconds wait,
-                        const CallContext& ctx, Withdrawer& w) {
+                        const CallContext& ctx, Withdrawer& w,
+                        std::unique_ptr<Conn>* held) {
     // BRIEF: a grant of the lease asked for comes back as its four unknown
-    // fields (docs/protocol.md). A batond older than BRIEF refuses the
-    // option by name and changes nothing: ask again without it, and no
-    // more on this store.
-    const bool brief = brief_.load(std::memory_order_relaxed);
-    auto r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
-      proto::encode_acquire(out, spec, wait, brief);
-    });
-    if (r && brief && refuses_brief(*r)) {
-      brief_.store(false, std::memory_order_relaxed);
-      r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
-        proto::encode_acquire(out, spec, wait, false);
-      });
+    // fields; QUEUED: a request that waits is answered `+queued <place>`
+    // first, so the engine sees the wait start without a try first
+    // (docs/protocol.md). A batond older than either refuses the option by
+    // name and changes nothing: ask again without it, and no more on this
+    // store (each flag falls once, so this loops at most three times).
+    for (;;) {
+      const bool brief = brief_.load(std::memory_order_relaxed);
+      const bool queued =
+          wait.count() > 0 && queued_.load(std::memory_order_relaxed);
+      auto r = call(
+          ctx, wait, &w,
+          [&](proto::RespWriter& out) {
+            proto::encode_acquire(out, spec, wait, brief, queued);
+          },
+          queued ? held : nullptr);
+      if (r && brief && refuses_option(*r, "BRIEF")) {
+        brief_.store(false, std::memory_order_relaxed);
+      } else if (r && queued && refuses_option(*r, "QUEUED")) {
+        queued_.store(false, std::memory_order_relaxed);
+      } else {
+        return r;
+      }
     }
-    return r;
   }
 
   Result<Reply> acquire_multi(const MultiSpec& spec, milliseconds wait,
@@ -268,10 +291,11 @@ class BatonStore final : public baton::Store {
   // batond may park it) and the call's deadline. A deadline of the call
   // that passed with no answer is a timeout; the connection is dropped.
   // `w`: the ask's Withdrawer, which may shut the connection down while
-  // it waits (null for other calls).
+  // it waits (null for other calls). `held`: an interim `+queued` reply
+  // moves the connection there instead of back to the pool.
   template <typename Encode>
   Result<Reply> call(const CallContext& ctx, milliseconds wait, Withdrawer* w,
-                     Encode&& encode) {
+                     Encode&& encode, std::unique_ptr<Conn>* held = nullptr) {
     const auto now = steady_clock::now();
     const milliseconds own = set_.request_timeout + wait;
     const milliseconds left = ctx.left();
@@ -283,7 +307,28 @@ class BatonStore final : public baton::Store {
     auto r = (*c)->call(encode, deadline);
     const bool shut = w != nullptr && w->detach();
     if (!r) return past_deadline(r.error(), ctx_bound, deadline);
+    std::uint32_t place = 0;
+    if (held != nullptr && proto::read_queued(*r, &place)) {
+      if (!(*c)->broken() && !shut) *held = std::move(*c);
+      return r;  // with a dropped connection the request is gone too
+    }
     if (!(*c)->broken() && !shut) give_back(std::move(*c));
+    return r;
+  }
+
+  // The rest of an ask whose connection `c` batond answered `+queued`:
+  // its final answer, bounded as call() bounds the ask.
+  Result<Reply> finish(std::unique_ptr<Conn> c, milliseconds wait,
+                       const CallContext& ctx, Withdrawer& w) {
+    const milliseconds own = set_.request_timeout + wait;
+    const milliseconds left = ctx.left();
+    const bool ctx_bound = left < own;
+    const Deadline deadline = steady_clock::now() + (ctx_bound ? left : own);
+    w.attach(c->fd());
+    auto r = c->next_reply(deadline);
+    const bool shut = w.detach();
+    if (!r) return past_deadline(r.error(), ctx_bound, deadline);
+    if (!c->broken() && !shut) give_back(std::move(c));
     return r;
   }
 
@@ -315,7 +360,8 @@ class BatonStore final : public baton::Store {
   }
 
   const Settings set_;
-  std::atomic<bool> brief_{true};  // batond takes LOCK.ACQUIRE … BRIEF
+  std::atomic<bool> brief_{true};   // batond takes LOCK.ACQUIRE … BRIEF
+  std::atomic<bool> queued_{true};  // batond takes LOCK.ACQUIRE … QUEUED
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // mu_
   milliseconds backoff_{0};                  // mu_
@@ -442,15 +488,40 @@ Result<Answer> BatonRequest::ask(AskMode mode, milliseconds wait_left,
     return Answer::refused_with(withdrawn_before_sent());
   const milliseconds wait =
       mode == AskMode::wait ? wait_left : milliseconds::zero();
-  auto r = s_.acquire(spec_, wait, ctx, withdrawer_);
+  held_.reset();  // a request re-asked: its earlier wait is over
+  auto r = s_.acquire(spec_, wait, ctx, withdrawer_, &held_);
   if (!r) return r.error();
-  if (wait > milliseconds::zero() && wait_ran_out(*r)) {
+  Answer q;
+  if (held_ != nullptr && proto::read_queued(*r, &q.position)) {
+    q.kind = Answer::Kind::queued;
+    q.look_at = Clock::time_point::min();  // look() reads the final answer
+    return q;
+  }
+  return settle(*r, wait);
+}
+
+Result<Answer> BatonRequest::look(milliseconds wait_left,
+                                  const CallContext& ctx) {
+  if (held_ == nullptr) return ask(AskMode::wait, wait_left, ctx);
+  std::unique_ptr<Conn> c = std::move(held_);
+  const AskInFlight in_flight(withdrawer_);
+  // Stopped: closing `c` (here) drops the waiting request in batond.
+  if (!in_flight.started()) {
+    return Answer::refused_with(withdrawn_before_sent());
+  }
+  auto r = s_.finish(std::move(c), wait_left, ctx, withdrawer_);
+  if (!r) return r.error();
+  return settle(*r, wait_left);
+}
+
+Result<Answer> BatonRequest::settle(const Reply& r, milliseconds wait) const {
+  if (wait > milliseconds::zero() && wait_ran_out(r)) {
     Answer a;
     a.kind = Answer::Kind::expired;
     a.gone = true;  // batond removed it from the queue
     return a;
   }
-  auto g = proto::read_grant(*r, spec_);
+  auto g = proto::read_grant(r, spec_);
   if (g) return Answer::granted_with(std::move(*g));
   if (g.error().code() != Errc::not_acquired) return g.error();
   // A try that found the lock taken (with its holders), or a waiting
@@ -459,6 +530,7 @@ Result<Answer> BatonRequest::ask(AskMode mode, milliseconds wait_left,
 }
 
 Result<Answer> BatonRequest::withdraw(const CallContext& ctx) {
+  held_.reset();  // batond drops a request whose connection closed
   // Releasing the token withdraws a queued request and gives back a lease
   // granted meanwhile (its grant was not received: nobody holds it).
   auto r = s_.release(spec_.name, spec_.token, ctx);

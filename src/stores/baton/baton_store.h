@@ -9,7 +9,10 @@
 // sends the wait left and returns only with batond's answer: granted, or
 // `-timeout` when batond's wait ran out (expired, nothing left of the
 // request). That parked reply is the request's wake-up source: the engine
-// never has to look again. A stop interrupts the ask by withdrawing the
+// never has to look again. With QUEUED (sent with every wait) batond
+// first answers a request that queues `+queued <place>`: ask() then
+// answers `queued` (the engine's wait-started event, no try first) and
+// keeps the connection, and look() reads the final answer on it. A stop interrupts the ask by withdrawing the
 // request by its owner token (LOCK.RELEASE), repeated until the ask
 // returns, since the release may overtake the acquire on another
 // connection; batond then answers the parked ask at once.
