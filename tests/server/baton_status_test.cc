@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/client.h"
 #include "baton/lease.h"
 #include "baton_test_server.h"
 #include "direct_store.h"
@@ -205,6 +206,36 @@ TEST(BatonStatus, PushesWhenWhatAStreamShowsChangesOnly) {
   EXPECT_LE(ev.events(), 2u + 10u);
   ASSERT_TRUE(admin->release("jobs/push-y", inside.token));
   ASSERT_TRUE(admin->release("other/push-x", outside.token));
+}
+
+// A wait that ended (granted, or timed out) is in the history as one
+// "wait" event from its start to its end: what the timeline shades.
+TEST(BatonStatus, HistoryRecordsWaitsThatEnded) {
+  auto admin = admin_store();
+  Client c = *Client::open(baton_url());
+  AcquireOptions o;
+  o.ttl = milliseconds(60'000);
+  o.label = "hist-owner";
+  auto held = c.try_acquire("jobs/hist-wait", o);
+  ASSERT_TRUE(held) << held.error().to_string();
+  o.label = "hist-waiter";
+  // Runs out after about 300 ms: a wait that left without a grant.
+  auto timed_out = c.acquire("jobs/hist-wait", milliseconds(300), o);
+  ASSERT_FALSE(timed_out);
+  ASSERT_TRUE(c.release(*held));
+  const std::string h =
+      get("/history.json?lock=jobs/hist-wait", creds("admin", kAdminPassword));
+  const std::string wait =
+      "{\"kind\":\"wait\",\"lock\":\"jobs/hist-wait\",\"label\":"
+      "\"hist-waiter\",\"at_ms\":";
+  const auto at = h.find(wait);
+  ASSERT_NE(at, std::string::npos) << h;
+  const auto from = std::stoll(h.substr(at + wait.size()));
+  const auto end_at = h.find("\"end_ms\":", at);
+  ASSERT_NE(end_at, std::string::npos) << h;
+  const auto to = std::stoll(h.substr(end_at + 9));
+  EXPECT_GE(to - from, 250) << h;  // the wait's ~300 ms
+  EXPECT_LT(to - from, 5000) << h;
 }
 
 TEST(BatonStatus, RefusesBadQueriesAndTooManyStreams) {
