@@ -15,12 +15,15 @@
 #include "proto/commands.h"
 #include "stores/baton/baton_watch.h"
 #include "stores/baton/conn.h"
+#include "stores/baton/withdrawer.h"
 
 namespace baton::store {
 namespace {
 
+using baton_conn::AskInFlight;
 using baton_conn::Conn;
 using baton_conn::Deadline;
+using baton_conn::Withdrawer;
 using proto::Reply;
 using std::chrono::steady_clock;
 
@@ -49,71 +52,21 @@ struct Settings {
 
 class BatonStore;
 
-// Withdraws a request by its owner token while its ask is in flight: once
-// started (a stop), releases `token` on every name every kRepeat until the
-// ask ends. A release of a waiting token withdraws it, and batond answers
-// the parked ask at once; it is repeated because the release may reach
-// batond before the acquire (they travel on different connections). If the
-// ask has still not ended kGiveUp after the stop (batond does not answer),
-// its connection is shut down: the ask then fails at once, and batond, if
-// it is alive, drops the closed connection's queued request.
-class Withdrawer {
- public:
-  static constexpr milliseconds kRepeat{50};
-  static constexpr milliseconds kGiveUp{1000};
-
-  // `names` belong to the request, which outlives its Withdrawer.
-  Withdrawer(BatonStore& store, std::span<const std::string> names,
-             OwnerToken token)
-      : store_(store), names_(names), token_(token) {}
-  ~Withdrawer() { ask_ended(); }
-
-  // Marks an ask in flight; false (and nothing marked) once stopped.
-  bool ask_started() {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopped_) return false;
-    in_flight_ = true;
-    return true;
-  }
-  // The ask returned: no more releases (waits for one in progress).
-  void ask_ended();
-  // A stop: withdraws the request if an ask is in flight, and refuses
-  // later asks.
-  void stop();
-  // The socket the ask waits on, while it waits.
-  void attach(int fd) {
-    std::lock_guard<std::mutex> lk(mu_);
-    fd_ = fd;
-  }
-  // The ask's exchange is over; true if its socket was shut down meanwhile
-  // (the connection must then not be reused).
-  bool detach() {
-    std::lock_guard<std::mutex> lk(mu_);
-    fd_ = -1;
-    return std::exchange(shut_, false);
-  }
-
- private:
-  void run();
-
-  BatonStore& store_;
-  const std::span<const std::string> names_;
-  const OwnerToken token_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;    // mu_
-  bool in_flight_ = false;  // mu_
-  int fd_ = -1;             // mu_; shut down (never closed) here
-  bool shut_ = false;       // mu_: fd_ was shut down
-  std::thread thread_;      // started by stop() during an ask
-};
+// The release a Withdrawer repeats (defined after BatonStore).
+void release_now(BatonStore& s, const std::string& name,
+                 const OwnerToken& token);
+Withdrawer::Release releaser(BatonStore& s) {
+  return [&s](const std::string& name, const OwnerToken& token) {
+    release_now(s, name, token);
+  };
+}
 
 class BatonRequest final : public Request {
  public:
   BatonRequest(BatonStore& s, const AcquireSpec& spec)
       : s_(s),
         spec_(spec),
-        withdrawer_(s, std::span(&spec_.name, 1), spec_.token) {}
+        withdrawer_(releaser(s), std::span(&spec_.name, 1), spec_.token) {}
   Result<Answer> ask(AskMode mode, milliseconds wait_left,
                      const CallContext& ctx) override;
   // After a `queued` answer: batond's final answer on the ask's own
@@ -141,7 +94,9 @@ class BatonRequest final : public Request {
 class BatonMulti final : public MultiRequest {
  public:
   BatonMulti(BatonStore& s, const MultiSpec& spec)
-      : s_(s), spec_(spec), withdrawer_(s, spec_.names, spec_.reservation) {}
+      : s_(s),
+        spec_(spec),
+        withdrawer_(releaser(s), spec_.names, spec_.reservation) {}
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override;
   Result<MultiAnswer> withdraw(const CallContext& ctx) override;
@@ -420,59 +375,13 @@ Status BatonStore::authenticate(Conn& c, Deadline deadline) {
                                             set_.safe_url + ": " + e.message());
 }
 
-// --- Withdrawer
-// ----------------------------------------------------------------
-
-void Withdrawer::ask_ended() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    in_flight_ = false;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+void release_now(BatonStore& s, const std::string& name,
+                 const OwnerToken& token) {
+  const CallContext ctx(Clock::steady()->now() + Withdrawer::kGiveUp);
+  (void)s.call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
+    proto::encode_release(w, name, token);
+  });
 }
-
-void Withdrawer::stop() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  if (in_flight_) thread_ = std::thread([this] { run(); });
-}
-
-void Withdrawer::run() {
-  const auto give_up = steady_clock::now() + kGiveUp;
-  std::unique_lock<std::mutex> lk(mu_);
-  while (in_flight_) {
-    if (steady_clock::now() >= give_up && fd_ >= 0) {
-      ::shutdown(fd_, SHUT_RDWR);
-      fd_ = -1;
-      shut_ = true;
-    }
-    lk.unlock();
-    for (const auto& n : names_) {
-      const CallContext ctx(Clock::steady()->now() + kGiveUp);
-      (void)store_.call(
-          ctx, milliseconds{0}, nullptr,
-          [&](proto::RespWriter& w) { proto::encode_release(w, n, token_); });
-    }
-    lk.lock();
-    cv_.wait_for(lk, kRepeat, [&] { return !in_flight_; });
-  }
-}
-
-// Ends an ask's Withdrawer mark on every path.
-class AskInFlight {
- public:
-  explicit AskInFlight(Withdrawer& w) : w_(w), started_(w.ask_started()) {}
-  ~AskInFlight() {
-    if (started_) w_.ask_ended();
-  }
-  bool started() const { return started_; }
-
- private:
-  Withdrawer& w_;
-  const bool started_;
-};
 
 Error withdrawn_before_sent() {
   return Error(Errc::not_acquired, "the request was withdrawn (stopped)");

@@ -12,10 +12,11 @@
 // never has to look again. With QUEUED (sent with every wait) batond
 // first answers a request that queues `+queued <place>`: ask() then
 // answers `queued` (the engine's wait-started event, no try first) and
-// keeps the connection, and look() reads the final answer on it. A stop interrupts the ask by withdrawing the
-// request by its owner token (LOCK.RELEASE), repeated until the ask
-// returns, since the release may overtake the acquire on another
-// connection; batond then answers the parked ask at once.
+// keeps the connection, and look() reads the final answer on it. A stop
+// interrupts the ask by withdrawing the request by its owner token
+// (LOCK.RELEASE), repeated until the ask returns, since the release may
+// overtake the acquire on another connection; batond then answers the parked
+// ask at once.
 //
 // Connect and I/O failures are `unavailable` (a deadline that passed with
 // no answer: `timeout`); the engine repeats with the same owner token,
