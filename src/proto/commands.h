@@ -11,6 +11,7 @@
 //   LOCK.DESCRIBE name
 //   LOCK.LIST prefix limit
 //   LOCK.WATCH prefix wait_ms
+//   LOCK.HISTORY name
 //   LOCK.ACQUIRE_SOME|LOCK.ACQUIRE_ALL token ttl_ms wait_ms capacity label
 //                name...
 //   COUNTER.GET name | COUNTER.ADD name delta | COUNTER.TAKE name n
@@ -105,6 +106,7 @@ void encode_release(RespWriter& w, std::string_view name,
 void encode_describe(RespWriter& w, std::string_view name);
 void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit);
 void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait);
+void encode_history(RespWriter& w, std::string_view name);
 void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait);
 void encode_counter(RespWriter& w, CounterCommand::Op op, std::string_view name,
                     std::int64_t n = 0);
@@ -117,6 +119,7 @@ Result<LeaseCommand> decode_release(const Request& req);
 Result<std::string> decode_describe(const Request& req);
 Result<ListCommand> decode_list(const Request& req);
 Result<WatchCommand> decode_watch(const Request& req);
+Result<std::string> decode_history(const Request& req);  // the lock name
 Result<MultiCommand> decode_multi(const Request& req);
 Result<CounterCommand> decode_counter(const Request& req);
 

@@ -191,6 +191,12 @@ void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit) {
                      limit, std::numeric_limits<std::int64_t>::max())));
 }
 
+void encode_history(RespWriter& w, std::string_view name) {
+  w.array(2);
+  w.bulk("LOCK.HISTORY");
+  w.bulk(name);
+}
+
 void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait) {
   w.array(3);
   w.bulk("LOCK.WATCH");
@@ -262,6 +268,11 @@ Result<ListCommand> decode_list(const Request& req) {
   auto limit = int_arg(req[2], "limit", 0, kMaxListLimit);
   if (!limit) return limit.error();
   return ListCommand{req[1], static_cast<std::size_t>(*limit)};
+}
+
+Result<std::string> decode_history(const Request& req) {
+  if (Status s = arity(req, 2, 2, "LOCK.HISTORY"); !s.ok()) return s.error();
+  return req[1];
 }
 
 // LOCK.WATCH prefix wait_ms

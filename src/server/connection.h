@@ -123,6 +123,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void cmd_multi(const proto::Request& req);
   void cmd_counter(const proto::Request& req);
   void cmd_watch(const proto::Request& req);  // watch.cc
+  void cmd_history(const proto::Request& req);
   void cmd_hello(const proto::Request& req);
   void cmd_auth(const proto::Request& req);
   void reply_error(Errc code, std::string_view message);

@@ -20,6 +20,8 @@
 #include "baton/lease.h"
 #include "baton_test_server.h"
 #include "direct_store.h"
+#include "raw_resp.h"
+#include "stores/baton/baton_store.h"
 
 namespace baton::testing {
 namespace {
@@ -236,6 +238,33 @@ TEST(BatonStatus, HistoryRecordsWaitsThatEnded) {
   const auto to = std::stoll(h.substr(end_at + 9));
   EXPECT_GE(to - from, 250) << h;  // the wait's ~300 ms
   EXPECT_LT(to - from, 5000) << h;
+
+  // The same document over the lock protocol (LOCK.HISTORY), what `baton
+  // status --history LOCK` reads without --from; read permission needed.
+  Raw admin_conn(test_server().port());
+  ASSERT_EQ(admin_conn.call({"AUTH", "admin", kAdminPassword}).str, "OK");
+  auto r = admin_conn.call({"LOCK.HISTORY", "jobs/hist-wait"});
+  ASSERT_EQ(r.type, proto::Reply::Type::string) << r.str;
+  EXPECT_NE(r.str.find(wait), std::string::npos) << r.str;
+  auto bad = admin_conn.call({"LOCK.HISTORY", std::string("a\0b", 3)});
+  EXPECT_EQ(bad.type, proto::Reply::Type::error);
+  EXPECT_EQ(bad.str.rfind("invalid_argument ", 0), 0u) << bad.str;
+  Raw jobs_conn(test_server().port());
+  ASSERT_EQ(jobs_conn.call({"AUTH", "jobs", kJobsPassword}).str, "OK");
+  auto denied = jobs_conn.call({"LOCK.HISTORY", "other/hist"});
+  EXPECT_EQ(denied.str.rfind("permission_denied user \"jobs\" may not run "
+                             "LOCK.HISTORY on \"other/hist\": no read",
+                             0),
+            0u)
+      << denied.str;
+  auto own = jobs_conn.call({"LOCK.HISTORY", "jobs/hist-wait"});
+  EXPECT_EQ(own.type, proto::Reply::Type::string) << own.str;
+  // The store's call, as the CLI makes it.
+  auto store = open_store(baton_url());
+  ASSERT_TRUE(store) << store.error().to_string();
+  auto doc = store::batond_history(**store, "jobs/hist-wait", CallContext());
+  ASSERT_TRUE(doc) << doc.error().to_string();
+  EXPECT_NE(doc->find(wait), std::string::npos) << *doc;
 }
 
 TEST(BatonStatus, RefusesBadQueriesAndTooManyStreams) {

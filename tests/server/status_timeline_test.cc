@@ -288,6 +288,24 @@ TEST(StatusTimeline, HoldersQueueAndTimelineBars) {
   EXPECT_NE(run_cli("status --history tl/job --from " + from + " --json")
                 .find("\"kind\":\"expire\""),
             std::string::npos);
+  if (kKind == "batond") {
+    // Without --from: batond's own history over its lock protocol, the
+    // same events (and the past wait of tl/past).
+    const std::string direct =
+        run_cli("--store " + server.store_url + " status --history tl/job");
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_NE(direct.find("grant    " + std::to_string(tokens[i]) + " "),
+                std::string::npos)
+          << direct;
+    }
+    EXPECT_NE(direct.find("expire   " + std::to_string(tokens[2]) + " "),
+              std::string::npos)
+        << direct;
+    EXPECT_NE(
+        run_cli("--store " + server.store_url + " status --history tl/past")
+            .find("past-waiter (waited "),
+        std::string::npos);
+  }
 
   // Bad parameters: 400 with the reason; nothing changes.
   const std::string before = http(server.port, "/history.json?prefix=tl/");

@@ -552,6 +552,26 @@ Result<std::unique_ptr<baton::Store>> open_baton(const StoreUrl& url) {
 
 }  // namespace
 
+Result<std::string> batond_history(Store& store, std::string_view name,
+                                   const CallContext& ctx) {
+  auto* s = dynamic_cast<BatonStore*>(&store);
+  if (s == nullptr) {
+    return Error(Errc::invalid_argument,
+                 store.safe_url() +
+                     " is not batond: only batond records a "
+                     "history of its locks");
+  }
+  auto r = s->call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
+    proto::encode_history(w, name);
+  });
+  if (!r) return r.error();
+  if (proto::is_failure(*r)) return proto::error_from_reply(*r);
+  if (r->type != Reply::Type::string) {
+    return Error(Errc::internal, "batond answered LOCK.HISTORY with no text");
+  }
+  return std::move(r->str);
+}
+
 const StoreDescriptor& baton_descriptor() {
   static const StoreDescriptor d = [] {
     StoreDescriptor b;
