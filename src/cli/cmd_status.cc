@@ -1,8 +1,9 @@
 // cli/cmd_status.cc — `baton status [lock|prefix] [--json] [--watch]`: who
 // holds what, who waits, as a table for people or JSON for machines, once or
 // again every --interval. `--serve ADDR` serves the live status page of the
-// store instead, and `--history LOCK --from URL` prints what a page server
-// recorded (cli/status_serve.h).
+// store instead, and `--history LOCK [--from URL]` prints what a page
+// server (or, without --from, batond itself) recorded (cli/status_serve.h,
+// cli/status_history.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
+#include "cli/status_history.h"
 #include "cli/status_serve.h"
 
 namespace baton::cli {
@@ -254,12 +256,17 @@ int do_serve(const Globals& globals, const StatusFlags& flags) {
 int do_status(const Globals& globals, const StatusFlags& flags) {
   if (!flags.serve.empty()) return do_serve(globals, flags);
   if (!flags.history.empty() || !flags.from.empty()) {
-    if (flags.history.empty() || flags.from.empty()) {
+    if (flags.history.empty()) {
       return report(Errc::invalid_argument,
-                    "--history LOCK and --from URL go together");
+                    "--from URL goes with --history "
+                    "LOCK");
     }
     if (Status s = validate_lock_name(flags.history); !s) {
       return report(s.error());
+    }
+    // Without --from: batond's own history, over its lock protocol.
+    if (flags.from.empty()) {
+      return print_store_history(globals, flags.history, flags.json);
     }
     return print_history(flags.from, flags.history, flags.json,
                          globals.timeout);
@@ -330,7 +337,8 @@ Command add_status_command(CLI::App& app, const Globals& globals) {
                   "--serve: most history events kept (0 = none)")
       ->capture_default_str();
   sub->add_option("--history", flags->history,
-                  "Print the recorded history of this lock (needs --from)");
+                  "Print the recorded history of this lock: batond's (on "
+                  "baton://, asked of --store), or --from a page server");
   sub->add_option("--from", flags->from,
                   "--history: the page server, http://host:port (batond's "
                   "metrics listener or a --serve address)");

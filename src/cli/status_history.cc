@@ -1,8 +1,12 @@
-// cli/status_history.cc — `baton status --history LOCK --from URL`: the
+// cli/status_history.cc — `baton status --history LOCK [--from URL]`: the
 // history a page server (batond's metrics listener, or `baton status
-// --serve`) recorded for one lock, read from its /history.json. The page
-// server, not the store, is where history lives: only it saw the lock
-// change over time (batond at each change, --serve at each poll).
+// --serve`) recorded for one lock, read from its /history.json, or, on
+// baton:// without --from, from batond itself (LOCK.HISTORY, the same
+// document). The page server, not the store, is where history lives: only
+// it saw the lock change over time (batond at each change, --serve at each
+// poll).
+#include "cli/status_history.h"
+
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -10,8 +14,10 @@
 #include <ctime>
 #include <iostream>
 
+#include "baton/store_descriptor.h"
 #include "cli/status_serve.h"
 #include "statuspage/status_page.h"
+#include "stores/baton/baton_store.h"
 
 namespace baton::cli {
 
@@ -113,10 +119,9 @@ std::string utc(std::int64_t ms) {
 
 }  // namespace
 
-int print_history(const std::string& from, const std::string& lock, bool json,
-                  std::chrono::milliseconds timeout) {
-  auto body =
-      http_get(from, "/history.json?lock=" + percent_encode(lock), timeout);
+// Prints a /history.json document `body` read from `from`.
+int show_history(const std::string& from, const Result<std::string>& body,
+                 const std::string& lock, bool json) {
   if (!body) return report(body.error());
   if (json) {
     std::cout << *body;
@@ -154,6 +159,39 @@ int print_history(const std::string& from, const std::string& lock, bool json,
               << '\n';
   }
   return kExitOk;
+}
+
+int print_history(const std::string& from, const std::string& lock, bool json,
+                  std::chrono::milliseconds timeout) {
+  return show_history(
+      from,
+      http_get(from, "/history.json?lock=" + percent_encode(lock), timeout),
+      lock, json);
+}
+
+int print_store_history(const Globals& globals, const std::string& lock,
+                        bool json) {
+  StoreDeadline bound(globals, std::chrono::milliseconds::zero());
+  auto store = open_store(globals.store);
+  if (!store) return report(store.error());
+  const CallContext ctx(Clock::steady()->now() + globals.timeout);
+  auto body = store::batond_history(**store, lock, ctx);
+  if (!body && body.error().code() == Errc::invalid_argument &&
+      body.error().message().find("unknown command") != std::string::npos) {
+    return report(Errc::unsupported,
+                  describe_store(globals.store) +
+                      " is older than LOCK.HISTORY: give --from "
+                      "http://<its metrics listener>");
+  }
+  if (!body && body.error().code() == Errc::invalid_argument &&
+      body.error().message().find("is not batond") != std::string::npos) {
+    return report(Errc::invalid_argument,
+                  "--history without --from reads batond's own history "
+                  "(baton:// stores); for " +
+                      describe_store(globals.store) +
+                      " give --from http://<a baton status --serve address>");
+  }
+  return show_history(describe_store(globals.store), body, lock, json);
 }
 
 }  // namespace baton::cli

@@ -262,6 +262,9 @@ void LockTable::Impl::remove_waiter(LockE& lock, WaiterIt it) {
     if (s->second.empty()) session_waiters.erase(s);
   }
   ++changes;
+  if (sink != nullptr) {
+    sink->waiter_left(lock.name(), it->label, it->shared, it->arrival);
+  }
   lock.ext->queue.erase(it);
   mark_dirty(lock);
 }

@@ -216,6 +216,17 @@ class ChangeSink {
   virtual void lease_removed(std::string_view name,
                              const OwnerToken& token) = 0;
   virtual void counter_put(std::string_view name, std::int64_t value) = 0;
+  // A queued request left the queue of `name` (granted, withdrawn, timed
+  // out, its session ended); it had queued at `arrival` (table clock). Not
+  // a durable fact: the journal ignores it; batond's history records the
+  // wait. Called on wait paths only, never by an acquire granted at once.
+  virtual void waiter_left(std::string_view name, std::string_view label,
+                           bool shared, Instant arrival) {
+    (void)name;
+    (void)label;
+    (void)shared;
+    (void)arrival;
+  }
 };
 
 struct TableStats {

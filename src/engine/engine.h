@@ -79,8 +79,9 @@ struct Policy {
 // lock's queue when the store reports it. Runs on the caller's thread,
 // before the call answers. Empty = not wanted (no extra work is done).
 //
-// A store whose blocking ask answers `queued` shows the wait at once. A
-// store that holds a waiting ask's reply until the grant (baton://) cannot:
+// A store whose blocking ask answers `queued` shows the wait at once
+// (baton:// does with a batond that takes LOCK.ACQUIRE … QUEUED). A
+// store that holds a waiting ask's reply until the grant cannot:
 // until this engine has seen its store answer `queued`, a single-lock
 // blocking acquire with a hook first asks with try_only — one round trip,
 // as a wait granted at once would take — and a refusal is the start of the

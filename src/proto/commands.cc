@@ -1,5 +1,6 @@
 #include "proto/commands.h"
 
+#include <charconv>
 #include <map>
 
 namespace baton::proto {
@@ -101,6 +102,10 @@ void write_release(RespWriter& w, const core::ReleaseResult& r) {
   w.integer(r.was_held ? 1 : 0);
   w.bulk("holds_left");
   w.integer(r.holds_left);
+}
+
+void write_queued(RespWriter& w, std::size_t position) {
+  w.simple("queued " + std::to_string(position));
 }
 
 // --- decoding -------------------------------------------------------------
@@ -327,6 +332,21 @@ Result<std::int64_t> read_integer(const Reply& r) {
   if (is_failure(r)) return error_from_reply(r);
   if (r.type != Reply::Type::integer) return bad("integer");
   return r.integer;
+}
+
+bool read_queued(const Reply& r, std::uint32_t* position) {
+  constexpr std::string_view kWord = "queued";
+  if (r.type != Reply::Type::status || !r.str.starts_with(kWord)) return false;
+  std::string_view rest = std::string_view(r.str).substr(kWord.size());
+  if (!rest.empty() && rest.front() != ' ') return false;
+  std::uint32_t p = 0;
+  if (rest.size() > 1) {
+    auto [end, ec] =
+        std::from_chars(rest.data() + 1, rest.data() + rest.size(), p);
+    if (ec != std::errc() || end != rest.data() + rest.size()) p = 0;
+  }
+  *position = p;
+  return true;
 }
 
 }  // namespace baton::proto

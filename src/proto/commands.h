@@ -5,11 +5,13 @@
 //
 // Requests (RESP2 arrays of bulk strings; numbers in decimal):
 //   LOCK.ACQUIRE name token ttl_ms [WAIT ms] [CAPACITY n] [LABEL s]
-//                [REENTRANT key] [SHARED] [EPHEMERAL] [BRIEF]
+//                [REENTRANT key] [SHARED] [EPHEMERAL] [BRIEF] [QUEUED]
 //   LOCK.EXTEND name token ttl_ms
 //   LOCK.RELEASE name token
 //   LOCK.DESCRIBE name
 //   LOCK.LIST prefix limit
+//   LOCK.WATCH prefix wait_ms
+//   LOCK.HISTORY name
 //   LOCK.ACQUIRE_SOME|LOCK.ACQUIRE_ALL token ttl_ms wait_ms capacity label
 //                name...
 //   COUNTER.GET name | COUNTER.ADD name delta | COUNTER.TAKE name n
@@ -62,6 +64,7 @@ struct AcquireCommand {
   milliseconds wait{0};    // 0: answer at once (a try)
   bool ephemeral = false;  // the lease is bound to the connection
   bool brief = false;      // an immediate grant of what was asked: brief form
+  bool queued = false;     // a request that queues: `+queued <place>` first
 };
 // LOCK.EXTEND (ttl) and LOCK.RELEASE (no ttl).
 struct LeaseCommand {
@@ -73,6 +76,11 @@ struct LeaseCommand {
 struct ListCommand {
   std::string prefix;
   std::size_t limit = 0;
+};
+// LOCK.WATCH: the connection's change feed over `prefix` (docs/protocol.md).
+struct WatchCommand {
+  std::string prefix;
+  milliseconds wait{0};  // 0: answer at once (arms the feed)
 };
 // LOCK.ACQUIRE_SOME / LOCK.ACQUIRE_ALL (spec.all_or_nothing).
 struct MultiCommand {
@@ -88,14 +96,17 @@ struct CounterCommand {
 };
 
 // Encoders (the baton:// store). WAIT is sent only for a wait > 0.
+// `queued`: sent only with a wait > 0 (QUEUED).
 void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
-                    bool brief);
+                    bool brief, bool queued = false);
 void encode_extend(RespWriter& w, std::string_view name,
                    const OwnerToken& token, milliseconds ttl);
 void encode_release(RespWriter& w, std::string_view name,
                     const OwnerToken& token);
 void encode_describe(RespWriter& w, std::string_view name);
 void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit);
+void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait);
+void encode_history(RespWriter& w, std::string_view name);
 void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait);
 void encode_counter(RespWriter& w, CounterCommand::Op op, std::string_view name,
                     std::int64_t n = 0);
@@ -107,6 +118,8 @@ Result<LeaseCommand> decode_extend(const Request& req);
 Result<LeaseCommand> decode_release(const Request& req);
 Result<std::string> decode_describe(const Request& req);
 Result<ListCommand> decode_list(const Request& req);
+Result<WatchCommand> decode_watch(const Request& req);
+Result<std::string> decode_history(const Request& req);  // the lock name
 Result<MultiCommand> decode_multi(const Request& req);
 Result<CounterCommand> decode_counter(const Request& req);
 
@@ -125,6 +138,9 @@ void write_error(RespWriter& w, const Error& e);  // -code message
 void write_holder(RespWriter& w, const HolderInfo& h);
 void write_lock_info(RespWriter& w, const LockInfo& info);
 void write_release(RespWriter& w, const core::ReleaseResult& r);
+// The interim reply to `LOCK.ACQUIRE … WAIT ms QUEUED` that queued:
+// `+queued <place>` (1-based among the waiting requests).
+void write_queued(RespWriter& w, std::size_t position);
 
 // Client side. Every decoder maps an error reply (or a not_acquired array)
 // to the matching Error, and anything unexpected to `internal`.
@@ -140,6 +156,9 @@ Result<LockInfo> read_lock_info(const Reply& r);
 Result<std::vector<LockInfo>> read_lock_infos(const Reply& r);
 Result<core::ReleaseResult> read_release(const Reply& r);
 Result<std::int64_t> read_integer(const Reply& r);
+// Whether `r` is the interim `+queued <place>`; sets *position (0 if the
+// place does not parse).
+bool read_queued(const Reply& r, std::uint32_t* position);
 
 }  // namespace baton::proto
 

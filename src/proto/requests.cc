@@ -100,6 +100,8 @@ Status acquire_options(const Request& req, AcquireCommand* c) {
       c->ephemeral = true;
     } else if (iequals(opt, "BRIEF")) {
       c->brief = true;
+    } else if (iequals(opt, "QUEUED")) {
+      c->queued = true;
     } else if (iequals(opt, "SHARED")) {
       c->spec.shared = true;
     } else if (iequals(opt, "WAIT") && has_value) {
@@ -127,11 +129,12 @@ Status acquire_options(const Request& req, AcquireCommand* c) {
 // --- encoding ----------------------------------------------------------------
 
 void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
-                    bool brief) {
+                    bool brief, bool queued) {
   const bool waits = wait.count() > 0;
+  queued = queued && waits;
   w.array(4 + (waits ? 2 : 0) + (spec.capacity != 1 ? 2 : 0) +
           (spec.label.empty() ? 0 : 2) + (spec.reentrancy_key.empty() ? 0 : 2) +
-          (spec.shared ? 1 : 0) + (brief ? 1 : 0));
+          (spec.shared ? 1 : 0) + (brief ? 1 : 0) + (queued ? 1 : 0));
   w.bulk("LOCK.ACQUIRE");
   w.bulk(spec.name);
   bulk_token(w, spec.token);
@@ -154,6 +157,7 @@ void encode_acquire(RespWriter& w, const AcquireSpec& spec, milliseconds wait,
   }
   if (spec.shared) w.bulk("SHARED");
   if (brief) w.bulk("BRIEF");
+  if (queued) w.bulk("QUEUED");
 }
 
 void encode_extend(RespWriter& w, std::string_view name,
@@ -185,6 +189,19 @@ void encode_list(RespWriter& w, std::string_view prefix, std::size_t limit) {
   w.bulk(prefix);
   bulk_number(w, static_cast<std::int64_t>(std::min<std::size_t>(
                      limit, std::numeric_limits<std::int64_t>::max())));
+}
+
+void encode_history(RespWriter& w, std::string_view name) {
+  w.array(2);
+  w.bulk("LOCK.HISTORY");
+  w.bulk(name);
+}
+
+void encode_watch(RespWriter& w, std::string_view prefix, milliseconds wait) {
+  w.array(3);
+  w.bulk("LOCK.WATCH");
+  w.bulk(prefix);
+  bulk_number(w, wait.count());
 }
 
 void encode_multi(RespWriter& w, const MultiSpec& spec, milliseconds wait) {
@@ -251,6 +268,19 @@ Result<ListCommand> decode_list(const Request& req) {
   auto limit = int_arg(req[2], "limit", 0, kMaxListLimit);
   if (!limit) return limit.error();
   return ListCommand{req[1], static_cast<std::size_t>(*limit)};
+}
+
+Result<std::string> decode_history(const Request& req) {
+  if (Status s = arity(req, 2, 2, "LOCK.HISTORY"); !s.ok()) return s.error();
+  return req[1];
+}
+
+// LOCK.WATCH prefix wait_ms
+Result<WatchCommand> decode_watch(const Request& req) {
+  if (Status s = arity(req, 3, 3, "LOCK.WATCH"); !s.ok()) return s.error();
+  auto wait = int_arg(req[2], "wait_ms", 0, kMaxMs);
+  if (!wait) return wait.error();
+  return WatchCommand{req[1], milliseconds(*wait)};
 }
 
 // LOCK.ACQUIRE_SOME|ALL token ttl_ms wait_ms capacity label name...

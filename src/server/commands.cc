@@ -44,6 +44,8 @@ constexpr Arity kArity[] = {
     {"LOCK.RELEASE", 3, 3},
     {"LOCK.DESCRIBE", 2, 2},
     {"LOCK.LIST", 3, 3},
+    {"LOCK.WATCH", 3, 3},
+    {"LOCK.HISTORY", 2, 2},
     {"LOCK.ACQUIRE_SOME", 7, SIZE_MAX},
     {"LOCK.ACQUIRE_ALL", 7, SIZE_MAX},
     {"COUNTER.GET", 2, 2},
@@ -126,6 +128,8 @@ void Connection::execute(const proto::Request& req) {
   if (cmd == "LOCK.RELEASE") return cmd_release(req);
   if (cmd == "LOCK.DESCRIBE") return cmd_describe(req);
   if (cmd == "LOCK.LIST") return cmd_list(req);
+  if (cmd == "LOCK.WATCH") return cmd_watch(req);
+  if (cmd == "LOCK.HISTORY") return cmd_history(req);
   if (cmd == "LOCK.ACQUIRE_SOME" || cmd == "LOCK.ACQUIRE_ALL") {
     return cmd_multi(req);
   }
@@ -190,11 +194,13 @@ bool Connection::permitted(std::string_view cmd, const proto::Request& req) {
   if (cmd == "INFO") {
     need = kAdmin;
     names.push_back("");
-  } else if (cmd == "LOCK.LIST") {
+  } else if (cmd == "LOCK.LIST" || cmd == "LOCK.WATCH") {
+    // A watch is authorized as a listing of its prefix: it tells only that
+    // something may have changed, and the watcher then reads LOCK.LIST.
     if (may_list(*user_, req[1])) return true;  // filtered in cmd_list
     need = kRead;
     names.push_back(req[1]);
-  } else if (cmd == "LOCK.DESCRIBE") {
+  } else if (cmd == "LOCK.DESCRIBE" || cmd == "LOCK.HISTORY") {
     need = kRead;
     names.push_back(req[1]);
   } else if (cmd == "LOCK.ACQUIRE_SOME" || cmd == "LOCK.ACQUIRE_ALL") {
@@ -282,6 +288,15 @@ void Connection::cmd_acquire(const proto::Request& req) {
     reply(std::move(bytes), std::move(grants), /*durable=*/true, out->created);
   } else {
     ++server_.stats().waits;
+    if (c->queued) {
+      // The interim answer of a request that waits (docs/protocol.md,
+      // QUEUED): its client learns the wait started without a try first.
+      // Not durable: a waiting request is not journaled.
+      std::string bytes;
+      proto::RespWriter w(bytes);
+      proto::write_queued(w, out->position);
+      reply(std::move(bytes), {}, /*durable=*/false);
+    }
     parked_ = true;
     ++park_id_;
     server_.park_single(spec.name, spec.token, shared_from_this(), park_id_);
@@ -346,6 +361,24 @@ void Connection::cmd_describe(const proto::Request& req) {
     reply(std::move(bytes));
   }
   server_.after_table_call();
+}
+
+void Connection::cmd_history(const proto::Request& req) {
+  auto name = proto::decode_history(req);
+  if (!name) return reply_result_error(name.error());
+  if (Status st = core::validate_name(*name); !st.ok()) {
+    return reply_result_error(st.error());
+  }
+  server_.table().advance();  // expiries due now are in the history
+  server_.after_table_call();
+  // permitted() checked read on the name: the one lock is visible.
+  statuspage::Query q;
+  q.lock = *name;
+  q.has_lock = true;
+  std::string bytes;
+  proto::RespWriter(bytes).bulk(
+      server_.history_.json(q, statuspage::wall_ms(), nullptr));
+  reply(std::move(bytes), {}, /*durable=*/false);
 }
 
 void Connection::cmd_list(const proto::Request& req) {

@@ -27,6 +27,7 @@
 #include <asio/ssl.hpp>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,6 +122,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void cmd_list(const proto::Request& req);
   void cmd_multi(const proto::Request& req);
   void cmd_counter(const proto::Request& req);
+  void cmd_watch(const proto::Request& req);  // watch.cc
+  void cmd_history(const proto::Request& req);
   void cmd_hello(const proto::Request& req);
   void cmd_auth(const proto::Request& req);
   void reply_error(Errc code, std::string_view message);
@@ -162,6 +165,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool peer_gone_ = false;     // the peer closed or reset the connection
   std::size_t dropped_ = 0;    // acquires not executed: the peer had gone
   bool held_much_ = false;     // held over kTrimAfterBytes at some point
+  // LOCK.WATCH: the prefix this connection watches (empty optional: none
+  // yet) and the table's change_count() it last answered with; a change
+  // after that answer is reported by the next LOCK.WATCH (none is lost).
+  std::optional<std::string> watch_prefix_;
+  std::uint64_t watch_seen_ = 0;
+  friend class Server;  // watch.cc: answers a parked watch
 };
 
 }  // namespace baton::server

@@ -1,5 +1,8 @@
 #include "server/history_sink.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace baton::server {
 
 void HistorySink::seed(const core::LeaseRecord& lease) {
@@ -33,6 +36,17 @@ void HistorySink::lease_removed(std::string_view name,
                 it->second.fencing_token, it->second.shared,
                 statuspage::wall_ms(), 0});
   live_.erase(it);
+}
+
+void HistorySink::waiter_left(std::string_view name, std::string_view label,
+                              bool shared, core::Instant arrival) {
+  if (next_ != nullptr) next_->waiter_left(name, label, shared, arrival);
+  const std::int64_t end = statuspage::wall_ms();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      clock_.now() - arrival);
+  history_.add({statuspage::HistoryEvent::Kind::wait, std::string(name),
+                std::string(label), 0, shared,
+                end - std::max<std::int64_t>(0, waited.count()), end});
 }
 
 }  // namespace baton::server

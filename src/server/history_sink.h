@@ -4,7 +4,9 @@
 //
 // A lease_put for a (name, owner token) not live yet is a grant; a
 // lease_removed ends it: "lost" while the server frees the leases of an
-// ended session, "expire" if its expiry had passed, else "release".
+// ended session, "expire" if its expiry had passed, else "release". A
+// waiter_left is a wait that ended (granted, withdrawn, timed out or its
+// connection gone): a "wait" event from its arrival to then.
 // Thread safety: the io thread only (like the table).
 #ifndef BATON_SERVER_HISTORY_SINK_H_
 #define BATON_SERVER_HISTORY_SINK_H_
@@ -34,6 +36,10 @@ class HistorySink final : public core::ChangeSink {
   void counter_put(std::string_view name, std::int64_t value) override {
     if (next_ != nullptr) next_->counter_put(name, value);
   }
+  // A finished wait: one "wait" event from its arrival to now (the page
+  // shades it; a wait still queued comes from the live snapshot).
+  void waiter_left(std::string_view name, std::string_view label, bool shared,
+                   core::Instant arrival) override;
 
  private:
   struct Live {

@@ -234,6 +234,7 @@ void Server::after_table_call() {
   arm_deadline_timer();
   persist();
   status_changed();
+  if (!watches_.empty()) watches_changed();
 }
 
 void Server::drain_events() {

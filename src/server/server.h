@@ -99,6 +99,11 @@ class Server {
   // A waiter with this (name, token) was withdrawn by a release.
   void withdrawn(const std::string& name, const OwnerToken& token);
 
+  // LOCK.WATCH (watch.cc): parks connection `c`'s watch `id` until the
+  // table's change count moves past what `c` last saw, or `wait` passes.
+  void park_watch(const std::shared_ptr<Connection>& c, std::uint64_t id,
+                  std::chrono::milliseconds wait);
+
   void connection_closed(const std::shared_ptr<Connection>& c,
                          bool had_ephemeral);
   // Whether a connection other than `except` has a staged reply that
@@ -150,6 +155,8 @@ class Server {
   // closed or its peer has gone).
   bool clients_gone(const std::vector<Parked>& who);
   void drain_events();
+  // Answers the parked watches once the change count moved (watch.cc).
+  void watches_changed();
   void handle_event(const core::Event& e);
   void answer_multi(std::map<OwnerToken, std::vector<ParkedMulti>>::iterator it,
                     bool final_answer);
@@ -187,6 +194,14 @@ class Server {
   std::map<std::pair<std::string, OwnerToken>, std::vector<Parked>> parked_;
   std::map<OwnerToken, std::vector<ParkedMulti>> parked_multi_;
   std::map<core::SessionId, std::shared_ptr<asio::steady_timer>> ephemeral_;
+  // Parked LOCK.WATCH requests. Empty unless someone watches: lock calls
+  // then pay one empty() check for the feed, nothing else.
+  struct ParkedWatch {
+    Parked who;
+    const Connection* key = nullptr;  // who.conn's object (identity only)
+    std::shared_ptr<asio::steady_timer> timer;  // the wait's end
+  };
+  std::vector<ParkedWatch> watches_;
   ServerStats stats_;
   std::map<std::string, std::string> auth_cache_;
   std::size_t http_sessions_ = 0;  // open HTTP connections (all paths)

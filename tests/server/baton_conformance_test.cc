@@ -17,14 +17,8 @@ baton::Result<baton::Client> open_batons(const baton::ClientOptions& options) {
   return baton::Client::open(baton::testing::batons_url(), options);
 }
 
-baton::conformance::StoreTraits baton_traits() {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
-  return t;
-}
-
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(Baton, open_baton, baton_traits());
+INSTANTIATE_CONFORMANCE(Baton, open_baton);
 INSTANTIATE_ENDED_LEASE_SUITE(Baton, open_baton);
-INSTANTIATE_CONFORMANCE(Batons, open_batons, baton_traits());
+INSTANTIATE_CONFORMANCE(Batons, open_batons);

@@ -16,9 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "baton/client.h"
 #include "baton/lease.h"
 #include "baton_test_server.h"
 #include "direct_store.h"
+#include "raw_resp.h"
+#include "stores/baton/baton_store.h"
 
 namespace baton::testing {
 namespace {
@@ -205,6 +208,63 @@ TEST(BatonStatus, PushesWhenWhatAStreamShowsChangesOnly) {
   EXPECT_LE(ev.events(), 2u + 10u);
   ASSERT_TRUE(admin->release("jobs/push-y", inside.token));
   ASSERT_TRUE(admin->release("other/push-x", outside.token));
+}
+
+// A wait that ended (granted, or timed out) is in the history as one
+// "wait" event from its start to its end: what the timeline shades.
+TEST(BatonStatus, HistoryRecordsWaitsThatEnded) {
+  auto admin = admin_store();
+  Client c = *Client::open(baton_url());
+  AcquireOptions o;
+  o.ttl = milliseconds(60'000);
+  o.label = "hist-owner";
+  auto held = c.try_acquire("jobs/hist-wait", o);
+  ASSERT_TRUE(held) << held.error().to_string();
+  o.label = "hist-waiter";
+  // Runs out after about 300 ms: a wait that left without a grant.
+  auto timed_out = c.acquire("jobs/hist-wait", milliseconds(300), o);
+  ASSERT_FALSE(timed_out);
+  ASSERT_TRUE(c.release(*held));
+  const std::string h =
+      get("/history.json?lock=jobs/hist-wait", creds("admin", kAdminPassword));
+  const std::string wait =
+      "{\"kind\":\"wait\",\"lock\":\"jobs/hist-wait\",\"label\":"
+      "\"hist-waiter\",\"at_ms\":";
+  const auto at = h.find(wait);
+  ASSERT_NE(at, std::string::npos) << h;
+  const auto from = std::stoll(h.substr(at + wait.size()));
+  const auto end_at = h.find("\"end_ms\":", at);
+  ASSERT_NE(end_at, std::string::npos) << h;
+  const auto to = std::stoll(h.substr(end_at + 9));
+  EXPECT_GE(to - from, 250) << h;  // the wait's ~300 ms
+  EXPECT_LT(to - from, 5000) << h;
+
+  // The same document over the lock protocol (LOCK.HISTORY), what `baton
+  // status --history LOCK` reads without --from; read permission needed.
+  Raw admin_conn(test_server().port());
+  ASSERT_EQ(admin_conn.call({"AUTH", "admin", kAdminPassword}).str, "OK");
+  auto r = admin_conn.call({"LOCK.HISTORY", "jobs/hist-wait"});
+  ASSERT_EQ(r.type, proto::Reply::Type::string) << r.str;
+  EXPECT_NE(r.str.find(wait), std::string::npos) << r.str;
+  auto bad = admin_conn.call({"LOCK.HISTORY", std::string("a\0b", 3)});
+  EXPECT_EQ(bad.type, proto::Reply::Type::error);
+  EXPECT_EQ(bad.str.rfind("invalid_argument ", 0), 0u) << bad.str;
+  Raw jobs_conn(test_server().port());
+  ASSERT_EQ(jobs_conn.call({"AUTH", "jobs", kJobsPassword}).str, "OK");
+  auto denied = jobs_conn.call({"LOCK.HISTORY", "other/hist"});
+  EXPECT_EQ(denied.str.rfind("permission_denied user \"jobs\" may not run "
+                             "LOCK.HISTORY on \"other/hist\": no read",
+                             0),
+            0u)
+      << denied.str;
+  auto own = jobs_conn.call({"LOCK.HISTORY", "jobs/hist-wait"});
+  EXPECT_EQ(own.type, proto::Reply::Type::string) << own.str;
+  // The store's call, as the CLI makes it.
+  auto store = open_store(baton_url());
+  ASSERT_TRUE(store) << store.error().to_string();
+  auto doc = store::batond_history(**store, "jobs/hist-wait", CallContext());
+  ASSERT_TRUE(doc) << doc.error().to_string();
+  EXPECT_NE(doc->find(wait), std::string::npos) << *doc;
 }
 
 TEST(BatonStatus, RefusesBadQueriesAndTooManyStreams) {

@@ -158,6 +158,36 @@ TEST(BatonStoreFaults, AnOlderBatondThatRefusesBriefIsAskedInFull) {
   EXPECT_EQ(plain.load(), 2);
 }
 
+// A batond older than LOCK.ACQUIRE's QUEUED option refuses it by name: a
+// waiting ask is sent again without it (and its wait is then answered as
+// before, by the final reply only), and no more on that store.
+TEST(BatonStoreFaults, AnOlderBatondThatRefusesQueuedIsAskedWithoutIt) {
+  std::atomic<int> queued{0}, plain{0};
+  FakeServer fake([&](std::string_view req) -> std::string {
+    if (req.find("LOCK.ACQUIRE") == std::string_view::npos) return "+OK\r\n";
+    if (req.find("QUEUED") != std::string_view::npos) {
+      ++queued;
+      return "-invalid_argument unknown or incomplete LOCK.ACQUIRE option "
+             "\"QUEUED\"\r\n";
+    }
+    ++plain;
+    return "-timeout the wait ran out\r\n";
+  });
+  auto store = store_on(fake);
+  ASSERT_TRUE(store);
+  AcquireSpec spec;
+  spec.name = "old";
+  spec.token = *OwnerToken::parse("0123456789abcdef0123456789abcdef");
+  spec.ttl = std::chrono::milliseconds(5000);
+  for (int i = 0; i < 2; ++i) {
+    auto g = store->acquire(spec, std::chrono::milliseconds(100));
+    ASSERT_FALSE(g);
+    EXPECT_EQ(g.error().code(), Errc::timeout) << g.error().to_string();
+  }
+  EXPECT_EQ(queued.load(), 1);
+  EXPECT_EQ(plain.load(), 2);
+}
+
 // A stop ends an ask even when batond never answers it (nor the releases
 // that would withdraw it): its connection is shut down and the ask fails
 // long before the 30 s it asked to wait.

@@ -83,6 +83,47 @@ TEST(BatondReplies, BriefGrantCarriesOnlyWhatTheClientDoesNotKnow) {
   EXPECT_EQ(waited->elements.at(0).str, "granted");
 }
 
+// QUEUED: a request that queues is answered `+queued <place>` at once,
+// then its final answer on the same connection; one granted at once, or a
+// try, gets only its one answer.
+TEST(BatondReplies, QueuedTellsTheWaitBeforeTheGrant) {
+  BatondProcess server;
+  Raw c(server.port());
+  auto now =
+      c.call({"LOCK.ACQUIRE", "q", kTok1, "30000", "WAIT", "5000", "QUEUED"});
+  ASSERT_EQ(now.type, proto::Reply::Type::array) << now.str;
+  EXPECT_EQ(now.elements.at(0).str, "granted");
+  auto busy = c.call({"LOCK.ACQUIRE", "q", kTok2, "30000", "QUEUED"});
+  ASSERT_EQ(busy.type, proto::Reply::Type::array) << busy.str;
+  EXPECT_EQ(busy.elements.at(0).str, "not_acquired");
+
+  Raw w2(server.port()), w3(server.port());
+  w2.send({"LOCK.ACQUIRE", "q", kTok2, "30000", "WAIT", "5000", "QUEUED"});
+  auto q2 = w2.read();
+  ASSERT_TRUE(q2);
+  std::uint32_t place = 0;
+  EXPECT_TRUE(proto::read_queued(*q2, &place)) << q2->str;
+  EXPECT_EQ(place, 1u);
+  w3.send({"LOCK.ACQUIRE", "q", kTok3, "30000", "WAIT", "5000", "QUEUED"});
+  auto q3 = w3.read();
+  ASSERT_TRUE(q3);
+  EXPECT_EQ(q3->type, proto::Reply::Type::status);
+  EXPECT_EQ(q3->str, "queued 2");
+
+  ASSERT_EQ(c.call({"LOCK.RELEASE", "q", kTok1}).type,
+            proto::Reply::Type::array);
+  auto granted = w2.read();
+  ASSERT_TRUE(granted);
+  EXPECT_EQ(granted->elements.at(0).str, "granted");
+  // A withdrawn waiter's final answer follows its `+queued` as before.
+  ASSERT_EQ(c.call({"LOCK.RELEASE", "q", kTok3}).type,
+            proto::Reply::Type::array);
+  auto withdrawn = w3.read();
+  ASSERT_TRUE(withdrawn);
+  EXPECT_EQ(withdrawn->type, proto::Reply::Type::error);
+  EXPECT_EQ(withdrawn->str.rfind("not_acquired ", 0), 0u) << withdrawn->str;
+}
+
 TEST(BatondReplies, NegativeBulkLengthIsNotCalledOverTheLimit) {
   BatondProcess server;
   for (const char* len : {"-1", "-5"}) {

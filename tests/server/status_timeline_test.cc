@@ -152,6 +152,33 @@ TEST(StatusTimeline, HoldersQueueAndTimelineBars) {
   std::jthread t2([&] { wait_in(w2, "waiter-2"); });
   ASSERT_TRUE(queued(2));
 
+  // tl/past (batond: its history records waits where its table changes):
+  // a wait of about a second that ended in a grant, drawn as a past wait.
+  std::jthread past;
+  if (kKind == "batond") {
+    AcquireOptions o = ao;
+    o.label = "past-owner";
+    auto held = c.try_acquire("tl/past", o);
+    ASSERT_TRUE(held) << held.error().to_string();
+    Client w3 = open();
+    past = std::jthread([&c, w3 = std::move(w3), ao]() mutable {
+      AcquireOptions wo = ao;
+      wo.label = "past-waiter";
+      auto l = w3.acquire("tl/past", milliseconds(30'000), wo);
+      if (l) (void)w3.release(*l);
+    });
+    bool waiting = false;
+    for (int i = 0; i < 500 && !waiting; ++i) {
+      auto info = c.describe("tl/past");
+      waiting = info && info->waiters.size() == 1;
+      if (!waiting) std::this_thread::sleep_for(milliseconds(20));
+    }
+    ASSERT_TRUE(waiting);
+    std::this_thread::sleep_for(milliseconds(1000));
+    ASSERT_TRUE(c.release(*held));
+    past.join();
+  }
+
   // tl/job: alpha, beta (released), gamma (left to expire). Each held
   // well over a poll interval, so that every poll-derived event is seen.
   std::vector<std::uint64_t> tokens;
@@ -216,6 +243,20 @@ TEST(StatusTimeline, HoldersQueueAndTimelineBars) {
                          "g.row[data-lock=\"tl/queue\"] g.wait').length)")),
             "2");
 
+  if (kKind == "batond") {
+    // The wait that ended on tl/past: shaded from the history, not live.
+    const std::string past_waits =
+        "[...document.querySelectorAll('#timeline g.row[data-lock=\"tl/"
+        "past\"] g.wait')]";
+    EXPECT_EQ(value(d.send("eval String(" + past_waits + ".length)")), "1");
+    const std::string title =
+        value(d.send("eval " + past_waits +
+                     ".map(g => g.dataset.label + ' ' + "
+                     "g.querySelector('title').textContent).join(',')"));
+    EXPECT_EQ(title.rfind("past-waiter past-waiter waited ", 0), 0u) << title;
+    EXPECT_EQ(title.find("still waiting"), std::string::npos) << title;
+  }
+
   const std::string shot = work + "/timeline.png";
   a = d.send("shot " + shot);
   ASSERT_TRUE(ok(a)) << a;
@@ -247,6 +288,24 @@ TEST(StatusTimeline, HoldersQueueAndTimelineBars) {
   EXPECT_NE(run_cli("status --history tl/job --from " + from + " --json")
                 .find("\"kind\":\"expire\""),
             std::string::npos);
+  if (kKind == "batond") {
+    // Without --from: batond's own history over its lock protocol, the
+    // same events (and the past wait of tl/past).
+    const std::string direct =
+        run_cli("--store " + server.store_url + " status --history tl/job");
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_NE(direct.find("grant    " + std::to_string(tokens[i]) + " "),
+                std::string::npos)
+          << direct;
+    }
+    EXPECT_NE(direct.find("expire   " + std::to_string(tokens[2]) + " "),
+              std::string::npos)
+        << direct;
+    EXPECT_NE(
+        run_cli("--store " + server.store_url + " status --history tl/past")
+            .find("past-waiter (waited "),
+        std::string::npos);
+  }
 
   // Bad parameters: 400 with the reason; nothing changes.
   const std::string before = http(server.port, "/history.json?prefix=tl/");

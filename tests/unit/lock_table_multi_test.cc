@@ -315,10 +315,41 @@ class RecordingSink : public ChangeSink {
   void counter_put(std::string_view name, std::int64_t value) override {
     counters[std::string(name)] = value;
   }
+  void waiter_left(std::string_view name, std::string_view label, bool,
+                   Instant arrival) override {
+    left.push_back({std::string(name) + "/" + std::string(label), arrival});
+  }
   std::map<std::pair<std::string, OwnerToken>, LeaseRecord> leases;
+  std::vector<std::pair<std::string, Instant>> left;  // waiter_left calls
   std::map<std::string, std::int64_t> counters;
   int puts = 0, removes = 0;
 };
+
+// Every way out of a queue tells the sink, with the waiter's arrival (what
+// batond's history draws as a past wait); a grant at once tells nothing.
+TEST_F(LockTableTest, ChangeSinkHearsEveryWaiterLeave) {
+  RecordingSink sink;
+  table_.set_change_sink(&sink);
+  auto a = tok(), b = tok(), c = tok();
+  ASSERT_TRUE(try_acquire("w", a, Nanos(1h)).ok());
+  EXPECT_TRUE(sink.left.empty());
+  const Instant arrival = clock_.now();
+  ASSERT_TRUE(wait_acquire("w", b, Nanos(1h), Nanos(1h)).ok());  // queues
+  ASSERT_TRUE(wait_acquire("w", c, Nanos(2s), Nanos(1h)).ok());  // times out
+  EXPECT_TRUE(sink.left.empty());
+  clock_.advance(3s);
+  table_.advance();
+  ASSERT_EQ(sink.left.size(), 1u);
+  EXPECT_EQ(sink.left[0].first, "w/label");
+  EXPECT_EQ(sink.left[0].second, arrival);
+  ASSERT_TRUE(table_.release("w", a).ok());  // grants b
+  EXPECT_EQ(sink.left.size(), 2u);
+  auto d = tok();
+  ASSERT_TRUE(wait_acquire("w", d, Nanos(1h), Nanos(1h)).ok());
+  ASSERT_TRUE(table_.release("w", d).ok());  // withdrawn
+  EXPECT_EQ(sink.left.size(), 3u);
+  table_.set_change_sink(nullptr);
+}
 
 TEST_F(LockTableTest, ChangeSinkAndRestoreRoundTrip) {
   RecordingSink sink;

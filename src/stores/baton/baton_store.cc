@@ -13,20 +13,26 @@
 #include <vector>
 
 #include "proto/commands.h"
+#include "stores/baton/baton_watch.h"
 #include "stores/baton/conn.h"
+#include "stores/baton/withdrawer.h"
 
 namespace baton::store {
 namespace {
 
+using baton_conn::AskInFlight;
 using baton_conn::Conn;
 using baton_conn::Deadline;
+using baton_conn::Withdrawer;
 using proto::Reply;
 using std::chrono::steady_clock;
 
-// An older batond's refusal of the BRIEF option (an unknown option).
-bool refuses_brief(const Reply& r) {
+// An older batond's refusal of a LOCK.ACQUIRE option it does not know
+// (BRIEF, QUEUED): it changed nothing.
+bool refuses_option(const Reply& r, std::string_view option) {
   return r.type == Reply::Type::error &&
-         r.str.find("option \"BRIEF\"") != std::string::npos;
+         r.str.find("option \"" + std::string(option) + "\"") !=
+             std::string::npos;
 }
 
 // batond's own answer that a waiting request's wait ran out.
@@ -46,73 +52,26 @@ struct Settings {
 
 class BatonStore;
 
-// Withdraws a request by its owner token while its ask is in flight: once
-// started (a stop), releases `token` on every name every kRepeat until the
-// ask ends. A release of a waiting token withdraws it, and batond answers
-// the parked ask at once; it is repeated because the release may reach
-// batond before the acquire (they travel on different connections). If the
-// ask has still not ended kGiveUp after the stop (batond does not answer),
-// its connection is shut down: the ask then fails at once, and batond, if
-// it is alive, drops the closed connection's queued request.
-class Withdrawer {
- public:
-  static constexpr milliseconds kRepeat{50};
-  static constexpr milliseconds kGiveUp{1000};
-
-  // `names` belong to the request, which outlives its Withdrawer.
-  Withdrawer(BatonStore& store, std::span<const std::string> names,
-             OwnerToken token)
-      : store_(store), names_(names), token_(token) {}
-  ~Withdrawer() { ask_ended(); }
-
-  // Marks an ask in flight; false (and nothing marked) once stopped.
-  bool ask_started() {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopped_) return false;
-    in_flight_ = true;
-    return true;
-  }
-  // The ask returned: no more releases (waits for one in progress).
-  void ask_ended();
-  // A stop: withdraws the request if an ask is in flight, and refuses
-  // later asks.
-  void stop();
-  // The socket the ask waits on, while it waits.
-  void attach(int fd) {
-    std::lock_guard<std::mutex> lk(mu_);
-    fd_ = fd;
-  }
-  // The ask's exchange is over; true if its socket was shut down meanwhile
-  // (the connection must then not be reused).
-  bool detach() {
-    std::lock_guard<std::mutex> lk(mu_);
-    fd_ = -1;
-    return std::exchange(shut_, false);
-  }
-
- private:
-  void run();
-
-  BatonStore& store_;
-  const std::span<const std::string> names_;
-  const OwnerToken token_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;    // mu_
-  bool in_flight_ = false;  // mu_
-  int fd_ = -1;             // mu_; shut down (never closed) here
-  bool shut_ = false;       // mu_: fd_ was shut down
-  std::thread thread_;      // started by stop() during an ask
-};
+// The release a Withdrawer repeats (defined after BatonStore).
+void release_now(BatonStore& s, const std::string& name,
+                 const OwnerToken& token);
+Withdrawer::Release releaser(BatonStore& s) {
+  return [&s](const std::string& name, const OwnerToken& token) {
+    release_now(s, name, token);
+  };
+}
 
 class BatonRequest final : public Request {
  public:
   BatonRequest(BatonStore& s, const AcquireSpec& spec)
       : s_(s),
         spec_(spec),
-        withdrawer_(s, std::span(&spec_.name, 1), spec_.token) {}
+        withdrawer_(releaser(s), std::span(&spec_.name, 1), spec_.token) {}
   Result<Answer> ask(AskMode mode, milliseconds wait_left,
                      const CallContext& ctx) override;
+  // After a `queued` answer: batond's final answer on the ask's own
+  // connection. Otherwise asks again (idempotent by owner token).
+  Result<Answer> look(milliseconds wait_left, const CallContext& ctx) override;
   Result<Answer> withdraw(const CallContext& ctx) override;
   void interrupt() override {
     Waitable::interrupt();
@@ -120,15 +79,24 @@ class BatonRequest final : public Request {
   }
 
  private:
+  // batond's final answer to an ask that waited `wait`.
+  Result<Answer> settle(const Reply& r, milliseconds wait) const;
+
   BatonStore& s_;
   const AcquireSpec spec_;
   Withdrawer withdrawer_;
+  // The connection of an ask that batond answered `+queued`: its final
+  // answer comes on it (look() reads it). Closing it (withdraw, the
+  // request's end) makes batond drop the waiting request.
+  std::unique_ptr<Conn> held_;
 };
 
 class BatonMulti final : public MultiRequest {
  public:
   BatonMulti(BatonStore& s, const MultiSpec& spec)
-      : s_(s), spec_(spec), withdrawer_(s, spec_.names, spec_.reservation) {}
+      : s_(s),
+        spec_(spec),
+        withdrawer_(releaser(s), spec_.names, spec_.reservation) {}
   Result<MultiAnswer> ask(AskMode mode, milliseconds wait_left,
                           const CallContext& ctx) override;
   Result<MultiAnswer> withdraw(const CallContext& ctx) override;
@@ -212,27 +180,59 @@ class BatonStore final : public baton::Store {
   }
 
   bool supports_shared() const override { return true; }
+
+  // LOCK.WATCH on a connection of the feed's own (stores/baton/
+  // baton_watch.h); no feed (callers poll) from a batond without it.
+  Result<std::unique_ptr<Waitable>> watch(std::string_view prefix,
+                                          const CallContext& ctx) override {
+    const milliseconds left = ctx.left();
+    const bool ctx_bound = left < set_.request_timeout;
+    const Deadline d =
+        steady_clock::now() + (ctx_bound ? left : set_.request_timeout);
+    auto c = take(d);
+    if (!c) return past_deadline(c.error(), ctx_bound, d);
+    auto armed = baton_conn::arm_watch(**c, prefix, d);
+    if (!armed) return past_deadline(armed.error(), ctx_bound, d);
+    if (!*armed) {
+      give_back(std::move(*c));
+      return std::unique_ptr<Waitable>();
+    }
+    return baton_conn::make_watch(
+        std::string(prefix), std::move(*c),
+        [this](Deadline dl) { return take(dl); }, set_.request_timeout);
+  }
   std::string safe_url() const override { return set_.safe_url; }
 
-  // LOCK.ACQUIRE with BRIEF while batond takes it: batond's reply, or an
-  // I/O error.
+  // LOCK.ACQUIRE with BRIEF (and for a wait QUEUED) while batond takes
+  // them: batond's reply, or an I/O error. An interim `+queued` leaves the
+  // connection in *held (the final answer follows on it).
   Result<Reply> acquire(const AcquireSpec& spec, milliseconds wait,
-                        const CallContext& ctx, Withdrawer& w) {
+                        const CallContext& ctx, Withdrawer& w,
+                        std::unique_ptr<Conn>* held) {
     // BRIEF: a grant of the lease asked for comes back as its four unknown
-    // fields (docs/protocol.md). A batond older than BRIEF refuses the
-    // option by name and changes nothing: ask again without it, and no
-    // more on this store.
-    const bool brief = brief_.load(std::memory_order_relaxed);
-    auto r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
-      proto::encode_acquire(out, spec, wait, brief);
-    });
-    if (r && brief && refuses_brief(*r)) {
-      brief_.store(false, std::memory_order_relaxed);
-      r = call(ctx, wait, &w, [&](proto::RespWriter& out) {
-        proto::encode_acquire(out, spec, wait, false);
-      });
+    // fields; QUEUED: a request that waits is answered `+queued <place>`
+    // first, so the engine sees the wait start without a try first
+    // (docs/protocol.md). A batond older than either refuses the option by
+    // name and changes nothing: ask again without it, and no more on this
+    // store (each flag falls once, so this loops at most three times).
+    for (;;) {
+      const bool brief = brief_.load(std::memory_order_relaxed);
+      const bool queued =
+          wait.count() > 0 && queued_.load(std::memory_order_relaxed);
+      auto r = call(
+          ctx, wait, &w,
+          [&](proto::RespWriter& out) {
+            proto::encode_acquire(out, spec, wait, brief, queued);
+          },
+          queued ? held : nullptr);
+      if (r && brief && refuses_option(*r, "BRIEF")) {
+        brief_.store(false, std::memory_order_relaxed);
+      } else if (r && queued && refuses_option(*r, "QUEUED")) {
+        queued_.store(false, std::memory_order_relaxed);
+      } else {
+        return r;
+      }
     }
-    return r;
   }
 
   Result<Reply> acquire_multi(const MultiSpec& spec, milliseconds wait,
@@ -246,10 +246,11 @@ class BatonStore final : public baton::Store {
   // batond may park it) and the call's deadline. A deadline of the call
   // that passed with no answer is a timeout; the connection is dropped.
   // `w`: the ask's Withdrawer, which may shut the connection down while
-  // it waits (null for other calls).
+  // it waits (null for other calls). `held`: an interim `+queued` reply
+  // moves the connection there instead of back to the pool.
   template <typename Encode>
   Result<Reply> call(const CallContext& ctx, milliseconds wait, Withdrawer* w,
-                     Encode&& encode) {
+                     Encode&& encode, std::unique_ptr<Conn>* held = nullptr) {
     const auto now = steady_clock::now();
     const milliseconds own = set_.request_timeout + wait;
     const milliseconds left = ctx.left();
@@ -261,7 +262,28 @@ class BatonStore final : public baton::Store {
     auto r = (*c)->call(encode, deadline);
     const bool shut = w != nullptr && w->detach();
     if (!r) return past_deadline(r.error(), ctx_bound, deadline);
+    std::uint32_t place = 0;
+    if (held != nullptr && proto::read_queued(*r, &place)) {
+      if (!(*c)->broken() && !shut) *held = std::move(*c);
+      return r;  // with a dropped connection the request is gone too
+    }
     if (!(*c)->broken() && !shut) give_back(std::move(*c));
+    return r;
+  }
+
+  // The rest of an ask whose connection `c` batond answered `+queued`:
+  // its final answer, bounded as call() bounds the ask.
+  Result<Reply> finish(std::unique_ptr<Conn> c, milliseconds wait,
+                       const CallContext& ctx, Withdrawer& w) {
+    const milliseconds own = set_.request_timeout + wait;
+    const milliseconds left = ctx.left();
+    const bool ctx_bound = left < own;
+    const Deadline deadline = steady_clock::now() + (ctx_bound ? left : own);
+    w.attach(c->fd());
+    auto r = c->next_reply(deadline);
+    const bool shut = w.detach();
+    if (!r) return past_deadline(r.error(), ctx_bound, deadline);
+    if (!c->broken() && !shut) give_back(std::move(c));
     return r;
   }
 
@@ -293,7 +315,8 @@ class BatonStore final : public baton::Store {
   }
 
   const Settings set_;
-  std::atomic<bool> brief_{true};  // batond takes LOCK.ACQUIRE … BRIEF
+  std::atomic<bool> brief_{true};   // batond takes LOCK.ACQUIRE … BRIEF
+  std::atomic<bool> queued_{true};  // batond takes LOCK.ACQUIRE … QUEUED
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // mu_
   milliseconds backoff_{0};                  // mu_
@@ -352,59 +375,13 @@ Status BatonStore::authenticate(Conn& c, Deadline deadline) {
                                             set_.safe_url + ": " + e.message());
 }
 
-// --- Withdrawer
-// ----------------------------------------------------------------
-
-void Withdrawer::ask_ended() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    in_flight_ = false;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+void release_now(BatonStore& s, const std::string& name,
+                 const OwnerToken& token) {
+  const CallContext ctx(Clock::steady()->now() + Withdrawer::kGiveUp);
+  (void)s.call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
+    proto::encode_release(w, name, token);
+  });
 }
-
-void Withdrawer::stop() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  if (in_flight_) thread_ = std::thread([this] { run(); });
-}
-
-void Withdrawer::run() {
-  const auto give_up = steady_clock::now() + kGiveUp;
-  std::unique_lock<std::mutex> lk(mu_);
-  while (in_flight_) {
-    if (steady_clock::now() >= give_up && fd_ >= 0) {
-      ::shutdown(fd_, SHUT_RDWR);
-      fd_ = -1;
-      shut_ = true;
-    }
-    lk.unlock();
-    for (const auto& n : names_) {
-      const CallContext ctx(Clock::steady()->now() + kGiveUp);
-      (void)store_.call(
-          ctx, milliseconds{0}, nullptr,
-          [&](proto::RespWriter& w) { proto::encode_release(w, n, token_); });
-    }
-    lk.lock();
-    cv_.wait_for(lk, kRepeat, [&] { return !in_flight_; });
-  }
-}
-
-// Ends an ask's Withdrawer mark on every path.
-class AskInFlight {
- public:
-  explicit AskInFlight(Withdrawer& w) : w_(w), started_(w.ask_started()) {}
-  ~AskInFlight() {
-    if (started_) w_.ask_ended();
-  }
-  bool started() const { return started_; }
-
- private:
-  Withdrawer& w_;
-  const bool started_;
-};
 
 Error withdrawn_before_sent() {
   return Error(Errc::not_acquired, "the request was withdrawn (stopped)");
@@ -420,15 +397,40 @@ Result<Answer> BatonRequest::ask(AskMode mode, milliseconds wait_left,
     return Answer::refused_with(withdrawn_before_sent());
   const milliseconds wait =
       mode == AskMode::wait ? wait_left : milliseconds::zero();
-  auto r = s_.acquire(spec_, wait, ctx, withdrawer_);
+  held_.reset();  // a request re-asked: its earlier wait is over
+  auto r = s_.acquire(spec_, wait, ctx, withdrawer_, &held_);
   if (!r) return r.error();
-  if (wait > milliseconds::zero() && wait_ran_out(*r)) {
+  Answer q;
+  if (held_ != nullptr && proto::read_queued(*r, &q.position)) {
+    q.kind = Answer::Kind::queued;
+    q.look_at = Clock::time_point::min();  // look() reads the final answer
+    return q;
+  }
+  return settle(*r, wait);
+}
+
+Result<Answer> BatonRequest::look(milliseconds wait_left,
+                                  const CallContext& ctx) {
+  if (held_ == nullptr) return ask(AskMode::wait, wait_left, ctx);
+  std::unique_ptr<Conn> c = std::move(held_);
+  const AskInFlight in_flight(withdrawer_);
+  // Stopped: closing `c` (here) drops the waiting request in batond.
+  if (!in_flight.started()) {
+    return Answer::refused_with(withdrawn_before_sent());
+  }
+  auto r = s_.finish(std::move(c), wait_left, ctx, withdrawer_);
+  if (!r) return r.error();
+  return settle(*r, wait_left);
+}
+
+Result<Answer> BatonRequest::settle(const Reply& r, milliseconds wait) const {
+  if (wait > milliseconds::zero() && wait_ran_out(r)) {
     Answer a;
     a.kind = Answer::Kind::expired;
     a.gone = true;  // batond removed it from the queue
     return a;
   }
-  auto g = proto::read_grant(*r, spec_);
+  auto g = proto::read_grant(r, spec_);
   if (g) return Answer::granted_with(std::move(*g));
   if (g.error().code() != Errc::not_acquired) return g.error();
   // A try that found the lock taken (with its holders), or a waiting
@@ -437,6 +439,7 @@ Result<Answer> BatonRequest::ask(AskMode mode, milliseconds wait_left,
 }
 
 Result<Answer> BatonRequest::withdraw(const CallContext& ctx) {
+  held_.reset();  // batond drops a request whose connection closed
   // Releasing the token withdraws a queued request and gives back a lease
   // granted meanwhile (its grant was not received: nobody holds it).
   auto r = s_.release(spec_.name, spec_.token, ctx);
@@ -548,6 +551,26 @@ Result<std::unique_ptr<baton::Store>> open_baton(const StoreUrl& url) {
 }
 
 }  // namespace
+
+Result<std::string> batond_history(Store& store, std::string_view name,
+                                   const CallContext& ctx) {
+  auto* s = dynamic_cast<BatonStore*>(&store);
+  if (s == nullptr) {
+    return Error(Errc::invalid_argument,
+                 store.safe_url() +
+                     " is not batond: only batond records a "
+                     "history of its locks");
+  }
+  auto r = s->call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
+    proto::encode_history(w, name);
+  });
+  if (!r) return r.error();
+  if (proto::is_failure(*r)) return proto::error_from_reply(*r);
+  if (r->type != Reply::Type::string) {
+    return Error(Errc::internal, "batond answered LOCK.HISTORY with no text");
+  }
+  return std::move(r->str);
+}
 
 const StoreDescriptor& baton_descriptor() {
   static const StoreDescriptor d = [] {

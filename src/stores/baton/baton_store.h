@@ -9,10 +9,14 @@
 // sends the wait left and returns only with batond's answer: granted, or
 // `-timeout` when batond's wait ran out (expired, nothing left of the
 // request). That parked reply is the request's wake-up source: the engine
-// never has to look again. A stop interrupts the ask by withdrawing the
-// request by its owner token (LOCK.RELEASE), repeated until the ask
-// returns, since the release may overtake the acquire on another
-// connection; batond then answers the parked ask at once.
+// never has to look again. With QUEUED (sent with every wait) batond
+// first answers a request that queues `+queued <place>`: ask() then
+// answers `queued` (the engine's wait-started event, no try first) and
+// keeps the connection, and look() reads the final answer on it. A stop
+// interrupts the ask by withdrawing the request by its owner token
+// (LOCK.RELEASE), repeated until the ask returns, since the release may
+// overtake the acquire on another connection; batond then answers the parked
+// ask at once.
 //
 // Connect and I/O failures are `unavailable` (a deadline that passed with
 // no answer: `timeout`); the engine repeats with the same owner token,
@@ -29,6 +33,13 @@ namespace baton::store {
 
 // baton:// and batons://, their options and their open function.
 const StoreDescriptor& baton_descriptor();
+
+// batond's recorded history of the lock `name` (LOCK.HISTORY): the JSON
+// document its status page serves at /history.json?lock=name.
+// invalid_argument if `store` is not a baton:// store (the history lives
+// in batond, not in the other stores).
+Result<std::string> batond_history(Store& store, std::string_view name,
+                                   const CallContext& ctx);
 
 }  // namespace baton::store
 

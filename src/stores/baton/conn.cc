@@ -129,6 +129,10 @@ Result<proto::Reply> Conn::exchange(Deadline deadline) {
       continue;  // timed out (re-checked above) or interrupted
     return io_error(std::string("send: ") + std::strerror(errno));
   }
+  return next_reply(deadline);
+}
+
+Result<proto::Reply> Conn::next_reply(Deadline deadline) {
   for (;;) {
     proto::Reply r;
     auto got = parser_.next(&r);

@@ -51,6 +51,10 @@ class Conn {
     return exchange(deadline);
   }
 
+  // The next reply of a request already sent (after an interim reply such
+  // as `+queued`), or unavailable (the connection is then broken).
+  Result<proto::Reply> next_reply(Deadline deadline);
+
   // False if the peer closed or sent something while idle. A connection
   // that answered within the last few milliseconds is taken as healthy
   // without asking the kernel (one poll saved per call under load).
