@@ -365,11 +365,16 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
   j.read_write();
   Judged h = check_holder(options, ops, faults);
   for (const Violation& v : h.violations) j.add(v.checker, v.what);
+  Judged e = check_store_exclusion(options, ops, writes, faults);
+  for (const Violation& v : e.violations) j.add(v.checker, v.what);
   Judged out = j.done();
-  // violations_8* are counted by j.add above.
-  for (auto& [k, v] : h.counts) {
-    if (k.rfind("violations_", 0) != 0) out.counts[k] += v;
+  // violations_8* and _10* are counted by j.add above.
+  for (const Judged* part : {&h, &e}) {
+    for (auto& [k, v] : part->counts) {
+      if (k.rfind("violations_", 0) != 0) out.counts[k] += v;
+    }
   }
+  out.findings = std::move(e.findings);
   return out;
 }
 

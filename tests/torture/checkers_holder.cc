@@ -126,7 +126,7 @@ class HolderJudge {
 
   Judged done() {
     for (auto& [c, n] : per_) counts_["violations_" + c] = n;
-    return {std::move(violations_), std::move(counts_)};
+    return {std::move(violations_), std::move(counts_), {}};
   }
 
  private:

@@ -2,16 +2,20 @@
 // (docs/reliability.md).
 //
 //   baton_torture --store-kind
-//   batond|postgres|redis|rediss|redlock|zookeeper|mysql|etcd|etcds|sqlite
+//   batond|postgres|redis|rediss|redlock|zookeeper|zookeeper3|mysql|etcd|
+//   etcds|sqlite
 //                 [--seed S]
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
 //                 [--no-clock-faults] [--no-proxy-faults] [--no-disk-faults]
 //                 [--no-fencing --pause-longer-than-ttl [--expect-violations]]
+//                 [--split-masters --expect-store-overlaps]
 //
 // Every run prints its seed; --seed S replays S's fault schedule (run i of
 // a long run uses S + i). Exit 0: every run finished with no violation (with
-// --expect-violations: at least 90% of the runs reported one).
+// --expect-violations: at least 90% of the runs reported one; with
+// --expect-store-overlaps: at least 90% of the runs reported a store overlap,
+// checker 10's finding).
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -36,20 +40,23 @@ volatile sig_atomic_t g_stop = 0;
 void on_stop_signal(int) { g_stop = 1; }
 
 int usage(const std::string& why) {
-  std::cerr << "baton_torture: " << why
-            << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
-               "rediss|"
-               "redlock|zookeeper|mysql|etcd|etcds|sqlite | --store URL) "
-               "[--seed S] "
-               "[--duration 15s] [--workers 8] [--ttl 1s]"
-               " [--minutes N] [--runs M] [--json] [--keep] "
-               "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
-               "[--no-fencing] [--pause-longer-than-ttl] "
-               "[--late-notice] [--shared-writes] [--expect-violations] "
-               "[--faults kind,kind,...]\n"
-               "fault kinds: pause_holder kill_holder kill_store pause_store "
-               "proxy_cut proxy_blackhole proxy_delay isolate_holder "
-               "clock_step fiu_fsync fiu_write disk_full\n";
+  std::cerr
+      << "baton_torture: " << why
+      << "\nusage: baton_torture (--store-kind batond|postgres|redis|"
+         "rediss|"
+         "redlock|zookeeper|zookeeper3|mysql|etcd|etcds|sqlite | --store URL) "
+         "[--seed S] "
+         "[--duration 15s] [--workers 8] [--ttl 1s]"
+         " [--minutes N] [--runs M] [--json] [--keep] "
+         "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
+         "[--no-fencing] [--pause-longer-than-ttl] "
+         "[--late-notice] [--shared-writes] [--expect-violations] "
+         "[--split-masters] [--expect-store-overlaps] "
+         "[--faults kind,kind,...]\n"
+         "fault kinds: pause_holder kill_holder kill_store pause_store "
+         "pause_leader kill_leader "
+         "proxy_cut proxy_blackhole proxy_delay isolate_holder "
+         "clock_step fiu_fsync fiu_write disk_full\n";
   return 2;
 }
 
@@ -92,6 +99,12 @@ void print_text(const bt::RunResult& r, int index, int total) {
   for (auto& v : r.details) {
     std::cout << "  violation [" << v.checker << "] " << v.what << "\n";
   }
+  if (const auto n = count("store_overlaps"); n > 0) {
+    std::cout << "  store overlaps (checker 10, fencing's case): " << n << "\n";
+  }
+  for (auto& v : r.findings) {
+    std::cout << "  finding [" << v.checker << "] " << v.what << "\n";
+  }
   if (!r.dir.empty()) std::cout << "  logs kept in " << r.dir << "\n";
   std::cout.flush();
 }
@@ -119,12 +132,14 @@ void print_json(const bt::RunResult& r) {
     std::cout << (first ? "" : ",") << "\"" << json_escape(n) << "\"";
     first = false;
   }
-  std::cout << "],\"details\":[";
-  first = true;
-  for (auto& v : r.details) {
-    std::cout << (first ? "" : ",") << "{\"checker\":\"" << v.checker
-              << "\",\"what\":\"" << json_escape(v.what) << "\"}";
-    first = false;
+  for (const auto* list : {&r.details, &r.findings}) {
+    std::cout << (list == &r.details ? "],\"details\":[" : "],\"findings\":[");
+    first = true;
+    for (auto& v : *list) {
+      std::cout << (first ? "" : ",") << "{\"checker\":\"" << v.checker
+                << "\",\"what\":\"" << json_escape(v.what) << "\"}";
+      first = false;
+    }
   }
   std::cout << "]}\n";
   std::cout.flush();
@@ -138,6 +153,7 @@ int main(int argc, char** argv) {
   }
   bt::Options o;
   bool expect_violations = false;
+  bool expect_overlaps = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string* out) {
@@ -190,6 +206,10 @@ int main(int argc, char** argv) {
         o.shared_writes = true;
       } else if (a == "--expect-violations") {
         expect_violations = true;
+      } else if (a == "--split-masters") {
+        o.split_masters = true;
+      } else if (a == "--expect-store-overlaps") {
+        expect_overlaps = true;
       } else {
         return usage("unknown or incomplete argument '" + a + "'");
       }
@@ -202,7 +222,10 @@ int main(int argc, char** argv) {
     return usage("--duration must be at least 3s");
   }
   if (o.runs < 1) return usage("--runs must be >= 1");
-  o.keep_on_violation = !expect_violations;
+  o.keep_on_violation = !expect_violations && !expect_overlaps;
+  if (o.split_masters && o.store_kind != "redlock") {
+    return usage("--split-masters is for --store-kind redlock");
+  }
   if (o.store_kind == "memory") {
     return usage(
         "memory: is in-process; the workers are processes and "
@@ -210,8 +233,8 @@ int main(int argc, char** argv) {
   }
   if (o.store_url.empty()) {
     static const char* const kKinds[] = {
-        "batond",    "postgres", "redis", "rediss", "redlock",
-        "zookeeper", "mysql",    "etcd",  "etcds",  "sqlite"};
+        "batond",     "postgres", "redis", "rediss", "redlock", "zookeeper",
+        "zookeeper3", "mysql",    "etcd",  "etcds",  "sqlite"};
     if (std::find(std::begin(kKinds), std::end(kKinds), o.store_kind) ==
         std::end(kKinds)) {
       return usage("unknown --store-kind '" + o.store_kind + "'");
@@ -227,7 +250,7 @@ int main(int argc, char** argv) {
   }
   const std::int64_t stop_at =
       o.minutes > 0 ? bt::real_us() + o.minutes * 60'000'000LL : 0;
-  int done = 0, with_violations = 0, errors = 0;
+  int done = 0, with_violations = 0, with_overlaps = 0, errors = 0;
   std::int64_t total_violations = 0, worst_recovery = 0;
   std::map<std::string, std::int64_t> fault_totals;
   // A peer that died (a worker killed -9, a server restarted) must not end
@@ -255,6 +278,7 @@ int main(int argc, char** argv) {
     }
     total_violations += r.violations;
     with_violations += r.violations > 0 ? 1 : 0;
+    with_overlaps += r.counts["store_overlaps"] > 0 ? 1 : 0;
     worst_recovery = std::max(worst_recovery, r.worst_recovery_ms);
     for (auto& [k, c] : r.faults) fault_totals[k] += c;
   }
@@ -266,6 +290,14 @@ int main(int argc, char** argv) {
     << " worst_recovery=" << worst_recovery << "ms faults:";
   for (auto& [k, c] : fault_totals) s << " " << k << "=" << c;
   const int judged = done - errors;
+  if (expect_overlaps) {
+    const bool ok = judged > 0 && with_overlaps * 10 >= judged * 9;
+    s << " | negative control of checker 10: " << with_overlaps << "/" << judged
+      << " runs saw a store overlap "
+      << (ok ? "(>= 90%: PASS)" : "(< 90%: FAIL)");
+    std::cout << s.str() << "\n";
+    return ok && errors == 0 ? 0 : 1;
+  }
   if (expect_violations) {
     const bool ok = judged > 0 && with_violations * 10 >= judged * 9;
     s << " | negative control: " << with_violations << "/" << judged

@@ -38,6 +38,12 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
                                  "isolate_holder"});
     }
     if (servers > 0 && o.store_url.empty()) kinds.push_back("pause_store");
+    // A replicated store's leader: paused past the TTL (Jepsen's etcd
+    // finding), or killed (during a grant, as often as not).
+    if (o.store_url.empty() &&
+        (o.store_kind == "etcd" || o.store_kind == "zookeeper3")) {
+      kinds.insert(kinds.end(), {"pause_leader", "kill_leader"});
+    }
     if (o.clock_faults) kinds.push_back("clock_step");
     if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
@@ -68,11 +74,12 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     if (p.kind == "pause_holder") {
       p.length_ms = o.pause_longer ? between(rng, ttl * 3 / 2, ttl * 3)
                                    : between(rng, ttl / 5, ttl * 3);
-    } else if (p.kind == "isolate_holder" || p.kind == "pause_store") {
+    } else if (p.kind == "isolate_holder" || p.kind == "pause_store" ||
+               p.kind == "pause_leader") {
       // Longer than the TTL: the holder's lease runs out while it is cut
       // off (rule 13), or while the store is frozen.
       p.length_ms = between(rng, ttl * 6 / 5, ttl * 3);
-    } else if (p.kind == "kill_store") {
+    } else if (p.kind == "kill_store" || p.kind == "kill_leader") {
       p.length_ms = between(rng, 100, 1500);
       p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
     } else if (p.kind == "proxy_blackhole") {
@@ -283,6 +290,39 @@ std::vector<Fault> run_nemesis(const Options& o,
       busy_servers.insert(i);
       heals.push_back({heal_at, f, [&, i] {
                          restart_server(i);
+                         busy_servers.erase(i);
+                       }});
+    } else if (p.kind == "pause_leader" || p.kind == "kill_leader") {
+      if (!busy_servers.empty()) {
+        record("skip:" + p.kind, -1, "a server is down or under a fault");
+        continue;
+      }
+      const int i = store.leader();
+      if (i < 0) {
+        record("skip:" + p.kind, -1, "no leader found");
+        continue;
+      }
+      const std::string which = "server " + std::to_string(i) + " (leader)";
+      if (p.kind == "kill_leader") {
+        const auto f = record(p.kind, -1, which);
+        store.kill9(i);
+        busy_servers.insert(i);
+        heals.push_back({heal_at, f, [&, i] {
+                           restart_server(i);
+                           busy_servers.erase(i);
+                         }});
+        continue;
+      }
+      std::string why;
+      if (!store.pause_server(i, true, &why)) {
+        record("skip:" + p.kind, -1, why);
+        continue;
+      }
+      const auto f = record(p.kind, -1,
+                            which + ", " + std::to_string(p.length_ms) + " ms");
+      busy_servers.insert(i);
+      heals.push_back({heal_at, f, [&, i] {
+                         store.pause_server(i, false, nullptr);
                          busy_servers.erase(i);
                        }});
     } else if (p.kind == "proxy_cut") {

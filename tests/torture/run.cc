@@ -24,6 +24,27 @@
 namespace baton::torture {
 namespace {
 
+// The negative control of checker 10: of "redlock://h1,h2,h3", slot `s`
+// is given the one master "redis://h<s % 3 + 1>" (redlock:// itself refuses
+// fewer than 3): workers that disagree on where the lock lives, each
+// granted by its own server.
+std::string one_master(const std::string& url, int s) {
+  const std::string scheme = "redlock://";
+  if (url.rfind(scheme, 0) != 0) return url;
+  std::vector<std::string> hosts;
+  std::string rest = url.substr(scheme.size());
+  const auto q = rest.find('?');
+  const std::string query = q == std::string::npos ? "" : rest.substr(q);
+  rest = rest.substr(0, q);
+  for (std::size_t at = 0; at <= rest.size();) {
+    const auto comma = rest.find(',', at);
+    const auto end = comma == std::string::npos ? rest.size() : comma;
+    hosts.push_back(rest.substr(at, end - at));
+    at = end + 1;
+  }
+  return "redis://" + hosts[static_cast<std::size_t>(s) % hosts.size()] + query;
+}
+
 // Workers in slots below this run under libfaketime (clock steps only).
 constexpr int kClockSlots = 2;
 constexpr const char* kFaketime =
@@ -204,7 +225,7 @@ class Pool : public WorkerPool {
         o_.self,
         "--worker",
         "--url",
-        store_.url(s),
+        o_.split_masters ? one_master(store_.url(s), s) : store_.url(s),
         "--id",
         std::to_string(id),
         "--slot",
@@ -395,6 +416,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
   }
   Judged j = check_all(o, ops, writes, judged_faults, counter, counter_known);
   r.details = std::move(j.violations);
+  r.findings = std::move(j.findings);
   for (auto& [k, v] : j.counts) r.counts[k] = v;
   for (auto& [k, v] : j.counts) {
     if (k.rfind("violations_", 0) == 0) r.violations += v;

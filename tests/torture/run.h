@@ -17,7 +17,8 @@ struct RunResult {
   std::map<std::string, int> faults;  // by kind ("skip:<kind>" = skipped)
   std::vector<std::string> skip_reasons;
   std::int64_t violations = 0;
-  std::vector<Violation> details;  // the first ones per checker
+  std::vector<Violation> details;   // the first ones per checker
+  std::vector<Violation> findings;  // reported, not failing (checker 10)
   std::map<std::string, std::int64_t> counts;
   std::vector<Recovery> recovery;
   std::int64_t worst_recovery_ms = 0;

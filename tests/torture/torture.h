@@ -57,6 +57,11 @@ struct Options {
   // Negative control of checker 9 (test only): shared holders also write,
   // half of the time (rule 18 forbids it; the resource must notice).
   bool shared_writes = false;
+  // Negative control of checker 10 (test only, redlock): each worker is
+  // given one master of the set as a plain redis:// store instead of the
+  // whole set — clients that disagree on where the lock lives. One lock is
+  // then granted to several workers at once.
+  bool split_masters = false;
   // --store URL: a store already running elsewhere (not started, killed or
   // restarted here); store_kind is then the URL's scheme. Its lock and
   // counter names carry a per-run prefix (name_prefix), so runs do not
@@ -157,6 +162,9 @@ struct Recovery {
 struct Judged {
   std::vector<Violation> violations;
   std::map<std::string, std::int64_t> counts;  // ops, grants, writes ...
+  // What is reported but fails nothing (checker 10's store overlaps that
+  // fencing caught: one example per fault combination).
+  std::vector<Violation> findings;
 };
 
 // Checkers 1–4, 6, 7, 9 over the logs (5 is measured live: run.cc).
@@ -168,6 +176,12 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
 // Checker 8 (rules 13 and 14, the holder's side; checkers_holder.cc).
 Judged check_holder(const Options& options, const std::vector<Op>& ops,
                     const std::vector<Fault>& faults);
+
+// Checker 10 (the store's own exclusion, from the grant records;
+// checkers_store.cc).
+Judged check_store_exclusion(const Options& options, const std::vector<Op>& ops,
+                             const std::vector<Write>& writes,
+                             const std::vector<Fault>& faults);
 
 // Worker mode: runs until `stop_file` exists or `deadline_us` passes.
 int worker_main(int argc, char** argv);

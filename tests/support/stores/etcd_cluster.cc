@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,6 +140,36 @@ class EtcdCluster : public Proxied {
       std::this_thread::sleep_for(milliseconds(250));
     }
     return false;
+  }
+  // The member whose status (the JSON gateway's POST
+  // /v3/maintenance/status) names itself as the leader.
+  int leader() const override {
+    if (tls_on_) return -1;
+    const std::regex member("\"member_id\":\"([0-9]+)\"");
+    const std::regex leader_id("\"leader\":\"([0-9]+)\"");
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i].pid <= 0) continue;
+      const std::string r = loopback_request(
+          "POST /v3/maintenance/status HTTP/1.0\r\nContent-Type: "
+          "application/json\r\nContent-Length: 2\r\n\r\n{}",
+          static_cast<std::uint16_t>(members_[i].client_port),
+          milliseconds(1000));
+      std::smatch a, b;
+      if (std::regex_search(r, a, member) &&
+          std::regex_search(r, b, leader_id) && a[1] == b[1]) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+  bool pause_server(int i, bool on, std::string* why) override {
+    const Member& m = members_[static_cast<std::size_t>(i) % members_.size()];
+    if (m.pid <= 0) {
+      if (why != nullptr) *why = "etcd member " + m.name + " is not running";
+      return false;
+    }
+    ::kill(m.pid, on ? SIGSTOP : SIGCONT);
+    return true;
   }
   bool freeze(bool on, std::string* why) override {
     bool any = false;

@@ -160,6 +160,7 @@ class Cluster : public Proxied {
       } else {
         *error = "unknown store kind '" + k +
                  "' (batond, postgres, redis, rediss, redlock, zookeeper, "
+                 "zookeeper3, "
                  "mysql, etcd, etcds, sqlite)";
         return false;
       }
@@ -485,7 +486,7 @@ std::unique_ptr<StoreCluster> StoreCluster::start(const StoreOptions& options,
     if (!e->init(error)) return nullptr;
     return e;
   }
-  if (options.kind == "zookeeper") {
+  if (options.kind == "zookeeper" || options.kind == "zookeeper3") {
     return start_zookeeper(options, dir, error);
   }
   if (options.kind == "mysql") return start_mysql(options, dir, error);

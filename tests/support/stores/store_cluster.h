@@ -19,8 +19,9 @@
 namespace baton::testing {
 
 struct StoreOptions {
-  // batond | postgres | redis | rediss | redlock | zookeeper | mysql | etcd
-  // | etcds | sqlite. Ignored when external_url is set.
+  // batond | postgres | redis | rediss | redlock | zookeeper | zookeeper3
+  // (an ensemble of three) | mysql | etcd | etcds | sqlite. Ignored when
+  // external_url is set.
   std::string kind = "batond";
   // Not empty: a store that runs elsewhere, any URL baton opens. Nothing is
   // started, killed, restarted or frozen; only the proxies are put in
@@ -37,6 +38,11 @@ struct StoreOptions {
   // sqlite: the database on a 24 MiB tmpfs. Mounting needs root; without
   // it disk_fill() says why and fails.
   bool disk_faults = false;
+  // zookeeper, zookeeper3: fsync every write before acknowledging it
+  // (forceSync=yes), as the torture's kill -9 needs. A suite that never
+  // restarts a server may turn it off: on a shared disk an fsync can take
+  // longer than a call's deadline.
+  bool fsync = true;
   // The lease TTL the clients will use. zookeeper's URL carries a session
   // timeout of twice this (zk_cluster.cc says why); at most 30 s.
   std::chrono::milliseconds lease_ttl{1'000};
@@ -83,6 +89,18 @@ class StoreCluster {
   // ZooKeeper Java process). false + *why if unsupported (sqlite, an
   // external store).
   virtual bool freeze(bool on, std::string* why) = 0;
+
+  // Replicated stores (an etcd cluster, a ZooKeeper ensemble): the index of
+  // the member that leads now, or -1 (none found, or no leader to find: a
+  // single server, Redlock's independent masters, etcds:// whose status
+  // needs TLS).
+  virtual int leader() const { return -1; }
+  // SIGSTOP (on) / SIGCONT server i alone: a paused leader, the process
+  // pause of Jepsen's etcd analysis. false + *why if unsupported.
+  virtual bool pause_server(int /*i*/, bool /*on*/, std::string* why) {
+    if (why != nullptr) *why = "no server of its own to pause";
+    return false;
+  }
 
   // batond only: libfiu failure points (false: unsupported, *why says
   // why). batond runs under fiu-run, its data dir on a tmpfs

@@ -1,7 +1,9 @@
 // tests/support/stores/zk_cluster.cc — kind zookeeper: one private
 // ZooKeeper 3.8 server (Debian package zookeeper, Java 17) in the given
 // directory, on a free loopback port, behind per-slot TcpProxies like the
-// other kinds (proxied.h).
+// other kinds (proxied.h); kind zookeeper3: an ensemble of three such
+// servers (quorum and election ports of their own, a myid each), every
+// client URL listing all three so that a client fails over between them.
 //
 // Started as QuorumPeerMain on a standalone zoo.cfg (fork/exec of the Java
 // process itself, PR_SET_PDEATHSIG, its output in zookeeper/zookeeper.log);
@@ -81,6 +83,11 @@ std::string four_letter(std::uint16_t port, const char* word,
 }
 
 // One ZooKeeper server process (standalone).
+// The members of an ensemble: "server.N=127.0.0.1:quorum:election" lines.
+struct Ensemble {
+  std::vector<std::uint16_t> quorum_ports, election_ports;
+};
+
 class ZkServer {
  public:
   explicit ZkServer(std::string dir) : dir_(std::move(dir)) {}
@@ -92,8 +99,10 @@ class ZkServer {
   ZkServer(const ZkServer&) = delete;
   ZkServer& operator=(const ZkServer&) = delete;
 
-  // Writes zoo.cfg for a free port. false + *error.
-  bool configure(std::string* error) {
+  // Writes zoo.cfg for a free port: standalone, or member `id` (1-based)
+  // of `ensemble`. false + *error.
+  bool configure(std::string* error, bool fsync, int id = 0,
+                 const Ensemble* ensemble = nullptr) {
     for (const char* need : {kJava, kZkJar}) {
       if (::access(need, R_OK) != 0) {
         *error = std::string("zookeeper: no ") + need +
@@ -120,7 +129,22 @@ class ZkServer {
         << "4lw.commands.whitelist=ruok,srvr,stat\n"
         << "minSessionTimeout=" << kMinSession.count() << "\n"
         << "maxSessionTimeout=" << kMaxSession.count() << "\n"
-        << "forceSync=yes\n";
+        << "forceSync=" << (fsync ? "yes" : "no") << "\n";
+    if (ensemble != nullptr) {
+      // Ticks of 500 ms: a follower has 5 s to join and 2.5 s of silence
+      // before the leader drops it.
+      cfg << "initLimit=10\nsyncLimit=5\n";
+      for (std::size_t i = 0; i < ensemble->quorum_ports.size(); ++i) {
+        cfg << "server." << i + 1 << "=127.0.0.1:" << ensemble->quorum_ports[i]
+            << ":" << ensemble->election_ports[i] << "\n";
+      }
+      std::ofstream myid(dir_ + "/data/myid");
+      myid << id << "\n";
+      if (!myid) {
+        *error = "zookeeper: cannot write " + dir_ + "/data/myid";
+        return false;
+      }
+    }
     cfg.close();
     // The logger's settings, read from the class path (dir_).
     std::ofstream logcfg(dir_ + "/simplelogger.properties");
@@ -141,7 +165,11 @@ class ZkServer {
 
   // Starts the Java process and waits until it serves. false + *error (the
   // process is killed then).
-  bool start(std::string* error) {
+  bool start(std::string* error) { return spawn(error) && ready(error); }
+
+  // Starts the Java process (an ensemble's members are all started before
+  // any of them can serve). false + *error.
+  bool spawn(std::string* error) {
     std::vector<std::string> args = {
         kJava, "-cp", class_path_,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
@@ -154,6 +182,13 @@ class ZkServer {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
       return false;
     }
+    return true;
+  }
+
+  // Waits until the server serves (standalone, leader or follower). false
+  // + *error (the process is killed then).
+  bool ready(std::string* error) {
+    const std::string log = dir_ + "/zookeeper.log";
     const auto until = steady_clock::now() + kZkReadyWithin;
     while (steady_clock::now() < until) {
       int st = 0;
@@ -163,8 +198,8 @@ class ZkServer {
         return false;
       }
       // `ruok` is answered as soon as the port listens; `srvr` says
-      // "Mode: standalone" only once the database is loaded and the
-      // server takes sessions.
+      // "Mode: standalone" (or leader / follower in an ensemble) only once
+      // the database is loaded and the server takes sessions.
       if (four_letter(port_, "ruok", milliseconds(500)) == "imok" &&
           four_letter(port_, "srvr", milliseconds(500)).find("Mode:") !=
               std::string::npos) {
@@ -180,6 +215,11 @@ class ZkServer {
   }
 
   void kill9() { kill_child(pid_); }
+  // Whether `srvr` says this member leads its ensemble.
+  bool leads() const {
+    return four_letter(port_, "srvr", milliseconds(500)).find("Mode: leader") !=
+           std::string::npos;
+  }
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
 
@@ -192,10 +232,19 @@ class ZkServer {
 
 class ZkCluster : public Proxied {
  public:
-  ZkCluster(const StoreOptions& o, const std::string& dir)
-      : o_(o), server_(dir + "/zookeeper") {}
+  // `members`: 1 (standalone) or 3 (an ensemble).
+  ZkCluster(const StoreOptions& o, const std::string& dir, int members)
+      : o_(o) {
+    for (int i = 0; i < members; ++i) {
+      servers_.push_back(std::make_unique<ZkServer>(
+          members == 1 ? dir + "/zookeeper"
+                       : dir + "/zookeeper" + std::to_string(i + 1)));
+    }
+  }
   ~ZkCluster() override {
-    if (frozen_) ::kill(server_.pid(), SIGCONT);
+    for (const auto& s : servers_) {
+      if (frozen_) ::kill(s->pid(), SIGCONT);
+    }
     drop_proxies();
   }
 
@@ -205,53 +254,105 @@ class ZkCluster : public Proxied {
                " would outlast zoo.cfg's maxSessionTimeout";
       return false;
     }
-    if (!server_.configure(error) || !server_.start(error)) return false;
-    if (o_.proxies) {
-      auto url_of = [this](const std::vector<std::string>& via) {
-        return make_url(via.at(0));
-      };
-      if (!add_proxies(o_.slots, {{"127.0.0.1", server_.port()}}, url_of,
-                       error)) {
+    if (servers_.size() == 1) {
+      if (!servers_[0]->configure(error, o_.fsync) ||
+          !servers_[0]->start(error)) {
         return false;
       }
+    } else {
+      Ensemble e;
+      for (std::size_t i = 0; i < servers_.size(); ++i) {
+        e.quorum_ports.push_back(free_loopback_port());
+        e.election_ports.push_back(free_loopback_port());
+      }
+      for (std::size_t i = 0; i < servers_.size(); ++i) {
+        if (!servers_[i]->configure(error, o_.fsync, static_cast<int>(i + 1),
+                                    &e) ||
+            !servers_[i]->spawn(error)) {
+          return false;
+        }
+      }
+      for (const auto& s : servers_) {
+        if (!s->ready(error)) return false;
+      }
+    }
+    if (o_.proxies) {
+      std::vector<std::pair<std::string, int>> hosts;
+      for (const auto& s : servers_) hosts.push_back({"127.0.0.1", s->port()});
+      auto url_of = [this](const std::vector<std::string>& via) {
+        return make_url(via);
+      };
+      if (!add_proxies(o_.slots, hosts, url_of, error)) return false;
     }
     return true;
   }
 
   std::string direct_url() const override {
-    return make_url("127.0.0.1:" + std::to_string(server_.port()));
+    std::vector<std::string> direct;
+    for (const auto& s : servers_) {
+      direct.push_back("127.0.0.1:" + std::to_string(s->port()));
+    }
+    return make_url(direct);
   }
   std::string pg_conninfo() const override { return ""; }
-  int servers() const override { return 1; }
-  void kill9(int) override { server_.kill9(); }
-  bool restart(int, std::string* error) override {
+  int servers() const override { return static_cast<int>(servers_.size()); }
+  void kill9(int i) override { server(i).kill9(); }
+  bool restart(int i, std::string* error) override {
     // Same port and data dir; a start that fails (e.g. the port not free
     // yet) is tried again.
     for (int attempt = 0; attempt < 3; ++attempt) {
-      if (server_.start(error)) return true;
+      if (server(i).start(error)) return true;
       std::this_thread::sleep_for(milliseconds(250));
     }
     return false;
   }
-  bool freeze(bool on, std::string* why) override {
-    if (server_.pid() <= 0) {
-      if (why != nullptr) *why = "zookeeper is not running";
+  // The member whose `srvr` says "Mode: leader" (-1 standalone).
+  int leader() const override {
+    if (servers_.size() < 2) return -1;
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+      if (servers_[i]->pid() > 0 && servers_[i]->leads()) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+  bool pause_server(int i, bool on, std::string* why) override {
+    const pid_t pid = server(i).pid();
+    if (pid <= 0) {
+      if (why != nullptr) *why = "that zookeeper server is not running";
       return false;
     }
-    // Every thread of the JVM stops with the process.
-    ::kill(server_.pid(), on ? SIGSTOP : SIGCONT);
+    ::kill(pid, on ? SIGSTOP : SIGCONT);
+    return true;
+  }
+  bool freeze(bool on, std::string* why) override {
+    for (const auto& s : servers_) {
+      if (s->pid() <= 0) {
+        if (why != nullptr) *why = "a zookeeper server is not running";
+        return false;
+      }
+    }
+    // Every thread of a JVM stops with its process.
+    for (const auto& s : servers_) ::kill(s->pid(), on ? SIGSTOP : SIGCONT);
     frozen_ = on;
     return true;
   }
 
  private:
-  std::string make_url(const std::string& hostport) const {
-    return "zookeeper://" + hostport + "/torture?session_timeout=" +
+  ZkServer& server(int i) const {
+    return *servers_[static_cast<std::size_t>(i) % servers_.size()];
+  }
+  std::string make_url(const std::vector<std::string>& hostports) const {
+    std::string hosts;
+    for (const std::string& h : hostports) {
+      hosts += (hosts.empty() ? "" : ",") + h;
+    }
+    return "zookeeper://" + hosts + "/torture?session_timeout=" +
            format_duration(session_timeout_for(o_.lease_ttl));
   }
 
   StoreOptions o_;
-  ZkServer server_;
+  std::vector<std::unique_ptr<ZkServer>> servers_;
   bool frozen_ = false;
 };
 
@@ -260,7 +361,9 @@ class ZkCluster : public Proxied {
 std::unique_ptr<StoreCluster> start_zookeeper(const StoreOptions& options,
                                               const std::string& dir,
                                               std::string* error) {
-  return opened(std::make_unique<ZkCluster>(options, dir), error);
+  return opened(std::make_unique<ZkCluster>(
+                    options, dir, options.kind == "zookeeper3" ? 3 : 1),
+                error);
 }
 
 }  // namespace baton::testing

@@ -1,0 +1,172 @@
+// tests/torture/checkers_store.cc — checker 10, the store's own exclusion
+// (docs/reliability.md): did the store ever let more holders into a lock
+// than its capacity at one instant of real time, judged from the grant
+// records alone — before any fencing at the resource?
+//
+// A lease is (worker, lock, fencing token). The store surely held it on
+// [from, to]:
+//   from  its grant's completion (the store granted it by then);
+//   to    the latest of: grant invoke + TTL, each ok extend's invoke + TTL
+//         (a store sets expiry = its now + TTL when the call arrives, which
+//         is after the invoke), and each safe deadline the worker's
+//         LeaseKeeper logged (rule 14 puts it before the store's expiry),
+//         less a slack of 2 ms + 1 % of the TTL (timer granularity, Redlock's
+//         clock drift); cut at the first release invoked after the grant.
+// Two leases of a mutex surely held at one instant — unless both are
+// shared (rule 18) — or more than capacity of a semaphore, is a **store
+// overlap**. No clock but the orchestrator's real clock is read: a server
+// whose clock stepped forward and expired a lease early shows up here.
+//
+// An overlap is a finding, not a failure: fencing exists for it. It is a
+// violation (10-store-exclusion) only if the resource then accepted a write
+// of the older lease after it had accepted one of the newer — the overlap
+// reached the protected resource.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "torture.h"
+
+namespace baton::torture {
+namespace {
+
+std::string ms(std::int64_t us) { return std::to_string(us / 1000) + " ms"; }
+
+using Key = std::tuple<int, std::string, std::uint64_t>;  // worker lock token
+
+struct Span {
+  Key key;
+  const Op* grant = nullptr;
+  std::int64_t from = 0;
+  std::int64_t to = 0;
+  std::int64_t release_us = 0;  // first release invoked after the grant
+};
+
+int capacity_of(const std::string& lock) {
+  for (const LockSpec& s : lock_specs()) {
+    if (s.name == lock) return static_cast<int>(s.capacity);
+  }
+  return 1;
+}
+
+}  // namespace
+
+Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
+                             const std::vector<Write>& writes,
+                             const std::vector<Fault>& faults) {
+  Judged out;
+  const std::int64_t ttl_us = o.ttl.count() * 1000;
+  const std::int64_t slack = 2000 + ttl_us / 100;
+  std::map<Key, Span> spans;
+  for (const Op& op : ops) {
+    if (!is_grant(op) || op.complete_us == 0) continue;
+    const Key k{op.worker, op.lock, op.fencing};
+    Span& s = spans[k];
+    // A repeat of one grant (rule 17) keeps the earliest.
+    if (s.grant == nullptr || op.complete_us < s.grant->complete_us) {
+      s.key = k;
+      s.grant = &op;
+      s.from = op.complete_us;
+    }
+  }
+  for (auto& [k, s] : spans) s.to = s.grant->invoke_us + ttl_us - slack;
+  for (const Op& op : ops) {
+    const auto it = spans.find({op.worker, op.lock, op.fencing});
+    if (it == spans.end()) continue;
+    Span& s = it->second;
+    if (op.kind == "extend" && op.result == "ok") {
+      s.to = std::max(s.to, op.invoke_us + ttl_us - slack);
+    } else if (op.kind == "deadline" && op.complete_us > 0) {
+      s.to = std::max(s.to, op.complete_us - slack);
+    } else if (op.kind == "release" && op.invoke_us >= s.grant->invoke_us &&
+               (s.release_us == 0 || op.invoke_us < s.release_us)) {
+      s.release_us = op.invoke_us;
+    }
+  }
+  std::map<std::string, std::vector<const Span*>> by_lock;
+  for (auto& [k, s] : spans) {
+    if (s.release_us != 0) s.to = std::min(s.to, s.release_us);
+    if (s.to > s.from) by_lock[std::get<1>(k)].push_back(&s);
+  }
+  // Accepted writes per (lock, token), in decision order.
+  std::map<std::pair<std::string, std::uint64_t>, std::vector<std::int64_t>>
+      accepted;
+  for (const Write& w : writes) {
+    if (w.accepted && w.verb == 'W') {
+      accepted[{w.lock, w.fencing}].push_back(w.at_us);
+    }
+  }
+  std::set<std::string> example_given;
+  for (auto& [lock, list] : by_lock) {
+    std::sort(list.begin(), list.end(),
+              [](const Span* a, const Span* b) { return a->from < b->from; });
+    const int cap = capacity_of(lock);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Span& b = *list[i];  // the newer lease
+      // The leases surely held when b was surely granted, and still at
+      // some instant of b's span: those that overlap b.
+      std::vector<const Span*> with;
+      for (std::size_t j = 0; j < i; ++j) {
+        const Span& a = *list[j];
+        if (a.to <= b.from) continue;
+        if (a.grant->shared && b.grant->shared) continue;
+        with.push_back(&a);
+      }
+      if (static_cast<int>(with.size()) + 1 <= cap) continue;
+      const Span& a = *with.front();
+      const std::int64_t start = b.from;
+      const std::int64_t end = std::min(a.to, b.to);
+      ++out.counts["store_overlaps"];
+      // The faults that were on between the older grant and the overlap's
+      // end: what the overlap is counted under.
+      std::set<std::string> kinds;
+      for (const Fault& f : faults) {
+        if (f.kind.rfind("skip:", 0) == 0) continue;
+        const std::int64_t f_end = f.end_us == 0 ? end : f.end_us;
+        if (f.start_us <= end && f_end >= a.grant->invoke_us - ttl_us) {
+          kinds.insert(f.kind);
+        }
+      }
+      if (kinds.empty()) kinds.insert("none");
+      std::string under;
+      for (const std::string& kind : kinds) {
+        ++out.counts["store_overlaps_under_" + kind];
+        under += (under.empty() ? "" : ",") + kind;
+      }
+      const auto& [aw, al, at] = a.key;
+      const auto& [bw, bl, bt] = b.key;
+      std::string what =
+          lock + ": worker " + std::to_string(bw) + " granted token " +
+          std::to_string(bt) + " (invoked " + ms(b.grant->invoke_us) +
+          ", completed " + ms(b.from) + ") while worker " + std::to_string(aw) +
+          " surely still held token " + std::to_string(at) + " (granted " +
+          ms(a.from) + ", held to at least " + ms(a.to) +
+          "): " + ms(end - start) + " of overlap; faults: " + under;
+      // Did the resource let the older holder act after the newer one?
+      const auto& old_w = accepted[{lock, at}];
+      const auto& new_w = accepted[{lock, bt}];
+      const bool reached =
+          !new_w.empty() && !old_w.empty() &&
+          std::any_of(old_w.begin(), old_w.end(),
+                      [&](std::int64_t t) { return t > new_w.front(); }) &&
+          at < bt;
+      if (reached) {
+        ++out.counts["violations_10-store-exclusion"];
+        out.violations.push_back(
+            {"10-store-exclusion",
+             what + "; the resource accepted the older holder's write after "
+                    "the newer's"});
+      } else if (example_given.insert(under).second) {
+        out.findings.push_back(
+            {"10-store-overlap", what + (old_w.empty() || new_w.empty()
+                                             ? ""
+                                             : "; fencing rejected the older "
+                                               "holder's late writes")});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::torture
