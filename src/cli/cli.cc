@@ -14,6 +14,7 @@
 
 #include "baton/duration.h"
 #include "baton/validate.h"
+#include "core/utf8.h"
 
 namespace baton::cli {
 
@@ -369,36 +370,6 @@ std::string ordinal(std::size_t n) {
   return std::to_string(n) + suffix;
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  std::size_t len = 0;
-  unsigned min = 0;
-  unsigned cp = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, min = 0x80, cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, min = 0x800, cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, min = 0x10000, cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-}  // namespace
-
 std::string json_string(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
@@ -444,7 +415,7 @@ std::string json_string(std::string_view s) {
       ++i;
       continue;
     }
-    std::size_t len = utf8_length(s, i);
+    std::size_t len = core::utf8_sequence_length(s, i);
     if (len == 0) {
       out += "\\ufffd";
       ++i;

@@ -1,8 +1,9 @@
 // cli/cmd_status.cc — `baton status [lock|prefix] [--json] [--watch]`: who
 // holds what, who waits, as a table for people or JSON for machines, once or
-// again every --interval. `--serve ADDR` serves the live status page of the
-// store instead, and `--history LOCK [--from URL]` prints what a page
-// server (or, without --from, batond itself) recorded (cli/status_serve.h,
+// again on every change (where the store has a change feed) or --interval.
+// `--serve ADDR` serves the live status page of the store instead, and
+// `--history LOCK [--from URL]` prints what a page server (or, without
+// --from, batond itself) recorded (cli/status_serve.h,
 // cli/status_history.h).
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "baton/duration.h"
+#include "baton/store.h"
 #include "baton/validate.h"
 #include "cli/child.h"
 #include "cli/cli.h"
@@ -34,6 +36,7 @@ struct StatusFlags {
   bool json = false;
   std::size_t limit = 1000;
   bool watch = false;
+  bool no_push = false;  // --watch / --serve: poll only
   std::chrono::milliseconds interval{1000};
   std::size_t count = 0;  // --watch: stop after this many views (0 = never)
   std::string interval_text = "1s";
@@ -171,22 +174,57 @@ void show(const std::vector<LockInfo>& locks, const StatusFlags& flags) {
   }
 }
 
-// --watch: the view again every --interval, in place on a terminal (the
-// screen is cleared), else one view after the other (with --json, one
-// document per line). Ends on SIGINT/SIGTERM (exit 0), after --count
-// views, or when the store stops answering (exit 69).
+// --watch: the view again whenever the store's change feed (Store::watch)
+// says a lock under the target changed, at most every 150 ms and at least
+// every --interval; every --interval where the store has no feed (or with
+// --no-push). In place on a terminal (the screen is cleared), else one view
+// after the other (with --json, one document per line). Ends on
+// SIGINT/SIGTERM (exit 0), after --count views, or when the store stops
+// answering (exit 69).
 int watch(const Globals& globals, const StatusFlags& flags,
           const Client& client) {
   SignalLatch latch;
   const bool tty = isatty(STDOUT_FILENO) != 0 && !flags.json;
+  std::unique_ptr<Waitable> feed;
+  if (!flags.no_push) {
+    StoreDeadline bound(globals, std::chrono::milliseconds::zero());
+    auto f = client.watch(flags.target);
+    if (!f) return report(f.error());
+    feed = std::move(*f);
+  }
+  // A signal ends a wait on the feed (the latch is only polled).
+  std::jthread signals;
+  if (feed) {
+    signals = std::jthread([&latch, &feed](std::stop_token stop) {
+      while (!stop.stop_requested() && latch.signal() == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      feed->interrupt();
+    });
+  }
+  const std::string every =
+      feed ? "on change, at least every " + format_duration(flags.interval)
+           : "every " + format_duration(flags.interval);
+  auto last = std::chrono::steady_clock::now();
   for (std::size_t n = 0; flags.count == 0 || n < flags.count; ++n) {
     if (n > 0) {
-      const auto next = std::chrono::steady_clock::now() + flags.interval;
+      if (feed) {
+        const auto until =
+            Clock::steady()->now() +
+            (last + flags.interval - std::chrono::steady_clock::now());
+        (void)feed->wait_change(
+            until,
+            CallContext(until + std::chrono::seconds(10), {}, Clock::steady()));
+      }
+      const auto next =
+          last + (feed ? std::chrono::milliseconds(150) : flags.interval);
       while (std::chrono::steady_clock::now() < next) {
         if (latch.signal() != 0) return kExitOk;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
+      if (latch.signal() != 0) return kExitOk;
     }
+    last = std::chrono::steady_clock::now();
     Result<std::vector<LockInfo>> locks = Error(Errc::internal, "unset");
     {
       StoreDeadline bound(globals, std::chrono::milliseconds::zero());
@@ -194,9 +232,7 @@ int watch(const Globals& globals, const StatusFlags& flags,
     }
     if (!locks) return report(locks.error());
     if (tty) {
-      std::cout << "\033[H\033[2J"
-                << "every " << format_duration(flags.interval)
-                << " (Ctrl-C to stop)\n\n";
+      std::cout << "\033[H\033[2J" << every << " (Ctrl-C to stop)\n\n";
     } else if (n > 0 && !flags.json) {
       std::cout << "\n";
     }
@@ -220,6 +256,7 @@ int do_serve(const Globals& globals, const StatusFlags& flags) {
   o.serve_public = flags.serve_public;
   o.prefix = flags.prefix.empty() ? flags.target : flags.prefix;
   o.interval = flags.interval;
+  o.push = !flags.no_push;
   o.history_size = flags.history_size;
   if (std::string bad = check_serve_address(o.listen, o.serve_public);
       !bad.empty()) {
@@ -274,6 +311,10 @@ int do_status(const Globals& globals, const StatusFlags& flags) {
   if (!flags.prefix.empty()) {
     return report(Errc::invalid_argument, "--prefix goes with --serve");
   }
+  if (flags.no_push && !flags.watch) {
+    return report(Errc::invalid_argument,
+                  "--no-push goes with --watch or --serve");
+  }
   if (!flags.target.empty()) {
     // A prefix need not be a whole name, but the same limits apply.
     if (Status s = validate_lock_name(flags.target, "lock name or prefix");
@@ -316,14 +357,19 @@ Command add_status_command(CLI::App& app, const Globals& globals) {
                 "on a terminal)");
   sub->add_option("--interval", flags->interval_text,
                   "--watch, --serve: time between views / polls (at least "
-                  "100ms)")
+                  "100ms); where the store has a change feed, the longest "
+                  "time between two")
       ->capture_default_str();
+  sub->add_flag("--no-push", flags->no_push,
+                "--watch, --serve: poll every --interval even where the "
+                "store has a change feed");
   sub->add_option("--count", flags->count,
                   "--watch: stop after this many views (0 = never)")
       ->capture_default_str();
   sub->add_option("--serve", flags->serve,
                   "Serve the live status page of the store on host:port "
-                  "(loopback only unless --serve-public), polling every "
+                  "(loopback only unless --serve-public), on the store's "
+                  "changes where it has a change feed, else polling every "
                   "--interval");
   sub->add_flag("--serve-public", flags->serve_public,
                 "--serve: allow a non-loopback address (the page has no "

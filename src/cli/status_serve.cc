@@ -1,10 +1,13 @@
 // cli/status_serve.cc — `baton status --serve`: batond's live status page
 // (src/statuspage/) for any store. One poll thread asks the store for its
-// locks (Client::list) every --interval, the next poll starting only once
-// the previous one answered; its result is handed to the io thread, which
-// owns everything else: the snapshot, the history derived from successive
-// polls (statuspage::PollDiff), the HTTP listener and the event streams.
-// Read-only: nothing is ever written to the store.
+// locks (Client::list) whenever the store's change feed (Store::watch) says
+// something under the prefix changed — no sooner than 150 ms after the last
+// read — and at least every --interval; every --interval where the store
+// has no feed. The next read starts only once the previous one answered; its
+// result is handed to the io thread, which owns everything else: the snapshot,
+// the history derived from successive polls (statuspage::PollDiff), the HTTP
+// listener and the event streams. Read-only: nothing is ever written to the
+// store.
 #include "cli/status_serve.h"
 
 #include <asio.hpp>
@@ -13,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "baton/store.h"
 #include "statuspage/status_page.h"
 
 namespace baton::cli {
@@ -23,6 +27,8 @@ namespace {
 
 // Open HTTP connections at once; more are closed unanswered.
 constexpr std::size_t kMaxHttpSessions = 256;
+// With a change feed: the least time between two reads of the store.
+constexpr auto kMinReadGap = std::chrono::milliseconds(150);
 
 bool loopback_host(std::string host) {
   if (!host.empty() && host.front() == '[' && host.back() == ']') {
@@ -91,24 +97,72 @@ class PageServer {
   sp::PollDiff diff_;
   sp::StreamHub hub_;
   std::size_t sessions_ = 0;
+  bool fed_by_push_ = false;  // the last read followed the store's feed
   // Poll thread stop.
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  Waitable* feed_ = nullptr;  // the poll thread's feed (guarded by mu_)
 };
 
 void PageServer::poll_loop() {
+  // The feed: armed once (and again after the store answered an error),
+  // never again once the store said it has none.
+  std::unique_ptr<Waitable> feed;
+  bool no_feed = !options_.push;
+  auto arm_after = std::chrono::steady_clock::now();
   for (;;) {
     const auto started = std::chrono::steady_clock::now();
+    if (!feed && !no_feed && started >= arm_after) {
+      auto f = client_.watch(options_.prefix);
+      if (!f) {
+        arm_after = started + options_.interval;  // the store is down
+      } else if (*f == nullptr) {
+        no_feed = true;
+      } else {
+        std::lock_guard lk(mu_);
+        feed = std::move(*f);
+        feed_ = feed.get();
+      }
+    }
     // At most kMaxLocks + 1: the page shows kMaxLocks and says "more".
     auto locks = client_.list(options_.prefix, sp::kMaxLocks + 1);
+    if (!locks && feed) {
+      // Arm a new feed once the store answers again.
+      std::lock_guard lk(mu_);
+      feed_ = nullptr;
+      feed.reset();
+      arm_after = started + options_.interval;
+    }
     const std::int64_t at = sp::wall_ms();
-    asio::post(io_, [this, l = std::move(locks), at]() mutable {
+    const bool pushed = feed != nullptr;
+    asio::post(io_, [this, l = std::move(locks), at, pushed]() mutable {
+      fed_by_push_ = pushed;
       apply(std::move(l), at);
     });
+    if (feed) {
+      // Until a change under the prefix, or --interval (a change the feed
+      // missed, a ticking figure): then no sooner than kMinReadGap after
+      // this read, so that a busy store is read at most ~7 times a second.
+      {
+        std::lock_guard lk(mu_);
+        if (stopping_) {
+          feed_ = nullptr;  // destroyed on return, after the lock
+          return;
+        }
+      }
+      const auto now = Clock::steady()->now();
+      const auto until = now + (started + options_.interval -
+                                std::chrono::steady_clock::now());
+      (void)feed->wait_change(
+          until,
+          CallContext(until + std::chrono::seconds(10), {}, Clock::steady()));
+    }
     std::unique_lock lk(mu_);
-    if (cv_.wait_until(lk, started + options_.interval,
-                       [this] { return stopping_; })) {
+    const auto next =
+        feed ? started + kMinReadGap : started + options_.interval;
+    if (cv_.wait_until(lk, next, [this] { return stopping_; })) {
+      feed_ = nullptr;
       return;
     }
   }
@@ -150,6 +204,7 @@ std::string PageServer::snapshot_json(std::string_view prefix) const {
   // Client::list has no counters: none are shown.
   o += ",\"counters\":null,\"poll_interval_ms\":" +
        std::to_string(options_.interval.count());
+  o += fed_by_push_ ? ",\"fed_by\":\"push\"" : ",\"fed_by\":\"poll\"";
   if (!store_error_.empty()) {
     o += ",\"store_error\":";
     sp::json_str(o, store_error_);
@@ -243,6 +298,7 @@ void PageServer::stop() {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
+    if (feed_ != nullptr) feed_->interrupt();
   }
   cv_.notify_all();
   io_.stop();
@@ -272,8 +328,12 @@ int PageServer::run() {
             << (bound.address().is_v6()
                     ? "[" + bound.address().to_string() + "]"
                     : bound.address().to_string())
-            << ':' << bound.port() << "/ (polling every "
-            << options_.interval.count() << "ms; Ctrl-C to stop)" << std::endl;
+            << ':' << bound.port() << "/ ("
+            << (options_.push ? "on the store's changes where it has a feed, "
+                                "else "
+                              : "")
+            << "polling every " << options_.interval.count()
+            << "ms; Ctrl-C to stop)" << std::endl;
   signals_.async_wait([this](std::error_code e, int) {
     if (!e) stop();
   });
@@ -283,6 +343,7 @@ int PageServer::run() {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
+    if (feed_ != nullptr) feed_->interrupt();
   }
   cv_.notify_all();
   poller.join();

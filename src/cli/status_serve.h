@@ -1,6 +1,6 @@
 // cli/status_serve.h — `baton status --serve` (the live status page of any
-// store, fed by polls) and `baton status --history` (a page server's
-// history as text or JSON).
+// store, fed by the store's change feed and polls) and `baton status --history`
+// (a page server's history as text or JSON).
 #ifndef BATON_CLI_STATUS_SERVE_H_
 #define BATON_CLI_STATUS_SERVE_H_
 
@@ -17,6 +17,10 @@ struct ServeOptions {
   std::string listen;         // host:port
   bool serve_public = false;  // allow a non-loopback address
   std::string prefix;         // what is polled (empty: everything)
+  // With push (the default) the store's change feed (Store::watch) wakes
+  // the page between polls where the store has one; --interval is then
+  // the longest time between two reads.
+  bool push = true;
   std::chrono::milliseconds interval{1000};
   std::size_t history_size = 10'000;
   std::chrono::milliseconds history_window{3'600'000};

@@ -7,44 +7,15 @@
 #include <utility>
 
 #include "client/metrics_state.h"
+#include "core/utf8.h"
 
 namespace baton {
 
 namespace metrics_internal {
 
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  std::size_t len = 0;
-  unsigned min = 0;
-  unsigned cp = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, min = 0x80, cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, min = 0x800, cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, min = 0x10000, cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-}  // namespace
-
 bool valid_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t len = utf8_length(s, i);
+    const std::size_t len = core::utf8_sequence_length(s, i);
     if (len == 0) return false;
     i += len;
   }
@@ -54,7 +25,7 @@ bool valid_utf8(std::string_view s) {
 std::string to_utf8(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t len = utf8_length(s, i);
+    const std::size_t len = core::utf8_sequence_length(s, i);
     if (len == 0) {
       out += "\xEF\xBF\xBD";
       ++i;

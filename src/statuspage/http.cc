@@ -3,33 +3,12 @@
 #include <cstdio>
 
 #include "baton/options.h"
+#include "core/utf8.h"
 #include "statuspage/status_page.h"
 
 namespace baton::statuspage {
 
 namespace {
-
-// Length of the valid UTF-8 sequence at s[i] (0: invalid there).
-std::size_t utf8_len(std::string_view s, std::size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  std::size_t n = c >= 0xC2 && c <= 0xDF   ? 2
-                  : c >= 0xE0 && c <= 0xEF ? 3
-                  : c >= 0xF0 && c <= 0xF4 ? 4
-                                           : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  const auto c1 = static_cast<unsigned char>(s[i + 1]);
-  if (n == 3 && ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F))) {
-    return 0;
-  }
-  if (n == 4 && ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))) {
-    return 0;
-  }
-  return n;
-}
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -64,7 +43,7 @@ std::string bad_value(std::string_view key, std::string_view value) {
            " bytes; the limit is " + std::to_string(kMaxNameBytes);
   }
   for (std::size_t i = 0; i < value.size();) {
-    const std::size_t n = utf8_len(value, i);
+    const std::size_t n = core::utf8_sequence_length(value, i);
     if (n == 0) {
       return std::string(key) + " is not UTF-8 (byte " + std::to_string(i) +
              ")";
@@ -94,7 +73,7 @@ void json_str(std::string& out, std::string_view s) {
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;
       ++i;
-    } else if (const std::size_t n = utf8_len(s, i); n > 0) {
+    } else if (const std::size_t n = core::utf8_sequence_length(s, i); n > 0) {
       out.append(s.substr(i, n));
       i += n;
     } else {

@@ -104,6 +104,7 @@ li { margin:2px 0; }
 <header>
   <h1 id="source">baton status</h1>
   <span id="state">connecting…</span>
+  <span id="feed"></span>
   <span id="clock"></span>
   <form id="filter">
     <label for="prefix">prefix</label>
@@ -181,6 +182,8 @@ function render() {
   $("banner").textContent = src + " unreachable — reconnecting…";
   $("storeerr").textContent = s.store_error ? "the store did not answer the last poll: " + s.store_error : "";
   $("storeerr").classList.toggle("on", !!s.store_error);
+  $("feed").textContent = s.fed_by === "push" ? "· on the store's changes" :
+      s.fed_by === "poll" ? "· polled every " + s.poll_interval_ms / 1000 + " s" : "";
   const stats = $("stats");
   stats.replaceChildren();
   if (s.stats) {

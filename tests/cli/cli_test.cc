@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <regex>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "process.h"
 
 namespace baton::testing {
@@ -324,6 +326,65 @@ TEST_F(CliServerTest, StatusWatchShowsEachViewAndStopsAfterCount) {
   EXPECT_EQ(bad.exit_code, 64);
   EXPECT_THAT(bad.err, HasSubstr("--interval 10ms is too short"));
   EXPECT_EQ(holder.wait(10s).exit_code, 0);
+}
+
+// batond has a change feed (Store::watch): --watch redraws on a change,
+// not at the next --interval, so with a 60 s interval the holder still
+// shows at once. --no-push polls, and its second view waits the interval.
+TEST_F(CliServerTest, StatusWatchRedrawsOnTheStoresChange) {
+  Process watcher(args({"status", "pushed", "--watch", "--json", "--interval",
+                        "60s", "--count", "2"}));
+  Process poller(args({"status", "pushed", "--watch", "--json", "--interval",
+                       "60s", "--count", "2", "--no-push"}));
+  std::this_thread::sleep_for(700ms);
+  auto a = baton({"acquire", "pushed", "--ttl", "30s"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto done = watcher.wait(20s);
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  std::vector<std::string> views;
+  std::istringstream lines(done.out);
+  for (std::string l; std::getline(lines, l);) views.push_back(l);
+  ASSERT_EQ(views.size(), 2u) << done.out;
+  EXPECT_THAT(views.front(), HasSubstr("\"holders\":[]"));
+  EXPECT_THAT(views.back(), HasSubstr("\"holders\":[{"));
+  // The poller is still in its 60 s interval: one view so far.
+  std::this_thread::sleep_for(500ms);
+  const std::string polled = poller.out();
+  EXPECT_EQ(std::count(polled.begin(), polled.end(), '\n'), 1) << polled;
+  poller.signal(SIGINT);
+  EXPECT_EQ(poller.wait(10s).exit_code, 0);
+  auto bad = baton({"status", "pushed", "--no-push"});
+  EXPECT_EQ(bad.exit_code, 64);
+  EXPECT_THAT(bad.err, HasSubstr("--no-push goes with --watch or --serve"));
+}
+
+// `status --serve` on a store with a change feed reads the store when it
+// changes: with a 60 s --interval a new holder is on /status.json within
+// seconds, and the snapshot says it is fed by push.
+TEST_F(CliServerTest, StatusServeFollowsTheStoresChanges) {
+  const int port = free_port();
+  Process serve(args({"status", "--serve", "127.0.0.1:" + std::to_string(port),
+                      "--interval", "60s", "--prefix", "served/"}));
+  ASSERT_TRUE(wait_for_port(port, 10s)) << serve.err();
+  auto status = [&] {
+    return baton::testing::loopback_http_get(static_cast<std::uint16_t>(port),
+                                             "/status.json");
+  };
+  auto a = baton({"acquire", "served/x", "--ttl", "30s"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string body;
+  while (std::chrono::steady_clock::now() - t0 < 10s) {
+    body = status();
+    if (body.find("\"fencing_token\"") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_THAT(body, HasSubstr("\"fencing_token\"")) << body;
+  EXPECT_THAT(body, HasSubstr("\"fed_by\":\"push\"")) << body;
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait(10s).exit_code, 0);
 }
 
 TEST_F(CliServerTest, AcquireExtendReleaseRoundTrip) {
