@@ -61,12 +61,6 @@ baton::Result<baton::Client> open_under_test(
   return baton::Client::open(url(), options);
 }
 
-baton::conformance::StoreTraits traits() {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] = "the change feed of this store is not built yet";
-  return t;
-}
-
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(ZooKeeper3Members, open_under_test, traits());
+INSTANTIATE_CONFORMANCE(ZooKeeper3Members, open_under_test);
