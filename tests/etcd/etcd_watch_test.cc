@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "etcd_test_util.h"
+#include "feed_wait.h"
 
 namespace baton::testing {
 namespace {
@@ -24,15 +25,6 @@ std::unique_ptr<Waitable> feed_on(const TestStore& t,
   auto f = t.etcd->watch(prefix, cx());
   EXPECT_TRUE(f.ok()) << f.error().to_string();
   return f.ok() ? std::move(*f) : nullptr;
-}
-
-// One wait of `f` of at most `limit`; how long it took.
-steady_clock::duration wait_once(Waitable& f, steady_clock::duration limit) {
-  const auto start = steady_clock::now();
-  const auto now = Clock::steady()->now();
-  (void)f.wait_change(now + limit,
-                      CallContext(now + limit + 5s, {}, Clock::steady()));
-  return steady_clock::now() - start;
 }
 
 TEST(EtcdWatch, AChangeOutsideThePrefixDoesNotWakeTheFeed) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "feed_wait.h"
 #include "redis_process.h"
 #include "stores/redis/watch.h"
 
@@ -27,16 +28,6 @@ AcquireOptions opts(std::chrono::milliseconds ttl) {
   AcquireOptions o;
   o.ttl = ttl;
   return o;
-}
-
-// How long one wait_change() on `feed` took, given `limit`.
-std::chrono::steady_clock::duration wait_took(Waitable& feed,
-                                              std::chrono::milliseconds limit) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto now = Clock::steady()->now();
-  (void)feed.wait_change(now + limit,
-                         CallContext(now + limit + 5s, {}, Clock::steady()));
-  return std::chrono::steady_clock::now() - start;
 }
 
 // The value a server reports for notify-keyspace-events.
@@ -107,15 +98,15 @@ TEST(RedisWatch, APrefixWithGlobCharactersMatchesLiterally) {
        {base + "a-b-*", base + "axxc?*", base + "a*b?*", base + "a*[bc]?x"}) {
     auto l = c->try_acquire(name, opts(30s));
     ASSERT_TRUE(l.ok()) << l.error().to_string();
-    EXPECT_GE(wait_took(**feed, 400ms), 350ms) << name << " woke the feed";
+    EXPECT_GE(wait_once(**feed, 400ms), 350ms) << name << " woke the feed";
     ASSERT_TRUE(*c->release(*l));
-    EXPECT_GE(wait_took(**feed, 200ms), 150ms) << name << " woke the feed";
+    EXPECT_GE(wait_once(**feed, 200ms), 150ms) << name << " woke the feed";
   }
   auto mine = c->try_acquire(prefix + "x", opts(30s));
   ASSERT_TRUE(mine.ok()) << mine.error().to_string();
-  EXPECT_LT(wait_took(**feed, 10s), 5s) << "a name under the prefix";
+  EXPECT_LT(wait_once(**feed, 10s), 5s) << "a name under the prefix";
   ASSERT_TRUE(*c->release(*mine));
-  EXPECT_LT(wait_took(**feed, 10s), 5s) << "its release";
+  EXPECT_LT(wait_once(**feed, 10s), 5s) << "its release";
 }
 
 // A semaphore holder whose lease runs out while another holds on writes
@@ -138,18 +129,18 @@ TEST(RedisWatch, ASemaphoreHoldersExpiryWakesTheFeedWhenDue) {
   auto feed = c->watch(base);
   ASSERT_TRUE(feed.ok()) << feed.error().to_string();
   ASSERT_NE(*feed, nullptr);
-  (void)wait_took(**feed, 10s);
+  (void)wait_once(**feed, 10s);
   const auto now = std::chrono::steady_clock::now();
   EXPECT_GE(now - asked, 1500ms);
   EXPECT_LT(now - granted, 2500ms);
   // The feed's own read of list() at that return wrote the lock (scripts
   // advance what they read): at most one more return for it.
-  (void)wait_took(**feed, 300ms);
+  (void)wait_once(**feed, 300ms);
   auto info = c->describe(base + "s");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->holders.size(), 1u);
   // Nothing else is due for 28 s: the next wait waits.
-  EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+  EXPECT_GE(wait_once(**feed, 300ms), 250ms);
 }
 
 // redlock://: a feed once a majority of the masters has notifications on
@@ -177,9 +168,9 @@ TEST(RedlockWatch, AFeedNeedsAMajorityWithNotifications) {
   ASSERT_NE(*feed, nullptr);
   auto l = c->try_acquire(base + "a", opts(30s));
   ASSERT_TRUE(l.ok()) << l.error().to_string();
-  EXPECT_LT(wait_took(**feed, 10s), 5s) << "a grant";
+  EXPECT_LT(wait_once(**feed, 10s), 5s) << "a grant";
   ASSERT_TRUE(*c->release(*l));
-  EXPECT_LT(wait_took(**feed, 10s), 5s) << "a release";
+  EXPECT_LT(wait_once(**feed, 10s), 5s) << "a release";
   for (const auto& p : one_on) {
     if (p != one_on[1]) {
       EXPECT_EQ(notify_events(*p), "");

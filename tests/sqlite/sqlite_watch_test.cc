@@ -12,6 +12,7 @@
 
 #include "baton/client.h"
 #include "baton/store.h"
+#include "feed_wait.h"
 #include "sqlite_dir.h"
 
 namespace baton {
@@ -44,23 +45,13 @@ Client open() {
   return std::move(*c);
 }
 
-// How long one wait_change() on `feed` took, given `limit`.
-std::chrono::steady_clock::duration wait_took(Waitable& feed,
-                                              std::chrono::milliseconds limit) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto now = Clock::steady()->now();
-  (void)feed.wait_change(now + limit,
-                         CallContext(now + limit + 5s, {}, Clock::steady()));
-  return std::chrono::steady_clock::now() - start;
-}
-
 TEST(SqliteWatch, AQuietDatabaseDoesNotWakeTheFeed) {
   Client c = open();
   auto feed = c.watch(unique("quiet"));
   ASSERT_TRUE(feed.ok()) << feed.error().to_string();
   ASSERT_NE(*feed, nullptr);
-  EXPECT_GE(wait_took(**feed, 600ms), 550ms);
-  EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+  EXPECT_GE(testing::wait_once(**feed, 600ms), 550ms);
+  EXPECT_GE(testing::wait_once(**feed, 300ms), 250ms);
 }
 
 // A checkpoint writes the database file and truncates the -wal, and
@@ -83,9 +74,9 @@ TEST(SqliteWatch, ACheckpointWakesTheFeedAtMostOnce) {
               SQLITE_OK);
     sqlite3_close(db);
   });
-  (void)wait_took(**feed, 1000ms);
+  (void)testing::wait_once(**feed, 1000ms);
   t.join();
-  EXPECT_GE(wait_took(**feed, 500ms), 450ms);
+  EXPECT_GE(testing::wait_once(**feed, 500ms), 450ms);
   ASSERT_TRUE(*c.release(*l));
 }
 
@@ -103,15 +94,15 @@ TEST(SqliteWatch, AnotherClientsCommitWakesItAtOnce) {
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     l = *r;
   });
-  const auto took = wait_took(**feed, 10s);
+  const auto took = testing::wait_once(**feed, 10s);
   t.join();
   EXPECT_GE(took, 150ms);
   EXPECT_LT(took, 1500ms);
   ASSERT_TRUE(l.has_value());
   // Seen once: the next wait waits.
-  EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+  EXPECT_GE(testing::wait_once(**feed, 300ms), 250ms);
   ASSERT_TRUE(*other.release(*l));
-  EXPECT_LT(wait_took(**feed, 10s), 1500ms);
+  EXPECT_LT(testing::wait_once(**feed, 10s), 1500ms);
 }
 
 // A lease running out writes nothing: the feed returns when it is due,
@@ -127,7 +118,7 @@ TEST(SqliteWatch, AnExpiryWakesTheFeedWhenItIsDue) {
   auto feed = c.watch(base);
   ASSERT_TRUE(feed.ok()) << feed.error().to_string();
   ASSERT_NE(*feed, nullptr);
-  (void)wait_took(**feed, 10s);
+  (void)testing::wait_once(**feed, 10s);
   const auto now = std::chrono::steady_clock::now();
   EXPECT_GE(now - asked, 1500ms);
   EXPECT_LT(now - granted, 2500ms);
@@ -135,7 +126,7 @@ TEST(SqliteWatch, AnExpiryWakesTheFeedWhenItIsDue) {
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->holders.empty());
   // Nothing else is due: the next wait waits.
-  EXPECT_GE(wait_took(**feed, 300ms), 250ms);
+  EXPECT_GE(testing::wait_once(**feed, 300ms), 250ms);
 }
 
 }  // namespace

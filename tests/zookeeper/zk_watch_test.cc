@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "baton/store.h"
+#include "feed_wait.h"
 #include "support/tcp_proxy.h"
 #include "zk_test_util.h"
 
@@ -22,15 +23,6 @@ namespace baton::testing {
 namespace {
 
 using std::chrono::steady_clock;
-
-// One wait of `f` of at most `limit`; how long it took.
-steady_clock::duration wait_once(Waitable& f, steady_clock::duration limit) {
-  const auto start = steady_clock::now();
-  const auto now = Clock::steady()->now();
-  (void)f.wait_change(now + limit,
-                      CallContext(now + limit + 5s, {}, Clock::steady()));
-  return steady_clock::now() - start;
-}
 
 std::unique_ptr<Waitable> feed_on(const Client& c, const std::string& prefix) {
   auto f = c.watch(prefix);
