@@ -413,9 +413,9 @@ Result<Client> open_under_test(const ClientOptions& options) {
 }  // namespace baton::testing
 
 INSTANTIATE_CONFORMANCE(MySQLTls, baton::testing::open_under_test, [] {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] =
+  baton::conformance::StoreTraits traits;
+  traits.unsupported["watch"] =
       "MySQL/MariaDB has no change feed a client can subscribe to (the binary "
       "log is for replicas): baton status --serve polls";
-  return t;
+  return traits;
 }());

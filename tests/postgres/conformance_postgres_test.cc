@@ -14,10 +14,10 @@ baton::Result<baton::Client> open_pg(const baton::ClientOptions& options) {
 }  // namespace
 
 INSTANTIATE_CONFORMANCE(Postgres, open_pg, [] {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] =
+  baton::conformance::StoreTraits traits;
+  traits.unsupported["watch"] =
       "PostgreSQL has no change feed over a table without a NOTIFY in every "
       "lock call, which would tax every caller for the sake of a watcher: "
       "baton status --serve polls";
-  return t;
+  return traits;
 }());

@@ -182,10 +182,10 @@ TEST(PostgresTls, PasswordIsNotEchoed) {
 }  // namespace baton::testing
 
 INSTANTIATE_CONFORMANCE(PostgresTls, baton::testing::open_under_test, [] {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] =
+  baton::conformance::StoreTraits traits;
+  traits.unsupported["watch"] =
       "PostgreSQL has no change feed over a table without a NOTIFY in every "
       "lock call, which would tax every caller for the sake of a watcher: "
       "baton status --serve polls";
-  return t;
+  return traits;
 }());

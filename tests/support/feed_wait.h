@@ -16,7 +16,7 @@ inline std::chrono::steady_clock::duration wait_once(
     Waitable& feed, std::chrono::steady_clock::duration limit) {
   const auto start = std::chrono::steady_clock::now();
   const auto now = Clock::steady()->now();
-  const auto until = now + std::chrono::duration_cast<Clock::duration>(limit);
+  const auto until = now + limit;
   (void)feed.wait_change(
       until, CallContext(until + std::chrono::seconds(5), {}, Clock::steady()));
   return std::chrono::steady_clock::now() - start;
