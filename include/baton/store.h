@@ -360,6 +360,23 @@ class Store {
     return std::unique_ptr<Waitable>();
   }
 
+  // The store's own recorded history of the lock `name` (grants, releases,
+  // expiries, losses and waits), as the JSON document the status page
+  // serves at /history.json?lock=name (docs/observability.md). Only a store
+  // that records one answers it (batond); the default answers
+  // `unsupported` naming the store — the history of the other stores lives
+  // in the `baton status --serve` process that watched them.
+  virtual Result<std::string> history(std::string_view name,
+                                      const CallContext& ctx) {
+    (void)name;
+    (void)ctx;
+    return Error(Errc::unsupported,
+                 safe_url() +
+                     " keeps no history of its locks (batond does; "
+                     "for another store, ask the baton status "
+                     "--serve process that watched it)");
+  }
+
   // The store's URL with any password masked (for logs and errors).
   virtual std::string safe_url() const = 0;
 };

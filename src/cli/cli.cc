@@ -14,7 +14,6 @@
 
 #include "baton/duration.h"
 #include "baton/validate.h"
-#include "core/utf8.h"
 
 namespace baton::cli {
 
@@ -415,7 +414,7 @@ std::string json_string(std::string_view s) {
       ++i;
       continue;
     }
-    std::size_t len = core::utf8_sequence_length(s, i);
+    std::size_t len = utf8_sequence_length(s, i);
     if (len == 0) {
       out += "\\ufffd";
       ++i;

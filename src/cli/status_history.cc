@@ -17,7 +17,6 @@
 #include "baton/store_descriptor.h"
 #include "cli/status_serve.h"
 #include "statuspage/status_page.h"
-#include "stores/baton/baton_store.h"
 
 namespace baton::cli {
 
@@ -175,7 +174,7 @@ int print_store_history(const Globals& globals, const std::string& lock,
   auto store = open_store(globals.store);
   if (!store) return report(store.error());
   const CallContext ctx(Clock::steady()->now() + globals.timeout);
-  auto body = store::batond_history(**store, lock, ctx);
+  auto body = (*store)->history(lock, ctx);
   if (!body && body.error().code() == Errc::invalid_argument &&
       body.error().message().find("unknown command") != std::string::npos) {
     return report(Errc::unsupported,
@@ -183,8 +182,7 @@ int print_store_history(const Globals& globals, const std::string& lock,
                       " is older than LOCK.HISTORY: give --from "
                       "http://<its metrics listener>");
   }
-  if (!body && body.error().code() == Errc::invalid_argument &&
-      body.error().message().find("is not batond") != std::string::npos) {
+  if (!body && body.error().code() == Errc::unsupported) {
     return report(Errc::invalid_argument,
                   "--history without --from reads batond's own history "
                   "(baton:// stores); for " +

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "baton/validate.h"
 #include "client/metrics_state.h"
-#include "core/utf8.h"
 
 namespace baton {
 
@@ -15,7 +15,7 @@ namespace metrics_internal {
 
 bool valid_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t len = core::utf8_sequence_length(s, i);
+    const std::size_t len = utf8_sequence_length(s, i);
     if (len == 0) return false;
     i += len;
   }
@@ -25,7 +25,7 @@ bool valid_utf8(std::string_view s) {
 std::string to_utf8(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t len = core::utf8_sequence_length(s, i);
+    const std::size_t len = utf8_sequence_length(s, i);
     if (len == 0) {
       out += "\xEF\xBF\xBD";
       ++i;

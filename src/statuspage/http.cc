@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "baton/options.h"
-#include "core/utf8.h"
+#include "baton/validate.h"
 #include "statuspage/status_page.h"
 
 namespace baton::statuspage {
@@ -43,7 +43,7 @@ std::string bad_value(std::string_view key, std::string_view value) {
            " bytes; the limit is " + std::to_string(kMaxNameBytes);
   }
   for (std::size_t i = 0; i < value.size();) {
-    const std::size_t n = core::utf8_sequence_length(value, i);
+    const std::size_t n = utf8_sequence_length(value, i);
     if (n == 0) {
       return std::string(key) + " is not UTF-8 (byte " + std::to_string(i) +
              ")";
@@ -73,7 +73,7 @@ void json_str(std::string& out, std::string_view s) {
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;
       ++i;
-    } else if (const std::size_t n = core::utf8_sequence_length(s, i); n > 0) {
+    } else if (const std::size_t n = utf8_sequence_length(s, i); n > 0) {
       out.append(s.substr(i, n));
       i += n;
     } else {

@@ -262,9 +262,18 @@ TEST(BatonStatus, HistoryRecordsWaitsThatEnded) {
   // The store's call, as the CLI makes it.
   auto store = open_store(baton_url());
   ASSERT_TRUE(store) << store.error().to_string();
-  auto doc = store::batond_history(**store, "jobs/hist-wait", CallContext());
+  auto doc = (*store)->history("jobs/hist-wait", CallContext());
   ASSERT_TRUE(doc) << doc.error().to_string();
   EXPECT_NE(doc->find(wait), std::string::npos) << *doc;
+  // A store that records no history says so, naming itself.
+  auto memory = open_store("memory:hist");
+  ASSERT_TRUE(memory) << memory.error().to_string();
+  auto none = (*memory)->history("jobs/hist-wait", CallContext());
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), Errc::unsupported);
+  EXPECT_NE(none.error().message().find("memory:hist keeps no history"),
+            std::string::npos)
+      << none.error().to_string();
 }
 
 TEST(BatonStatus, RefusesBadQueriesAndTooManyStreams) {

@@ -201,6 +201,8 @@ class BatonStore final : public baton::Store {
         std::string(prefix), std::move(*c),
         [this](Deadline dl) { return take(dl); }, set_.request_timeout);
   }
+  Result<std::string> history(std::string_view name,
+                              const CallContext& ctx) override;
   std::string safe_url() const override { return set_.safe_url; }
 
   // LOCK.ACQUIRE with BRIEF (and for a wait QUEUED) while batond takes
@@ -552,18 +554,11 @@ Result<std::unique_ptr<baton::Store>> open_baton(const StoreUrl& url) {
 
 }  // namespace
 
-Result<std::string> batond_history(Store& store, std::string_view name,
-                                   const CallContext& ctx) {
-  auto* s = dynamic_cast<BatonStore*>(&store);
-  if (s == nullptr) {
-    return Error(Errc::invalid_argument,
-                 store.safe_url() +
-                     " is not batond: only batond records a "
-                     "history of its locks");
-  }
-  auto r = s->call(ctx, milliseconds{0}, nullptr, [&](proto::RespWriter& w) {
-    proto::encode_history(w, name);
-  });
+// LOCK.HISTORY: batond's recorded history of one lock, as JSON.
+Result<std::string> BatonStore::history(std::string_view name,
+                                        const CallContext& ctx) {
+  auto r = call(ctx, milliseconds{0}, nullptr,
+                [&](proto::RespWriter& w) { proto::encode_history(w, name); });
   if (!r) return r.error();
   if (proto::is_failure(*r)) return proto::error_from_reply(*r);
   if (r->type != Reply::Type::string) {

@@ -34,13 +34,6 @@ namespace baton::store {
 // baton:// and batons://, their options and their open function.
 const StoreDescriptor& baton_descriptor();
 
-// batond's recorded history of the lock `name` (LOCK.HISTORY): the JSON
-// document its status page serves at /history.json?lock=name.
-// invalid_argument if `store` is not a baton:// store (the history lives
-// in batond, not in the other stores).
-Result<std::string> batond_history(Store& store, std::string_view name,
-                                   const CallContext& ctx);
-
 }  // namespace baton::store
 
 #endif  // BATON_STORES_BATON_BATON_STORE_H_
