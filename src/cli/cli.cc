@@ -53,14 +53,14 @@ namespace {
 
 // What report() knows about the store calls of the running command (set
 // by StoreDeadline; main thread only).
-struct CallContext {
+struct CliCallContext {
   bool active = false;
   std::chrono::steady_clock::time_point start;
   milliseconds wait{0};
   milliseconds timeout{0};
   std::string store;  // describe_store()
 };
-CallContext g_call_context;
+CliCallContext g_call_context;
 
 std::string no_answer(const std::string& store, milliseconds timeout,
                       milliseconds wait) {
@@ -75,7 +75,7 @@ std::string no_answer(const std::string& store, milliseconds timeout,
 // An `unavailable` message that says which store, and, when the call ran
 // out of time, that it did.
 std::string unavailable_message(const std::string& message) {
-  const CallContext& c = g_call_context;
+  const CliCallContext& c = g_call_context;
   if (!c.active) return message;
   const auto elapsed = std::chrono::steady_clock::now() - c.start;
   if (c.wait != milliseconds::max() &&
@@ -221,7 +221,7 @@ StoreDeadline::StoreDeadline(const Globals& globals, milliseconds wait,
                              std::string what_then, int exit_code) {
   const auto now = std::chrono::steady_clock::now();
   const std::string store = describe_store(globals.store);
-  g_call_context = CallContext{true, now, wait, globals.timeout, store};
+  g_call_context = CliCallContext{true, now, wait, globals.timeout, store};
   if (wait == milliseconds::max()) return;
   state_ = std::make_shared<State>();
   const auto until = now + wait + globals.timeout + kStoreDeadlineSlack;

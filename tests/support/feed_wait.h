@@ -15,10 +15,11 @@ namespace baton::testing {
 inline std::chrono::steady_clock::duration wait_once(
     Waitable& feed, std::chrono::steady_clock::duration limit) {
   const auto start = std::chrono::steady_clock::now();
-  const auto now = Clock::steady()->now();
+  const auto now = ::baton::Clock::steady()->now();
   const auto until = now + limit;
   (void)feed.wait_change(
-      until, CallContext(until + std::chrono::seconds(5), {}, Clock::steady()));
+      until, ::baton::CallContext(until + std::chrono::seconds(5), {},
+                                  ::baton::Clock::steady()));
   return std::chrono::steady_clock::now() - start;
 }
 

@@ -31,7 +31,7 @@
 namespace baton::torture {
 namespace {
 
-std::string ms(std::int64_t us) { return std::to_string(us / 1000) + " ms"; }
+std::string in_ms(std::int64_t us) { return std::to_string(us / 1000) + " ms"; }
 
 using Key = std::tuple<int, std::string, std::uint64_t>;  // worker lock token
 
@@ -138,11 +138,12 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
       const auto& [bw, bl, bt] = b.key;
       std::string what =
           lock + ": worker " + std::to_string(bw) + " granted token " +
-          std::to_string(bt) + " (invoked " + ms(b.grant->invoke_us) +
-          ", completed " + ms(b.from) + ") while worker " + std::to_string(aw) +
-          " surely still held token " + std::to_string(at) + " (granted " +
-          ms(a.from) + ", held to at least " + ms(a.to) +
-          "): " + ms(end - start) + " of overlap; faults: " + under;
+          std::to_string(bt) + " (invoked " + in_ms(b.grant->invoke_us) +
+          ", completed " + in_ms(b.from) + ") while worker " +
+          std::to_string(aw) + " surely still held token " +
+          std::to_string(at) + " (granted " + in_ms(a.from) +
+          ", held to at least " + in_ms(a.to) + "): " + in_ms(end - start) +
+          " of overlap; faults: " + under;
       // Did the resource let the older holder act after the newer one?
       const auto& old_w = accepted[{lock, at}];
       const auto& new_w = accepted[{lock, bt}];

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/validate.h"
+#include "stores/redis/watch.h"
 
 namespace baton::store::redis {
 namespace {
@@ -46,18 +47,6 @@ Error script_error(const redisReply* r) {
   Errc code = Errc::internal;
   if (!errc_from_name(str(at(r, 1)), &code)) code = Errc::internal;
   return Error(code, str(at(r, 2)));
-}
-
-// A SCAN pattern that matches s literally.
-std::string glob_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
-      out += '\\';
-    }
-    out += c;
-  }
-  return out;
 }
 
 // {'granted', token, fencing, ttl, holds, capacity, expiry_us, now_us, name,
