@@ -54,10 +54,14 @@ function(baton_guard_secrets)
 endfunction()
 
 # baton_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [TIMEOUT s]
-#                [NO_MAIN])
+#                [NO_MAIN] [CONCURRENT_SUITES n])
 # One executable, registered with ctest under NAME, run from the build dir.
+# CONCURRENT_SUITES: each test suite in a process of its own, n at a time
+# (tests/support/run_suites_concurrently.sh), for binaries whose suites
+# mostly wait and share nothing.
 function(baton_add_test name)
-  cmake_parse_arguments(ARG "NO_MAIN" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_MAIN" "TIMEOUT;CONCURRENT_SUITES"
+    "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock
     baton_options)
@@ -66,7 +70,13 @@ function(baton_add_test name)
   if(NOT ARG_NO_MAIN)
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
   endif()
-  add_test(NAME ${name} COMMAND ${name})
+  if(ARG_CONCURRENT_SUITES)
+    add_test(NAME ${name}
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/support/run_suites_concurrently.sh
+        ${ARG_CONCURRENT_SUITES} $<TARGET_FILE:${name}>)
+  else()
+    add_test(NAME ${name} COMMAND ${name})
+  endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

@@ -27,5 +27,6 @@ baton::Result<baton::Client> open_under_test(
 
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(Etcd3Members, open_under_test,
-                        baton::testing::etcd_traits());
+INSTANTIATE_CONFORMANCE(
+    Etcd3Members, open_under_test,
+    baton::conformance::repeated(baton::testing::etcd_traits()));

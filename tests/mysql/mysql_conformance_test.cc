@@ -7,6 +7,7 @@
 
 #include "conformance.h"
 #include "my_process.h"
+#include "mysql_traits.h"
 
 namespace {
 
@@ -25,14 +26,6 @@ baton::Result<baton::Client> open_under_test(
   return baton::Client::open(server().url(), options);
 }
 
-baton::conformance::StoreTraits traits() {
-  baton::conformance::StoreTraits t;
-  t.unsupported["watch"] =
-      "MySQL/MariaDB has no change feed a client can subscribe to (the binary "
-      "log is for replicas): baton status --serve polls";
-  return t;
-}
-
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(MySQL, open_under_test, traits());
+INSTANTIATE_CONFORMANCE(MySQL, open_under_test, baton::testing::mysql_traits());

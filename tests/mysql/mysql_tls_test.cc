@@ -33,6 +33,7 @@
 #include "baton/store_descriptor.h"
 #include "conformance.h"
 #include "my_process.h"
+#include "mysql_traits.h"
 #include "test_certs.h"
 
 namespace baton::testing {
@@ -412,10 +413,6 @@ Result<Client> open_under_test(const ClientOptions& options) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(MySQLTls, baton::testing::open_under_test, [] {
-  baton::conformance::StoreTraits traits;
-  traits.unsupported["watch"] =
-      "MySQL/MariaDB has no change feed a client can subscribe to (the binary "
-      "log is for replicas): baton status --serve polls";
-  return traits;
-}());
+INSTANTIATE_CONFORMANCE(
+    MySQLTls, baton::testing::open_under_test,
+    baton::conformance::repeated(baton::testing::mysql_traits()));

@@ -4,6 +4,7 @@
 // separate processes would.
 #include "conformance.h"
 #include "pg_server.h"
+#include "postgres_traits.h"
 
 namespace {
 
@@ -13,11 +14,4 @@ baton::Result<baton::Client> open_pg(const baton::ClientOptions& options) {
 
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(Postgres, open_pg, [] {
-  baton::conformance::StoreTraits traits;
-  traits.unsupported["watch"] =
-      "PostgreSQL has no change feed over a table without a NOTIFY in every "
-      "lock call, which would tax every caller for the sake of a watcher: "
-      "baton status --serve polls";
-  return traits;
-}());
+INSTANTIATE_CONFORMANCE(Postgres, open_pg, baton::testing::postgres_traits());

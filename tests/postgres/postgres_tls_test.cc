@@ -17,6 +17,7 @@
 #include "baton/store_descriptor.h"
 #include "conformance.h"
 #include "pg_server.h"
+#include "postgres_traits.h"
 #include "test_certs.h"
 
 namespace baton::testing {
@@ -181,11 +182,6 @@ TEST(PostgresTls, PasswordIsNotEchoed) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(PostgresTls, baton::testing::open_under_test, [] {
-  baton::conformance::StoreTraits traits;
-  traits.unsupported["watch"] =
-      "PostgreSQL has no change feed over a table without a NOTIFY in every "
-      "lock call, which would tax every caller for the sake of a watcher: "
-      "baton status --serve polls";
-  return traits;
-}());
+INSTANTIATE_CONFORMANCE(
+    PostgresTls, baton::testing::open_under_test,
+    baton::conformance::repeated(baton::testing::postgres_traits()));

@@ -58,5 +58,6 @@ INSTANTIATE_CONFORMANCE(Redis, open_under_test, traits());
 #elif REDLOCK_N == 3
 INSTANTIATE_CONFORMANCE(Redlock3, open_under_test, traits());
 #else
-INSTANTIATE_CONFORMANCE(Redlock5, open_under_test, traits());
+INSTANTIATE_CONFORMANCE(Redlock5, open_under_test,
+                        baton::conformance::repeated(traits()));
 #endif

@@ -310,4 +310,5 @@ TEST(Rediss, PasswordIsNotEchoed) {
 }  // namespace
 }  // namespace baton::testing
 
-INSTANTIATE_CONFORMANCE(Rediss, baton::testing::open_under_test);
+INSTANTIATE_CONFORMANCE(Rediss, baton::testing::open_under_test,
+                        baton::conformance::repeated());

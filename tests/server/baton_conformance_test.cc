@@ -21,4 +21,4 @@ baton::Result<baton::Client> open_batons(const baton::ClientOptions& options) {
 
 INSTANTIATE_CONFORMANCE(Baton, open_baton);
 INSTANTIATE_ENDED_LEASE_SUITE(Baton, open_baton);
-INSTANTIATE_CONFORMANCE(Batons, open_batons);
+INSTANTIATE_CONFORMANCE(Batons, open_batons, baton::conformance::repeated());

@@ -66,7 +66,7 @@ TEST(ZkWatch, ASessionThatExpiredWakesTheFeedAndItWatchesOn) {
   ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
   auto watcher = open_zk_client(
       "zookeeper://127.0.0.1:" + std::to_string((*proxy)->port()) +
-      "/baton-test?session_timeout=4s");
+      "/baton-test?session_timeout=2s");
   ASSERT_TRUE(watcher.ok()) << watcher.error().to_string();
   auto other = open_zk_client(shared_server().url());
   ASSERT_TRUE(other.ok()) << other.error().to_string();
@@ -78,13 +78,13 @@ TEST(ZkWatch, ASessionThatExpiredWakesTheFeedAndItWatchesOn) {
   // The C client gives the connection up within 2/3 of the session
   // timeout: that session event ends the wait.
   EXPECT_LT(wait_once(*f, 20s), 8s) << "the lost connection did not wake it";
-  std::this_thread::sleep_for(6s);  // the server expires the 4 s session
+  std::this_thread::sleep_for(3s);  // the server expires the 2 s session
   (*proxy)->set_mode(TcpProxy::Mode::pass);
   // Waits end at once while the feed sets its watches in the new session;
   // then a grant by another client wakes it.
   std::atomic<bool> made{false};
   std::thread grant([&] {
-    std::this_thread::sleep_for(8s);
+    std::this_thread::sleep_for(4s);
     made = true;
     auto l = other->try_acquire(base + "/x", opts(30s));
     EXPECT_TRUE(l.ok()) << l.error().to_string();

@@ -39,4 +39,5 @@ baton::conformance::StoreTraits traits() {
 
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(ZooKeeperDigest, open_under_test, traits());
+INSTANTIATE_CONFORMANCE(ZooKeeperDigest, open_under_test,
+                        baton::conformance::repeated(traits()));

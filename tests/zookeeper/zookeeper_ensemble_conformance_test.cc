@@ -63,4 +63,5 @@ baton::Result<baton::Client> open_under_test(
 
 }  // namespace
 
-INSTANTIATE_CONFORMANCE(ZooKeeper3Members, open_under_test);
+INSTANTIATE_CONFORMANCE(ZooKeeper3Members, open_under_test,
+                        baton::conformance::repeated());
