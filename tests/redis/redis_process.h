@@ -110,8 +110,31 @@ class RedisProcess {
     if (c != nullptr) redisFree(c);
     return ok;
   }
+  // SET key value on the plain port; false if it was not stored.
+  bool set(const std::string& key, const std::string& value) const {
+    timeval tv{1, 0};
+    redisContext* c = redisConnectWithTimeout(
+        "127.0.0.1", tls_.cert.empty() ? port_ : plain_port_, tv);
+    bool ok = false;
+    if (c != nullptr && c->err == 0) {
+      auto* r = static_cast<redisReply*>(redisCommand(
+          c, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
+      ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+      if (r != nullptr) freeReplyObject(r);
+    }
+    if (c != nullptr) redisFree(c);
+    return ok;
+  }
   void stop() { stop_child(pid_, std::chrono::seconds(10)); }
   void kill9() { kill_child(pid_); }
+  // Deletes what the server persisted (its append-only files): the next
+  // start() is a server that lost its data. Call it while the server is
+  // down.
+  void wipe() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_ + "/appendonlydir", ec);
+    std::filesystem::remove(dir_ + "/dump.rdb", ec);
+  }
   void pause() { ::kill(pid_, SIGSTOP); }
   void resume() { ::kill(pid_, SIGCONT); }
   bool running() const { return pid_ > 0; }

@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
         o.shared_writes = true;
       } else if (a == "--expect-violations") {
         expect_violations = true;
+      } else if (a == "--no-restart-guard") {
+        o.restart_guard = false;
       } else if (a == "--split-masters") {
         o.split_masters = true;
       } else if (a == "--expect-store-overlaps") {

@@ -44,6 +44,12 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
         (o.store_kind == "etcd" || o.store_kind == "zookeeper3")) {
       kinds.insert(kinds.end(), {"pause_leader", "kill_leader"});
     }
+    // Redlock masters killed and restarted without their data, one or a
+    // majority at once (the classic way Redlock grants twice;
+    // restart_guard is the answer, torture.h).
+    if (o.store_url.empty() && o.store_kind == "redlock" && !o.split_masters) {
+      kinds.insert(kinds.end(), {"restart_empty", "restart_empty_majority"});
+    }
     if (o.clock_faults) kinds.push_back("clock_step");
     // A server's wall clock stepped by more than the TTL: the standalone
     // ZooKeeper's JVM under libfaketime (a lease ends at its node's mtime +
@@ -86,8 +92,14 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
       // Longer than the TTL: the holder's lease runs out while it is cut
       // off (rule 13), or while the store is frozen.
       p.length_ms = between(rng, ttl * 6 / 5, ttl * 3);
-    } else if (p.kind == "kill_store" || p.kind == "kill_leader") {
+    } else if (p.kind == "kill_store" || p.kind == "kill_leader" ||
+               p.kind == "restart_empty") {
       p.length_ms = between(rng, 100, 1500);
+      p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
+    } else if (p.kind == "restart_empty_majority") {
+      // A quick restart (a supervisor's): back within the TTL, while the
+      // leases the masters forgot still run.
+      p.length_ms = between(rng, 50, 400);
       p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
     } else if (p.kind == "proxy_blackhole") {
       p.length_ms = between(rng, 300, 2500);
@@ -139,14 +151,19 @@ std::vector<Fault> run_nemesis(const Options& o,
       std::this_thread::sleep_for(std::chrono::microseconds(us - now));
   };
   auto run_heals = [&](std::int64_t until_us) {
-    std::sort(heals.begin(), heals.end(),
-              [](const Heal& a, const Heal& b) { return a.at_us < b.at_us; });
+    // Sorted again after each heal: one may schedule another
+    // (restart_empty).
+    auto by_time = [](const Heal& a, const Heal& b) {
+      return a.at_us < b.at_us;
+    };
+    std::sort(heals.begin(), heals.end(), by_time);
     while (!heals.empty() && heals.front().at_us <= until_us) {
       Heal h = std::move(heals.front());
       heals.erase(heals.begin());
       sleep_until(h.at_us);
       h.act();
       faults[h.fault].end_us = real_us();
+      std::sort(heals.begin(), heals.end(), by_time);
     }
   };
   auto record = [&](const std::string& kind, int worker,
@@ -304,6 +321,54 @@ std::vector<Fault> run_nemesis(const Options& o,
       heals.push_back({heal_at, f, [&, i] {
                          restart_server(i);
                          busy_servers.erase(i);
+                       }});
+    } else if (p.kind == "restart_empty" ||
+               p.kind == "restart_empty_majority") {
+      // One master, or a majority at once (the second crash the Redlock
+      // debate asks about: a majority then forgets every lease it held).
+      const int n = std::max(1, store.servers());
+      const int first = static_cast<int>(p.amount);
+      const int count = p.kind == "restart_empty" ? 1 : n / 2 + 1;
+      std::vector<int> set;
+      for (int k = 0; k < count; ++k) set.push_back((first + k) % n);
+      if (std::any_of(set.begin(), set.end(),
+                      [&](int i) { return busy_servers.count(i) > 0; })) {
+        record("skip:" + p.kind, -1, "server down or under a disk fault");
+        continue;
+      }
+      // With restart_guard the fault lasts until the guard has passed
+      // after the restart: till then the masters do not vote, and a lock
+      // that needs their votes is unavailable.
+      const std::int64_t guard_us =
+          o.restart_guard ? 3 * o.ttl.count() * 1000 : 0;
+      std::string which;
+      for (int i : set) which += (which.empty() ? "" : ",") + std::to_string(i);
+      const auto f =
+          record(p.kind, -1,
+                 "servers " + which +
+                     (guard_us > 0 ? ", restart_guard " +
+                                         std::to_string(guard_us / 1000) + " ms"
+                                   : std::string(", no restart_guard")));
+      for (int i : set) {
+        store.kill9(i);
+        busy_servers.insert(i);
+      }
+      heals.push_back({heal_at, f, [&, set, f, guard_us] {
+                         for (int i : set) {
+                           std::string why;
+                           if (!store.wipe(i, &why)) {
+                             faults.push_back({"restart_failed", -1, real_us(),
+                                               real_us(), why});
+                           }
+                           restart_server(i);
+                         }
+                         // Ended (and the servers free for other faults)
+                         // once the guard has passed.
+                         heals.push_back({real_us() + guard_us, f, [&, set] {
+                                            for (int i : set) {
+                                              busy_servers.erase(i);
+                                            }
+                                          }});
                        }});
     } else if (p.kind == "server_clock_step") {
       // The leader's clock where there is one: ZooKeeper's mtimes are the

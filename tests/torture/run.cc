@@ -60,6 +60,11 @@ testing::StoreOptions store_options(const Options& o) {
   so.proxies = o.proxy_faults;
   so.disk_faults = o.disk_faults;
   so.lease_ttl = o.ttl;
+  // (Not with --split-masters: its workers use one master each as a plain
+  // redis:// store, which has no such option.)
+  if (o.store_kind == "redlock" && o.restart_guard && !o.split_masters) {
+    so.restart_guard = 3 * o.ttl;
+  }
   // Server clock steps (nemesis server_clock_step) on the standalone
   // ZooKeeper: the JVM under libfaketime. An ensemble of three under the
   // library did not serve (its first create timed out), so its clocks are

@@ -62,6 +62,11 @@ struct Options {
   // whole set — clients that disagree on where the lock lives. One lock is
   // then granted to several workers at once.
   bool split_masters = false;
+  // redlock: the store URL carries restart_guard = 3 × TTL (every master's
+  // data marked old at start), and restart_empty restarts a master without
+  // its data. --no-restart-guard turns the guard off, to see the double
+  // grants it prevents (checker 10).
+  bool restart_guard = true;
   // --store URL: a store already running elsewhere (not started, killed or
   // restarted here); store_kind is then the URL's scheme. Its lock and
   // counter names carry a per-run prefix (name_prefix), so runs do not

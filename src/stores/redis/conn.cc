@@ -222,7 +222,52 @@ Result<ConnPtr> Pool::take(bool* reused, bool probe, const CallContext& ctx) {
     return c;
   }
   *reused = false;
-  return connect(target_, ctx);
+  auto c = connect(target_, ctx);
+  if (c.ok() && target_.restart_guard > milliseconds::zero()) {
+    if (Status st = note_birth(c->get(), ctx); !st.ok()) return st.error();
+  }
+  return c;
+}
+
+Status Pool::note_birth(Conn* conn, const CallContext& ctx) {
+  Result<ReplyPtr> r = Error(Errc::internal, "");
+  if (use_functions_.load(std::memory_order_relaxed)) {
+    bool fallback = false;
+    r = fcall(conn, scripts().born, {target_.prefix}, &fallback, ctx);
+    if (fallback) use_functions_ = false;
+  }
+  if (!use_functions_.load(std::memory_order_relaxed)) {
+    r = command(conn, target_,
+                {"EVAL", scripts().born.text, "0", target_.prefix}, ctx);
+  }
+  if (!r.ok()) return std::move(r).error();
+  const redisReply* x = r->get();
+  if (x->type == REDIS_REPLY_ERROR) return from_error_reply(target_, x);
+  auto num = [&](std::size_t i) -> std::optional<std::int64_t> {
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
+        x->element[i]->type != REDIS_REPLY_STRING) {
+      return std::nullopt;
+    }
+    char* end = nullptr;
+    const std::string s(x->element[i]->str, x->element[i]->len);
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end != '\0') return std::nullopt;
+    return v;
+  };
+  const auto now = num(0), born = num(1);
+  if (!now || !born) {
+    return Error(Errc::internal,
+                 target_.where() + ": unexpected reply to the born script");
+  }
+  // The data's age on the server's clock, at the script; the reply came
+  // later, so counting the guard from here is on the safe side.
+  const microseconds age(std::max<std::int64_t>(0, *now - *born));
+  if (age >= target_.restart_guard) return Status();
+  const Steady::time_point from = Steady::now() + target_.restart_guard - age;
+  auto seen = votes_from_.load();
+  while (seen < from && !votes_from_.compare_exchange_weak(seen, from)) {
+  }
+  return Status();
 }
 
 void Pool::give(ConnPtr ctx) {

@@ -87,7 +87,11 @@ struct Target {
   std::string user;
   std::string password;
   int db = 0;
-  milliseconds timeout{5000};       // connect and per-command
+  milliseconds timeout{5000};  // connect and per-command
+  // redlock:// restart_guard: > 0 makes each new connection read how long
+  // the server's lock data under `prefix` has existed (Pool::born).
+  milliseconds restart_guard{0};
+  std::string prefix;
   std::shared_ptr<TlsContext> tls;  // null: plain TCP
   std::string where() const {       // "redis 127.0.0.1:6379" ("rediss" on TLS)
     return (tls ? "rediss " : "redis ") + host + ":" + std::to_string(port);
@@ -133,8 +137,19 @@ class Pool {
   Result<ReplyPtr> read(const std::vector<std::string>& args,
                         const CallContext& ctx);
   const Target& target() const { return target_; }
+  // With target().restart_guard > 0: when the votes of this server count
+  // again (Steady epoch: they always have). Every new connection reads how
+  // long the server's lock data has existed (the `born` script) and moves
+  // this to (data's birth + restart_guard) if that is later: a server that
+  // lost its data (restarted without persistence, flushed) is counted only
+  // once every lease it may have forgotten has run out, if restart_guard
+  // is at least the longest TTL. A restart always ends the old connections,
+  // so the first call after it reads the new birth.
+  Steady::time_point votes_from() const { return votes_from_.load(); }
 
  private:
+  // Reads the data's age on a new connection (see votes_from).
+  Status note_birth(Conn* conn, const CallContext& ctx);
   Result<ReplyPtr> eval_once(const Script& script,
                              const std::vector<std::string>& args, bool* reused,
                              const CallContext& ctx);
@@ -155,6 +170,7 @@ class Pool {
   std::vector<ConnPtr> idle_;               // guarded by mu_
   std::map<std::string, std::string> sha_;  // script name -> sha, mu_
   std::atomic<bool> use_functions_{true};
+  std::atomic<Steady::time_point> votes_from_{Steady::time_point{}};
 };
 
 // Wake-ups for waiting requests, keyed by owner token (hex).

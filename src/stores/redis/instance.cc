@@ -184,6 +184,8 @@ Result<StoreConfig> config_of(const StoreUrl& url) {
   if (!password.ok()) return std::move(password).error();
   t.password = std::move(*password);
   t.timeout = o.duration("request_timeout");
+  t.prefix = c.prefix;
+  if (redlock) t.restart_guard = o.duration("restart_guard");
   if (!url.path.empty()) {
     char* end = nullptr;
     const long db = std::strtol(url.path.c_str(), &end, 10);

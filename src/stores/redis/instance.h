@@ -129,6 +129,13 @@ class Instance {
   // What Notifier::Push::from is for the messages of this instance.
   const void* push_source() const { return &sub_; }
   const Target& target() const { return pool_.target(); }
+  // restart_guard (redlock://): how long until this instance's votes count
+  // again (Pool::votes_from); zero when they count now.
+  milliseconds guarded_for(Steady::time_point now) const {
+    const auto from = pool_.votes_from();
+    return from > now ? std::chrono::ceil<milliseconds>(from - now)
+                      : milliseconds::zero();
+  }
   const std::string& prefix() const { return prefix_; }
 
  private:

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/jitter.h"
@@ -115,8 +116,18 @@ class RedlockStore final : public baton::Store {
     std::vector<T> res;
     res.reserve(out.size());
     for (auto& o : out) res.push_back(std::move(*o));
+    if constexpr (!std::is_same_v<T, bool>) {
+      // restart_guard: the answer of an instance whose lock data is younger
+      // than the guard is not a vote (it ran, so a lease it granted stays
+      // there and goes with the round's clean-up).
+      for (std::size_t i = 0; i < res.size(); ++i) {
+        if (auto why = not_a_vote(i)) res[i] = Error(Errc::unavailable, *why);
+      }
+    }
     return res;
   }
+  // Why instance i's answers are not counted now (restart_guard), or none.
+  std::optional<std::string> not_a_vote(std::size_t i) const;
 
   // `seq` > 0: the clean-up of round `seq`, which leaves alone what a later
   // round of this token was granted (see next_seq).

@@ -214,9 +214,13 @@ std::optional<Grant> RedlockRequest::wait_change(Clock::time_point until,
 std::optional<Grant> RedlockRequest::take_pushed(
     std::vector<Notifier::Push> pushes, const CallContext& ctx,
     bool* wait_more) {
-  const auto use =
-      pushed_.take(std::move(pushes), spec_.name, quorum_,
-                   [&](const void* from) { return s_.index_of_source(from); });
+  const auto use = pushed_.take(
+      std::move(pushes), spec_.name, quorum_, [&](const void* from) {
+        // A guarded instance's pushes are not votes either:
+        // the next round asks it (RedlockStore::each).
+        const std::size_t i = s_.index_of_source(from);
+        return i < s_.size() && s_.not_a_vote(i) ? s_.size() : i;
+      });
   *wait_more = use == Pushed::Use::wait;
   if (use != Pushed::Use::all && use != Pushed::Use::quorum) {
     return std::nullopt;

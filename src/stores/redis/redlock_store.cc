@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "baton/duration.h"
 #include "core/validate.h"
 #include "stores/redis/redlock_impl.h"
 #include "stores/redis/watch.h"
@@ -43,6 +44,17 @@ std::vector<Instance*> RedlockStore::instances() const {
   std::vector<Instance*> out;
   for (const auto& i : inst_) out.push_back(i.get());
   return out;
+}
+
+std::optional<std::string> RedlockStore::not_a_vote(std::size_t i) const {
+  const milliseconds left = inst_[i]->guarded_for(Steady::now());
+  if (left <= milliseconds::zero()) return std::nullopt;
+  const Target& t = inst_[i]->target();
+  return t.where() + ": its lock data is younger than restart_guard=" +
+         format_duration(t.restart_guard) +
+         " (restarted without its data, flushed, or new): its votes count "
+         "in " +
+         format_duration(left);
 }
 
 std::size_t RedlockStore::index_of_source(const void* from) const {
@@ -416,6 +428,14 @@ const StoreDescriptor& redlock_descriptor() {
     r.options = redis::common_options("250ms");
     r.options.push_back(flag_option(
         "tls", "0", "TLS to every instance (then ca, cert and key apply)"));
+    OptionSpec guard = duration_option(
+        "restart_guard", "0",
+        "count an instance's votes only once its lock data is this old, so "
+        "one restarted without its data (no persistence) cannot vote away a "
+        "lease it forgot: set it to at least the longest TTL any client uses "
+        "(0: off; a new deployment then waits it out once)");
+    guard.zero_ok = true;
+    r.options.push_back(std::move(guard));
     r.open = open_redlock;
     return r;
   }();

@@ -548,6 +548,25 @@ if tonumber(cur) < n then return {'short', cur} end
 return {'ok', redis.call('DECRBY', k, ARGV[3])}
 )LUA";
 
+// ARGV: prefix. The server's time and when its lock data under the prefix
+// was born: the time in "<prefix>born", written now if missing (a server
+// that never held baton data, or lost it: restarted without persistence,
+// flushed). Reply {now_us, born_us}. Leases never read the key, so a
+// server where it is missing behaves as before; a client with
+// restart_guard counts the server's votes only once the data is older
+// than the guard (Pool::votes_from).
+const char* const kBorn = R"LUA(
+local k = ARGV[1] .. 'born'
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local b = redis.call('GET', k)
+if not b then
+  redis.call('SET', k, now)
+  b = now
+end
+return {now, b}
+)LUA";
+
 }  // namespace
 
 const Scripts& scripts() {
@@ -569,6 +588,7 @@ const Scripts& scripts() {
         {&Scripts::counter_get, "counter_get", kCounterGet, false},
         {&Scripts::counter_add, "counter_add", kCounterAdd, false},
         {&Scripts::counter_take, "counter_take", kCounterTake, false},
+        {&Scripts::born, "born", kBorn, false},
     };
     // The library body without names, hashed (FNV-1a 64) to name it.
     std::string body = std::string(kPreludeLibrary) + kPrelude;

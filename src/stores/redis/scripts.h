@@ -24,6 +24,7 @@ struct Script {
 struct Scripts {
   Script acquire, extend, release, describe, list, multi, fence;
   Script counter_get, counter_add, counter_take;
+  Script born;  // the age of the lock data under the prefix (restart_guard)
   // FUNCTION LOAD text registering every script as a function. Its name
   // and the function names carry a hash of the text, so two baton versions
   // on one server never replace each other's functions.

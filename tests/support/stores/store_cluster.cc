@@ -156,6 +156,14 @@ class Cluster : public Proxied {
           redis_.push_back(std::make_unique<RedisProcess>(
               /*persistent=*/true, certs_ ? &tls : nullptr));
           ports.push_back(redis_.back()->port());
+          // restart_guard: this master's lock data counts as old (the
+          // store's "born" key, src/stores/redis/scripts.cc, set to 0).
+          if (k == "redlock" && o_.restart_guard.count() > 0 &&
+              !redis_.back()->set("baton:born", "0")) {
+            *error = "redlock: cannot mark the lock data of master " +
+                     std::to_string(i) + " as old";
+            return false;
+          }
         }
       } else {
         *error = "unknown store kind '" + k +
@@ -216,6 +224,12 @@ class Cluster : public Proxied {
     if (pg_) kill_postmaster();
     if (!redis_.empty()) redis_[static_cast<std::size_t>(i)]->kill9();
   }
+  bool wipe(int i, std::string* why) override {
+    if (redis_.empty()) return StoreCluster::wipe(i, why);
+    redis_[static_cast<std::size_t>(i)]->wipe();
+    return true;
+  }
+
   bool restart(int i, std::string* error) override {
     for (int attempt = 0; attempt < 20; ++attempt) {
       try {
@@ -366,6 +380,10 @@ class Cluster : public Proxied {
       std::string u = "redlock://";
       for (std::size_t i = 0; i < ports.size(); ++i) {
         u += (i ? ",127.0.0.1:" : "127.0.0.1:") + port_str(ports[i]);
+      }
+      if (o_.restart_guard.count() > 0) {
+        u +=
+            "?restart_guard=" + std::to_string(o_.restart_guard.count()) + "ms";
       }
       return u;
     }

@@ -51,6 +51,11 @@ struct StoreOptions {
   // The lease TTL the clients will use. zookeeper's URL carries a session
   // timeout of twice this (zk_cluster.cc says why); at most 30 s.
   std::chrono::milliseconds lease_ttl{1'000};
+  // redlock: restart_guard in the URL (docs/stores/redis.md), and every
+  // master's lock data marked as born long ago at start (a deployment that
+  // has been running), so only a master restarted without its data
+  // (restart_empty) is guarded. Zero: no guard.
+  std::chrono::milliseconds restart_guard{0};
 };
 
 class StoreCluster {
@@ -78,6 +83,12 @@ class StoreCluster {
   // restart() false + reason.
   virtual void kill9(int i) = 0;
   virtual bool restart(int i, std::string* error) = 0;
+  // Deletes what server i persisted, while it is down (after kill9): its
+  // restart() is then a server that lost its data. redis kinds only.
+  virtual bool wipe(int /*i*/, std::string* why) {
+    *why = "no data wipe on this store kind";
+    return false;
+  }
 
   // Network faults on the proxies in front of server i, every slot's
   // (no-ops without proxies).
