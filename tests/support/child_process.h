@@ -8,6 +8,7 @@
 #ifndef BATON_TESTS_SUPPORT_CHILD_PROCESS_H_
 #define BATON_TESTS_SUPPORT_CHILD_PROCESS_H_
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -121,12 +122,14 @@ inline bool child_exited(pid_t& pid, int* status) {
   return true;
 }
 
-// Sends `request` to 127.0.0.1:`port` and reads until the server closes
+// Sends `request` to `host` (127.0.0.1, or a test namespace's address):`port`
+// and reads until the server closes
 // the connection or `limit` passes: the reply, "" if none (ZooKeeper's
 // four-letter words, plain HTTP/1.0).
 inline std::string loopback_request(const std::string& request,
                                     std::uint16_t port,
-                                    std::chrono::milliseconds limit) {
+                                    std::chrono::milliseconds limit,
+                                    const std::string& host = "127.0.0.1") {
   const auto until = std::chrono::steady_clock::now() + limit;
   const int fd =
       ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -140,7 +143,10 @@ inline std::string loopback_request(const std::string& request,
   };
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    ::close(fd);
+    return "";
+  }
   a.sin_port = htons(port);
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   if (!ok && errno == EINPROGRESS && ready(POLLOUT)) {
@@ -175,9 +181,10 @@ inline std::string loopback_request(const std::string& request,
 // A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port`, at most 2 s: the
 // whole reply (headers and body), "" on any failure.
 inline std::string loopback_http_get(std::uint16_t port,
-                                     const std::string& path) {
+                                     const std::string& path,
+                                     const std::string& host = "127.0.0.1") {
   return loopback_request("GET " + path + " HTTP/1.0\r\n\r\n", port,
-                          std::chrono::seconds(2));
+                          std::chrono::seconds(2), host);
 }
 
 }  // namespace baton::testing

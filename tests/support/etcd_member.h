@@ -26,6 +26,8 @@ namespace baton::testing {
 
 struct EtcdMemberSpec {
   std::string name;  // unique in the cluster ("m0")
+  // Its address: loopback, or its own network namespace's (netns.h).
+  std::string host = "127.0.0.1";
   std::uint16_t client_port = 0;
   std::uint16_t peer_port = 0;
   std::uint16_t metrics_port = 0;  // with TLS: plain /health, /metrics
@@ -52,13 +54,14 @@ inline std::vector<std::string> etcd_member_args(
   std::string cluster;
   for (const auto& o : members) {
     if (!cluster.empty()) cluster += ",";
-    cluster += o.name + "=http://127.0.0.1:" + std::to_string(o.peer_port);
+    cluster += o.name + "=http://" + o.host + ":" + std::to_string(o.peer_port);
   }
   const EtcdMemberSpec& m = members[i];
   const std::string scheme = tls != nullptr ? "https://" : "http://";
   const std::string client =
-      scheme + "127.0.0.1:" + std::to_string(m.client_port);
-  const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+      scheme + m.host + ":" + std::to_string(m.client_port);
+  const std::string peer =
+      "http://" + m.host + ":" + std::to_string(m.peer_port);
   std::string listen = client;
   if (tls != nullptr && tls->second_address) {
     listen += "," + scheme + "127.0.0.2:" + std::to_string(m.client_port);
@@ -79,7 +82,7 @@ inline std::vector<std::string> etcd_member_args(
                                    "warn"};
   if (m.metrics_port != 0) {
     args.push_back("--listen-metrics-urls");
-    args.push_back("http://127.0.0.1:" + std::to_string(m.metrics_port));
+    args.push_back("http://" + m.host + ":" + std::to_string(m.metrics_port));
   }
   if (tls != nullptr) {
     for (const std::string& a :

@@ -50,6 +50,13 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
     if (o.store_url.empty() && o.store_kind == "redlock" && !o.split_masters) {
       kinds.insert(kinds.end(), {"restart_empty", "restart_empty_majority"});
     }
+    // Members cut from each other while clients reach every one: the
+    // leader from both followers, one link (a bridge: the third member
+    // sees both halves), a link that flaps.
+    if (o.member_namespaces) {
+      kinds.insert(kinds.end(),
+                   {"partition_leader", "partition_bridge", "partition_flap"});
+    }
     if (o.clock_faults) kinds.push_back("clock_step");
     // A server's wall clock stepped by more than the TTL: the standalone
     // ZooKeeper's JVM under libfaketime (a lease ends at its node's mtime +
@@ -88,13 +95,17 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
       p.length_ms = o.pause_longer ? between(rng, ttl * 3 / 2, ttl * 3)
                                    : between(rng, ttl / 5, ttl * 3);
     } else if (p.kind == "isolate_holder" || p.kind == "pause_store" ||
-               p.kind == "pause_leader") {
+               p.kind == "pause_leader" || p.kind == "partition_leader" ||
+               p.kind == "partition_bridge") {
       // Longer than the TTL: the holder's lease runs out while it is cut
       // off (rule 13), or while the store is frozen.
       p.length_ms = between(rng, ttl * 6 / 5, ttl * 3);
     } else if (p.kind == "kill_store" || p.kind == "kill_leader" ||
                p.kind == "restart_empty") {
       p.length_ms = between(rng, 100, 1500);
+      p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
+    } else if (p.kind == "partition_flap") {
+      p.length_ms = between(rng, 1500, 3000);
       p.amount = servers > 0 ? between(rng, 0, servers - 1) : 0;
     } else if (p.kind == "restart_empty_majority") {
       // A quick restart (a supervisor's): back within the TTL, while the
@@ -370,6 +381,60 @@ std::vector<Fault> run_nemesis(const Options& o,
                                             }
                                           }});
                        }});
+    } else if (p.kind == "partition_leader" || p.kind == "partition_bridge" ||
+               p.kind == "partition_flap") {
+      const int n = store.servers();
+      if (!store.member_cuts().empty() || n < 3) {
+        record("skip:" + p.kind, -1, "members already partitioned");
+        continue;
+      }
+      // The links to cut: the leader's to every other member, or one link
+      // i-j (the others see both ends).
+      std::vector<std::pair<int, int>> links;
+      std::string what;
+      if (p.kind == "partition_leader") {
+        const int leader = store.leader();
+        if (leader < 0) {
+          record("skip:" + p.kind, -1, "no leader found");
+          continue;
+        }
+        for (int j = 0; j < n; ++j) {
+          if (j != leader) links.push_back({leader, j});
+        }
+        what = "leader " + std::to_string(leader) + " cut from the others";
+      } else {
+        const int i = static_cast<int>(p.pick % static_cast<std::uint64_t>(n));
+        links.push_back({i, (i + 1) % n});
+        what = "link " + std::to_string(i) + "-" + std::to_string((i + 1) % n);
+      }
+      auto set_links = [&store, links](bool on) {
+        bool ok = true;
+        std::string why;
+        for (const auto& [a, b] : links) {
+          ok = store.cut_members(a, b, on, &why) && ok;
+        }
+        return ok;
+      };
+      if (!set_links(true)) {
+        set_links(false);
+        record("skip:" + p.kind, -1, "the member network refused the cut");
+        continue;
+      }
+      if (p.kind == "partition_flap") {
+        // Healed and cut again every 100-300 ms until it ends (healed).
+        const auto f = record(p.kind, -1, what + ", flapping");
+        std::mt19937_64 flips(p.pick);
+        bool cut = true;
+        for (std::int64_t t = real_us() + between(flips, 100, 300) * 1000;
+             t < heal_at; t += between(flips, 100, 300) * 1000) {
+          cut = !cut;
+          heals.push_back({t, f, [set_links, cut] { set_links(cut); }});
+        }
+        heals.push_back({heal_at, f, [set_links] { set_links(false); }});
+      } else {
+        const auto f = record(p.kind, -1, what);
+        heals.push_back({heal_at, f, [set_links] { set_links(false); }});
+      }
     } else if (p.kind == "server_clock_step") {
       // The leader's clock where there is one: ZooKeeper's mtimes are the
       // leader's.

@@ -67,6 +67,11 @@ struct Options {
   // its data. --no-restart-guard turns the guard off, to see the double
   // grants it prevents (checker 10).
   bool restart_guard = true;
+  // etcd, zookeeper3: each member in a network namespace of its own, and the
+  // partition faults between members (partition_leader, partition_bridge,
+  // partition_flap). Set by main when it can be (root, nftables, a store
+  // the harness starts); --no-partitions turns it off.
+  bool member_namespaces = false;
   // --store URL: a store already running elsewhere (not started, killed or
   // restarted here); store_kind is then the URL's scheme. Its lock and
   // counter names carry a per-run prefix (name_prefix), so runs do not

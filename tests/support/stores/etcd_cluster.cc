@@ -43,6 +43,7 @@
 #include "child_process.h"
 #include "etcd_member.h"
 #include "tests/server/test_certs.h"
+#include "tests/support/stores/netns.h"
 #include "tests/support/stores/proxied.h"
 
 namespace baton::testing {
@@ -54,9 +55,9 @@ constexpr const char* kEtcd = "/usr/bin/etcd";
 constexpr int kMembers = 3;
 constexpr milliseconds kEtcdReadyWithin{30000};
 
-// GET /health on 127.0.0.1:port: true if etcd says it is healthy.
-bool healthy(std::uint16_t port) {
-  return loopback_http_get(port, "/health").find("\"health\":\"true\"") !=
+// GET /health on host:port: true if etcd says it is healthy.
+bool healthy(const std::string& host, std::uint16_t port) {
+  return loopback_http_get(port, "/health", host).find("\"health\":\"true\"") !=
          std::string::npos;
 }
 
@@ -80,6 +81,16 @@ class EtcdCluster : public Proxied {
       return false;
     }
     ::mkdir(dir_.c_str(), 0700);
+    if (o_.member_namespaces) {
+      if (tls_on_) {
+        *error =
+            "etcds: member namespaces are for etcd (the certificates "
+            "name 127.0.0.1)";
+        return false;
+      }
+      net_ = MemberNetwork::create(kMembers, error);
+      if (!net_) return false;
+    }
     if (tls_on_) {
       try {
         certs_ = std::make_unique<TestCertificates>();
@@ -109,8 +120,7 @@ class EtcdCluster : public Proxied {
     if (tls_on_ && !enable_auth(error)) return false;
     if (o_.proxies) {
       std::vector<std::pair<std::string, int>> hosts;
-      for (const auto& m : members_)
-        hosts.push_back({"127.0.0.1", m.client_port});
+      for (const auto& m : members_) hosts.push_back({m.host, m.client_port});
       auto url_of = [this](const std::vector<std::string>& via) {
         return make_url(via);
       };
@@ -122,7 +132,7 @@ class EtcdCluster : public Proxied {
   std::string direct_url() const override {
     std::vector<std::string> eps;
     for (const auto& m : members_) {
-      eps.push_back("127.0.0.1:" + std::to_string(m.client_port));
+      eps.push_back(m.host + ":" + std::to_string(m.client_port));
     }
     return make_url(eps);
   }
@@ -153,7 +163,7 @@ class EtcdCluster : public Proxied {
           "POST /v3/maintenance/status HTTP/1.0\r\nContent-Type: "
           "application/json\r\nContent-Length: 2\r\n\r\n{}",
           static_cast<std::uint16_t>(members_[i].client_port),
-          milliseconds(1000));
+          milliseconds(1000), members_[i].host);
       std::smatch a, b;
       if (std::regex_search(r, a, member) &&
           std::regex_search(r, b, leader_id) && a[1] == b[1]) {
@@ -171,6 +181,11 @@ class EtcdCluster : public Proxied {
     ::kill(m.pid, on ? SIGSTOP : SIGCONT);
     return true;
   }
+  bool cut_members(int i, int j, bool on, std::string* why) override {
+    if (!net_) return StoreCluster::cut_members(i, j, on, why);
+    return net_->cut(i % kMembers, j % kMembers, on, why);
+  }
+  std::string member_cuts() const override { return net_ ? net_->cuts() : ""; }
   bool freeze(bool on, std::string* why) override {
     bool any = false;
     for (auto& m : members_) {
@@ -192,6 +207,7 @@ class EtcdCluster : public Proxied {
       m.client_port = free_loopback_port();
       m.peer_port = free_loopback_port();
       if (tls_on_) m.metrics_port = free_loopback_port();
+      if (net_) m.host = net_->host(i);
       if (m.client_port == 0 || m.peer_port == 0) {
         *error = "etcd: no free loopback port";
         return false;
@@ -285,9 +301,12 @@ class EtcdCluster : public Proxied {
     const auto k = static_cast<std::size_t>(i);
     const Member& m = members_[k];
     std::vector<EtcdMemberSpec> specs(members_.begin(), members_.end());
-    const auto args =
-        etcd_member_args(kEtcd, specs, k, dir_ + "/" + m.name, state,
-                         "baton-torture", tls_on_ ? &tls_ : nullptr);
+    auto args = etcd_member_args(kEtcd, specs, k, dir_ + "/" + m.name, state,
+                                 "baton-torture", tls_on_ ? &tls_ : nullptr);
+    if (net_) {  // `ip netns exec` execs etcd: the pid stays the member's
+      auto prefix = net_->exec_prefix(i);
+      args.insert(args.begin(), prefix.begin(), prefix.end());
+    }
     // Stays up on Ctrl-C, which the torture harness answers by finishing
     // its run.
     const pid_t pid = spawn_logged(args, dir_ + "/" + m.name + ".log",
@@ -310,7 +329,9 @@ class EtcdCluster : public Proxied {
                  std::to_string(st) + "); see " + dir_ + "/" + m.name + ".log";
         return false;
       }
-      if (healthy(tls_on_ ? m.metrics_port : m.client_port)) return true;
+      if (healthy(m.host, tls_on_ ? m.metrics_port : m.client_port)) {
+        return true;
+      }
       std::this_thread::sleep_for(milliseconds(50));
     }
     *error = "etcd " + m.name + " was not healthy within " +
@@ -325,6 +346,8 @@ class EtcdCluster : public Proxied {
   EtcdMemberTls tls_;
   bool auth_on_ = false;
   std::string root_password_;
+  // Declared before members_: destroyed after the members are killed.
+  std::unique_ptr<MemberNetwork> net_;
   std::vector<Member> members_;
 };
 

@@ -56,6 +56,11 @@ struct StoreOptions {
   // has been running), so only a master restarted without its data
   // (restart_empty) is guarded. Zero: no guard.
   std::chrono::milliseconds restart_guard{0};
+  // etcd, zookeeper3: each member in a network namespace of its own
+  // (netns.h), so
+  // cut_members() can partition members from each other while clients
+  // reach every one. Needs root and nftables; start() fails saying why.
+  bool member_namespaces = false;
 };
 
 class StoreCluster {
@@ -117,6 +122,15 @@ class StoreCluster {
     if (why != nullptr) *why = "no server of its own to pause";
     return false;
   }
+  // Drops (on) or restores (off) every packet between members i and j,
+  // both ways; clients still reach both. Only with member_namespaces.
+  virtual bool cut_members(int /*i*/, int /*j*/, bool /*on*/,
+                           std::string* why) {
+    if (why != nullptr) *why = "members are not in network namespaces";
+    return false;
+  }
+  // The member links cut now ("0-1,0-2"; "" when none).
+  virtual std::string member_cuts() const { return ""; }
 
   // Steps server i's wall clock to `offset` from the true time ("+3",
   // "-2": seconds, as libfaketime reads them; "+0" undoes it). Taken up to

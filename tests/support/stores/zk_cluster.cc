@@ -29,6 +29,7 @@
 
 #include "baton/duration.h"
 #include "child_process.h"
+#include "tests/support/stores/netns.h"
 #include "tests/support/stores/proxied.h"
 
 namespace baton::testing {
@@ -78,16 +79,17 @@ milliseconds session_timeout_for(milliseconds ttl) {
   return std::clamp(2 * ttl, kMinSession, kMaxSession);
 }
 
-// A four-letter word's answer from 127.0.0.1:port, read to EOF ("" if the
+// A four-letter word's answer from host:port, read to EOF ("" if the
 // server cannot be reached or does not answer in time).
-std::string four_letter(std::uint16_t port, const char* word,
-                        milliseconds timeout) {
-  return loopback_request(word, port, timeout);
+std::string four_letter(const std::string& host, std::uint16_t port,
+                        const char* word, milliseconds timeout) {
+  return loopback_request(word, port, timeout, host);
 }
 
 // One ZooKeeper server process (standalone).
-// The members of an ensemble: "server.N=127.0.0.1:quorum:election" lines.
+// The members of an ensemble: "server.N=host:quorum:election" lines.
 struct Ensemble {
+  std::vector<std::string> hosts;
   std::vector<std::uint16_t> quorum_ports, election_ports;
 };
 
@@ -127,7 +129,7 @@ class ZkServer {
     cfg << "tickTime=500\n"
         << "dataDir=" << dir_ << "/data\n"
         << "clientPort=" << port_ << "\n"
-        << "clientPortAddress=127.0.0.1\n"
+        << "clientPortAddress=" << host_ << "\n"
         << "admin.enableServer=false\n"
         << "4lw.commands.whitelist=ruok,srvr,stat\n"
         << "minSessionTimeout=" << kMinSession.count() << "\n"
@@ -138,8 +140,9 @@ class ZkServer {
       // before the leader drops it.
       cfg << "initLimit=10\nsyncLimit=5\n";
       for (std::size_t i = 0; i < ensemble->quorum_ports.size(); ++i) {
-        cfg << "server." << i + 1 << "=127.0.0.1:" << ensemble->quorum_ports[i]
-            << ":" << ensemble->election_ports[i] << "\n";
+        cfg << "server." << i + 1 << "=" << ensemble->hosts[i] << ":"
+            << ensemble->quorum_ports[i] << ":" << ensemble->election_ports[i]
+            << "\n";
       }
       std::ofstream myid(dir_ + "/data/myid");
       myid << id << "\n";
@@ -176,6 +179,8 @@ class ZkServer {
     std::vector<std::string> args = {
         kJava, "-cp", class_path_,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain", dir_ + "/zoo.cfg"};
+    // In a network namespace: `ip netns exec` execs java, same pid.
+    args.insert(args.begin(), exec_prefix_.begin(), exec_prefix_.end());
     const std::string log = dir_ + "/zookeeper.log";
     // Never outlives the thread that forked it (so restarts must come from
     // a thread that lives as long as the server should); stays up on
@@ -213,15 +218,15 @@ class ZkServer {
       // `ruok` is answered as soon as the port listens; `srvr` says
       // "Mode: standalone" (or leader / follower in an ensemble) only once
       // the database is loaded and the server takes sessions.
-      if (four_letter(port_, "ruok", milliseconds(500)) == "imok" &&
-          four_letter(port_, "srvr", milliseconds(500)).find("Mode:") !=
+      if (four_letter(host_, port_, "ruok", milliseconds(500)) == "imok" &&
+          four_letter(host_, port_, "srvr", milliseconds(500)).find("Mode:") !=
               std::string::npos) {
         return true;
       }
       std::this_thread::sleep_for(milliseconds(50));
     }
     kill9();
-    *error = "zookeeper did not answer ruok/srvr on 127.0.0.1:" +
+    *error = "zookeeper did not answer ruok/srvr on " + host_ + ":" +
              std::to_string(port_) + " within " + format_duration(within) +
              "; see " + log;
     return false;
@@ -244,13 +249,22 @@ class ZkServer {
   void kill9() { kill_child(pid_); }
   // Whether `srvr` says this member leads its ensemble.
   bool leads() const {
-    return four_letter(port_, "srvr", milliseconds(500)).find("Mode: leader") !=
-           std::string::npos;
+    return four_letter(host_, port_, "srvr", milliseconds(500))
+               .find("Mode: leader") != std::string::npos;
   }
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
+  const std::string& host() const { return host_; }
+  // Serve on `host` inside the network namespace `exec_prefix` enters
+  // (netns.h); before configure().
+  void set_network(std::string host, std::vector<std::string> exec_prefix) {
+    host_ = std::move(host);
+    exec_prefix_ = std::move(exec_prefix);
+  }
 
  private:
+  std::string host_ = "127.0.0.1";
+  std::vector<std::string> exec_prefix_;
   std::string dir_;
   std::string class_path_;
   std::string clock_file_;  // libfaketime's offset file ("": real clock)
@@ -297,8 +311,17 @@ class ZkCluster : public Proxied {
         return false;
       }
     } else {
+      if (o_.member_namespaces) {
+        net_ = MemberNetwork::create(static_cast<int>(servers_.size()), error);
+        if (!net_) return false;
+        for (std::size_t i = 0; i < servers_.size(); ++i) {
+          const int k = static_cast<int>(i);
+          servers_[i]->set_network(net_->host(k), net_->exec_prefix(k));
+        }
+      }
       Ensemble e;
       for (std::size_t i = 0; i < servers_.size(); ++i) {
+        e.hosts.push_back(servers_[i]->host());
         e.quorum_ports.push_back(free_loopback_port());
         e.election_ports.push_back(free_loopback_port());
       }
@@ -317,7 +340,7 @@ class ZkCluster : public Proxied {
     }
     if (o_.proxies) {
       std::vector<std::pair<std::string, int>> hosts;
-      for (const auto& s : servers_) hosts.push_back({"127.0.0.1", s->port()});
+      for (const auto& s : servers_) hosts.push_back({s->host(), s->port()});
       auto url_of = [this](const std::vector<std::string>& via) {
         return make_url(via);
       };
@@ -329,7 +352,7 @@ class ZkCluster : public Proxied {
   std::string direct_url() const override {
     std::vector<std::string> direct;
     for (const auto& s : servers_) {
-      direct.push_back("127.0.0.1:" + std::to_string(s->port()));
+      direct.push_back(s->host() + ":" + std::to_string(s->port()));
     }
     return make_url(direct);
   }
@@ -372,6 +395,11 @@ class ZkCluster : public Proxied {
     }
     return true;
   }
+  bool cut_members(int i, int j, bool on, std::string* why) override {
+    if (!net_) return StoreCluster::cut_members(i, j, on, why);
+    return net_->cut(i, j, on, why);
+  }
+  std::string member_cuts() const override { return net_ ? net_->cuts() : ""; }
   bool freeze(bool on, std::string* why) override {
     for (const auto& s : servers_) {
       if (s->pid() <= 0) {
@@ -400,6 +428,8 @@ class ZkCluster : public Proxied {
 
   StoreOptions o_;
   std::string dir_;
+  // Declared before servers_: destroyed after the servers are killed.
+  std::unique_ptr<MemberNetwork> net_;
   std::vector<std::unique_ptr<ZkServer>> servers_;
   bool frozen_ = false;
 };
