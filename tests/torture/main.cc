@@ -8,7 +8,7 @@
 //                 [--duration 15s] [--workers 8] [--ttl 1s]
 //                 [--minutes N] [--runs M] [--json] [--keep]
 //                 [--no-clock-faults] [--no-proxy-faults] [--no-disk-faults]
-//                 [--no-partitions] [--no-restart-guard]
+//                 [--no-partitions] [--no-restart-guard] [--redlock-masters N]
 //                 [--no-fencing --pause-longer-than-ttl [--expect-violations]]
 //                 [--split-masters --expect-store-overlaps]
 //
@@ -50,13 +50,15 @@ int usage(const std::string& why) {
          "[--duration 15s] [--workers 8] [--ttl 1s]"
          " [--minutes N] [--runs M] [--json] [--keep] "
          "[--no-clock-faults] [--no-proxy-faults] [--no-disk-faults] "
-         "[--no-partitions] [--no-restart-guard] "
+         "[--no-partitions] [--no-restart-guard] [--redlock-masters N] "
          "[--no-fencing] [--pause-longer-than-ttl] "
          "[--late-notice] [--shared-writes] [--expect-violations] "
          "[--split-masters] [--expect-store-overlaps] "
          "[--faults kind,kind,...]\n"
          "fault kinds: pause_holder kill_holder kill_store pause_store "
          "pause_leader kill_leader server_clock_step "
+         "partition_leader partition_bridge partition_flap "
+         "restart_empty restart_empty_majority "
          "proxy_cut proxy_blackhole proxy_delay isolate_holder "
          "clock_step fiu_fsync fiu_write disk_full\n";
   return 2;
@@ -211,6 +213,8 @@ int main(int argc, char** argv) {
         expect_violations = true;
       } else if (a == "--no-partitions") {
         no_partitions = true;
+      } else if (a == "--redlock-masters" && value(&v)) {
+        o.redlock_masters = std::stoi(v);
       } else if (a == "--no-restart-guard") {
         o.restart_guard = false;
       } else if (a == "--split-masters") {
@@ -230,9 +234,9 @@ int main(int argc, char** argv) {
   }
   if (o.runs < 1) return usage("--runs must be >= 1");
   o.keep_on_violation = !expect_violations && !expect_overlaps;
-  // Partitions between members (etcd, zookeeper3): their network namespaces need root
-  // and nftables (testing/stores/netns.h); without them the run says so
-  // and goes on without those faults.
+  // Partitions between members (etcd, zookeeper3): their network namespaces
+  // need root and nftables (testing/stores/netns.h); without them the run says
+  // so and goes on without those faults.
   if ((o.store_kind == "etcd" || o.store_kind == "zookeeper3") &&
       o.store_url.empty() && !no_partitions) {
     if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0 &&
@@ -242,6 +246,9 @@ int main(int argc, char** argv) {
       std::cout << "note: no partitions between members (they need "
                    "root, /usr/sbin/ip and /usr/sbin/nft)\n";
     }
+  }
+  if (o.redlock_masters < 3 || o.redlock_masters > 9) {
+    return usage("--redlock-masters must be 3..9");
   }
   if (o.split_masters && o.store_kind != "redlock") {
     return usage("--split-masters is for --store-kind redlock");

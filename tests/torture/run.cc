@@ -61,6 +61,7 @@ testing::StoreOptions store_options(const Options& o) {
   so.disk_faults = o.disk_faults;
   so.lease_ttl = o.ttl;
   so.member_namespaces = o.member_namespaces;
+  so.redlock_masters = o.redlock_masters;
   // (Not with --split-masters: its workers use one master each as a plain
   // redis:// store, which has no such option.)
   if (o.store_kind == "redlock" && o.restart_guard && !o.split_masters) {

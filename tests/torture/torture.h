@@ -67,6 +67,7 @@ struct Options {
   // its data. --no-restart-guard turns the guard off, to see the double
   // grants it prevents (checker 10).
   bool restart_guard = true;
+  int redlock_masters = 3;  // --redlock-masters N (3..9)
   // etcd, zookeeper3: each member in a network namespace of its own, and the
   // partition faults between members (partition_leader, partition_bridge,
   // partition_flap). Set by main when it can be (root, nftables, a store

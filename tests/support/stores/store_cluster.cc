@@ -145,7 +145,11 @@ class Cluster : public Proxied {
       } else if (k == "redis" || k == "redlock" || k == "rediss") {
         // rediss: redis:// over TLS (certificates made now, in a temp dir
         // that outlives the runs; the proxies carry the TLS bytes).
-        const int n = k == "redlock" ? 3 : 1;
+        const int n = k == "redlock" ? o_.redlock_masters : 1;
+        if (n < 3 || n > 9) {
+          *error = "redlock: 3..9 masters, not " + std::to_string(n);
+          return false;
+        }
         RedisTls tls;
         if (k == "rediss") {
           certs_ = std::make_unique<TestCertificates>();

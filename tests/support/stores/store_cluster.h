@@ -56,6 +56,8 @@ struct StoreOptions {
   // has been running), so only a master restarted without its data
   // (restart_empty) is guarded. Zero: no guard.
   std::chrono::milliseconds restart_guard{0};
+  // redlock: the number of masters (3..9).
+  int redlock_masters = 3;
   // etcd, zookeeper3: each member in a network namespace of its own
   // (netns.h), so
   // cut_members() can partition members from each other while clients
