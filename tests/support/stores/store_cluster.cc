@@ -146,7 +146,7 @@ class Cluster : public Proxied {
         // rediss: redis:// over TLS (certificates made now, in a temp dir
         // that outlives the runs; the proxies carry the TLS bytes).
         const int n = k == "redlock" ? o_.redlock_masters : 1;
-        if (n < 3 || n > 9) {
+        if (k == "redlock" && (n < 3 || n > 9)) {
           *error = "redlock: 3..9 masters, not " + std::to_string(n);
           return false;
         }
