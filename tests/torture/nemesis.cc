@@ -17,6 +17,25 @@ std::int64_t between(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
   return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
 }
 
+// "0-1,0-2" (StoreCluster::member_cuts) as ordered pairs.
+std::set<std::pair<int, int>> parse_member_cuts(const std::string& cuts) {
+  std::set<std::pair<int, int>> out;
+  std::size_t at = 0;
+  while (at < cuts.size()) {
+    std::size_t end = cuts.find(',', at);
+    if (end == std::string::npos) end = cuts.size();
+    const std::string link = cuts.substr(at, end - at);
+    const std::size_t dash = link.find('-');
+    if (dash != std::string::npos) {
+      const int a = std::stoi(link.substr(0, dash));
+      const int b = std::stoi(link.substr(dash + 1));
+      out.insert({std::min(a, b), std::max(a, b)});
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
@@ -188,6 +207,35 @@ std::vector<Fault> run_nemesis(const Options& o,
       faults.push_back({"restart_failed", -1, real_us(), real_us(), err});
     }
   };
+  // A member cut off from a majority of the running members cannot become
+  // ready (a restart waits until it serves, which needs a quorum): its
+  // restart waits until a partition heal or another restart lets it reach
+  // one. Restarting it in place would block the heal queue behind a
+  // readiness wait that only a later heal in that queue can end.
+  auto reaches_quorum = [&](int i) {
+    const int n = store.servers();
+    if (n < 3) return true;
+    const std::set<std::pair<int, int>> cut =
+        parse_member_cuts(store.member_cuts());
+    int reach = 1;
+    for (int j = 0; j < n; ++j) {
+      if (j == i || busy_servers.count(j) > 0) continue;
+      if (cut.count({std::min(i, j), std::max(i, j)}) == 0) ++reach;
+    }
+    return reach > n / 2;
+  };
+  // Restarts member i once it reaches a quorum (looked at every 100 ms),
+  // then runs `after`; the fault ends then.
+  std::function<void(int, std::size_t, std::function<void()>)> restart_member =
+      [&](int i, std::size_t f, std::function<void()> after) {
+        if (!reaches_quorum(i)) {
+          heals.push_back({real_us() + 100'000, f,
+                           [&, i, f, after] { restart_member(i, f, after); }});
+          return;
+        }
+        restart_server(i);
+        after();
+      };
 
   for (const Planned& p : plan) {
     const std::int64_t at = start_us + p.at_ms * 1000;
@@ -329,9 +377,9 @@ std::vector<Fault> run_nemesis(const Options& o,
       const auto f = record(p.kind, -1, "server " + std::to_string(i));
       store.kill9(i);
       busy_servers.insert(i);
-      heals.push_back({heal_at, f, [&, i] {
-                         restart_server(i);
-                         busy_servers.erase(i);
+      heals.push_back({heal_at, f, [&, i, f] {
+                         restart_member(i, f,
+                                        [&, i] { busy_servers.erase(i); });
                        }});
     } else if (p.kind == "restart_empty" ||
                p.kind == "restart_empty_majority") {
@@ -468,9 +516,9 @@ std::vector<Fault> run_nemesis(const Options& o,
         const auto f = record(p.kind, -1, which);
         store.kill9(i);
         busy_servers.insert(i);
-        heals.push_back({heal_at, f, [&, i] {
-                           restart_server(i);
-                           busy_servers.erase(i);
+        heals.push_back({heal_at, f, [&, i, f] {
+                           restart_member(i, f,
+                                          [&, i] { busy_servers.erase(i); });
                          }});
         continue;
       }

@@ -456,7 +456,11 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
         << x.end_us << " " << x.detail << "\n";
     }
   }
-  if (!o.keep && (r.violations == 0 || !o.keep_on_violation)) {
+  // Kept for a post-mortem: a run with a violation, or with a store
+  // overlap (checker 10's finding: what the store did is in the logs).
+  const bool worth_keeping =
+      r.violations > 0 || r.counts.count("store_overlaps") > 0;
+  if (!o.keep && (!worth_keeping || !o.keep_on_violation)) {
     std::error_code ec;
     std::filesystem::remove_all(r.dir, ec);
     r.dir.clear();
