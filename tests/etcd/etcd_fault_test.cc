@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "baton/client.h"
+#include "baton/counter.h"
 #include "etcd_test_util.h"
 #include "eventually.h"
 #include "tcp_proxy.h"
@@ -247,6 +248,45 @@ TEST(EtcdFault, LostBlockingAcquireCreateReplyLeavesOneKey) {
 
 TEST(EtcdFault, LostSharedWaiterCreateReplyLeavesOneKey) {
   lost_create_reply(10s, true);
+}
+
+// Exactly once on etcd's counters: an add's transaction reached the
+// cluster, its reply was dropped and the connection reset, and the store
+// sent the same compare-and-swap again (the connection's failover). That
+// second copy fails its compare; the store must see that its first copy
+// landed (the call's marker key), not read the counter anew and add again.
+// Before the marker, this add counted twice (the torture harness's checker
+// 2 on a 3-member cluster: "counter is 5 after 4 acknowledged adds").
+TEST(EtcdFault, LostCounterAddReplyIsAppliedOnce) {
+  EtcdCluster& cluster = shared_cluster();
+  auto proxy = TcpProxy::start("127.0.0.1", cluster.client_port(0));
+  ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
+  auto c = Client::open("etcd://127.0.0.1:" + std::to_string((*proxy)->port()) +
+                        "/baton-test");
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  auto observer = Client::open(cluster.url());
+  ASSERT_TRUE(observer.ok()) << observer.error().to_string();
+  const std::string name = unique_name("lost-add-reply");
+  const Counter seen = observer->counter(name);
+  ASSERT_EQ(seen.get().value_or(-1), 0);
+
+  (*proxy)->set_delay(400ms);  // every reply sits 400 ms in the proxy
+  auto pending =
+      std::async(std::launch::async, [&] { return c->counter(name).add(1); });
+  // The add ran: the cluster has it while its reply is delayed.
+  ASSERT_TRUE(eventually([&] { return seen.get().value_or(-1) == 1; }, 10s))
+      << "the add never reached the cluster";
+  (*proxy)->set_mode(TcpProxy::Mode::blackhole);  // drops the queued reply
+  (*proxy)->set_delay(0ms);
+  (*proxy)->set_mode(TcpProxy::Mode::pass);
+  (*proxy)->cut_all();  // the connection resets: the outcome is unknown
+
+  auto added = pending.get();
+  ASSERT_TRUE(added.ok()) << added.error().to_string();
+  EXPECT_EQ(*added, 1);
+  EXPECT_EQ(seen.get().value_or(-1), 1) << "the add was applied twice";
+  // A later add is one more, as ever.
+  EXPECT_EQ(c->counter(name).add(2).value_or(-1), 3);
 }
 
 }  // namespace

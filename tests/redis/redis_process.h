@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "baton/client.h"
@@ -37,9 +38,14 @@ class RedisProcess {
   // `persistent`: appendonly yes + appendfsync always. `keyspace_events`:
   // notify-keyspace-events K$gx, what the stores' change feed needs
   // (src/stores/redis/watch.h); off, watch() answers no feed.
-  explicit RedisProcess(bool persistent = false, const RedisTls* tls = nullptr,
-                        bool keyspace_events = true)
-      : persistent_(persistent), keyspace_events_(keyspace_events) {
+  // `env`: variables of the server's environment (server_clock.h's).
+  explicit RedisProcess(
+      bool persistent = false, const RedisTls* tls = nullptr,
+      bool keyspace_events = true,
+      std::vector<std::pair<std::string, std::string>> env = {})
+      : persistent_(persistent),
+        keyspace_events_(keyspace_events),
+        env_(std::move(env)) {
     char tmpl[] = "/tmp/baton-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = free_port();
@@ -88,7 +94,8 @@ class RedisProcess {
       }
     }
     // Never outlives the test, never holds its stdout open.
-    pid_ = spawn_logged(args, dir_ + "/stdout.log");
+    pid_ =
+        spawn_logged(args, dir_ + "/stdout.log", /*ignore_sigint=*/false, env_);
     if (pid_ < 0) throw std::runtime_error("fork failed");
     for (int i = 0; i < 500; ++i) {
       if (ping()) return;
@@ -147,6 +154,7 @@ class RedisProcess {
  private:
   bool persistent_;
   bool keyspace_events_;
+  std::vector<std::pair<std::string, std::string>> env_;
   std::string dir_;
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;

@@ -224,6 +224,14 @@ class HolderJudge {
       ++counts_["keeper_notices_excused_paused"];
       return;
     }
+    // A server's clock stepped ahead ends the lease in the store before
+    // the holder's deadline, and no holder can see that (the critique of
+    // Redlock's clocks): checker 10 counts the store's overlap, fencing
+    // is what keeps the resource safe.
+    if (server_clock_stepped(faults_, g, end)) {
+      ++counts_["keeper_notices_excused_server_clock"];
+      return;
+    }
     ++counts_["keeper_notices_judged"];
     const auto it = grants_.find(lock);
     if (it == grants_.end()) return;

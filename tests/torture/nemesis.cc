@@ -77,13 +77,10 @@ std::vector<Planned> plan_faults(const Options& o, bool has_proxy, int servers,
                    {"partition_leader", "partition_bridge", "partition_flap"});
     }
     if (o.clock_faults) kinds.push_back("clock_step");
-    // A server's wall clock stepped by more than the TTL: the standalone
-    // ZooKeeper's JVM under libfaketime (a lease ends at its node's mtime +
-    // TTL, the server's clock; run.cc says why no other server's clock is
-    // stepped).
-    if (o.clock_faults && o.store_url.empty() && o.store_kind == "zookeeper") {
-      kinds.push_back("server_clock_step");
-    }
+    // A server's wall clock stepped by more than the TTL (run.cc says on
+    // which stores): a ZooKeeper lease ends at its node's mtime + TTL, the
+    // leader's clock; a Redis key's expiry is the master's clock.
+    if (server_clocks_on(o)) kinds.push_back("server_clock_step");
     if (o.store_kind == "batond" && o.store_url.empty() && o.disk_faults) {
       kinds.insert(kinds.end(), {"fiu_fsync", "fiu_write", "disk_full"});
     }
@@ -170,6 +167,7 @@ std::vector<Fault> run_nemesis(const Options& o,
   };
   std::vector<Heal> heals;
   std::set<int> stopped_slots, clock_slots, isolated_slots;
+  std::set<int> stepped_servers;           // a server clock step is on
   std::map<int, std::int64_t> resumed_us;  // slot -> its last SIGCONT
   // A server that is down, or under a disk fault, takes no other server
   // fault until it is healed (one restart at a time per server).
@@ -396,18 +394,20 @@ std::vector<Fault> run_nemesis(const Options& o,
         continue;
       }
       // With restart_guard the fault lasts until the guard has passed
-      // after the restart: till then the masters do not vote, and a lock
-      // that needs their votes is unavailable.
+      // after the restart, and a second more: till then the masters do not
+      // vote, and a lock that needs their votes is unavailable. (A master's
+      // guard runs from its first client connection after the restart,
+      // which comes a little later.)
       const std::int64_t guard_us =
-          o.restart_guard ? 3 * o.ttl.count() * 1000 : 0;
+          o.restart_guard ? 3 * o.ttl.count() * 1000 + 1'000'000 : 0;
       std::string which;
       for (int i : set) which += (which.empty() ? "" : ",") + std::to_string(i);
-      const auto f =
-          record(p.kind, -1,
-                 "servers " + which +
-                     (guard_us > 0 ? ", restart_guard " +
-                                         std::to_string(guard_us / 1000) + " ms"
-                                   : std::string(", no restart_guard")));
+      const auto f = record(
+          p.kind, -1,
+          "servers " + which +
+              (guard_us > 0 ? ", restart_guard " +
+                                  std::to_string(3 * o.ttl.count()) + " ms"
+                            : std::string(", no restart_guard")));
       for (int i : set) {
         store.kill9(i);
         busy_servers.insert(i);
@@ -484,23 +484,49 @@ std::vector<Fault> run_nemesis(const Options& o,
         heals.push_back({heal_at, f, [set_links] { set_links(false); }});
       }
     } else if (p.kind == "server_clock_step") {
-      // The leader's clock where there is one: ZooKeeper's mtimes are the
-      // leader's.
+      // Redlock: a majority of the masters, each stepped by the same
+      // amount (the critique's scenario: a majority's keys expire early,
+      // or late). Elsewhere the leader's clock where there is one
+      // (ZooKeeper's mtimes are the leader's), else the one server's.
+      std::vector<int> set;
       const int leader = store.leader();
-      const int i = leader >= 0 ? leader : 0;
-      const std::string off =
-          (p.amount > 0 ? "+" : "") + std::to_string(p.amount);
-      std::string why;
-      if (!store.step_server_clock(i, off, &why)) {
+      if (o.store_kind == "redlock") {
+        const int n = std::max(1, store.servers());
+        const int first = static_cast<int>(p.pick % static_cast<unsigned>(n));
+        for (int k = 0; k < n / 2 + 1; ++k) set.push_back((first + k) % n);
+      } else {
+        set.push_back(leader >= 0 ? leader : 0);
+      }
+      if (std::any_of(set.begin(), set.end(),
+                      [&](int i) { return stepped_servers.count(i) > 0; })) {
+        record("skip:" + p.kind, -1, "a server's clock is stepped already");
+        continue;
+      }
+      const auto by = std::chrono::seconds(p.amount);
+      std::string why, which;
+      bool ok = true;
+      for (int i : set) {
+        ok = store.step_server_clock(i, by, &why) && ok;
+        which += (which.empty() ? "" : ",") + std::to_string(i);
+      }
+      if (!ok) {
+        for (int i : set) store.step_server_clock(i, {}, nullptr);
         record("skip:" + p.kind, -1, why);
         continue;
       }
-      const auto f = record(p.kind, -1,
-                            "server " + std::to_string(i) +
-                                (leader >= 0 ? " (leader) " : " ") + off +
-                                " s, " + std::to_string(p.length_ms) + " ms");
-      heals.push_back(
-          {heal_at, f, [&, i] { store.step_server_clock(i, "+0", nullptr); }});
+      const auto f = record(
+          p.kind, -1,
+          (set.size() > 1 ? "servers " : "server ") + which +
+              (leader >= 0 && o.store_kind != "redlock" ? " (leader) " : " ") +
+              (p.amount > 0 ? "+" : "") + std::to_string(p.amount) + " s, " +
+              std::to_string(p.length_ms) + " ms");
+      stepped_servers.insert(set.begin(), set.end());
+      heals.push_back({heal_at, f, [&, set] {
+                         for (int i : set) {
+                           store.step_server_clock(i, {}, nullptr);
+                           stepped_servers.erase(i);
+                         }
+                       }});
     } else if (p.kind == "pause_leader" || p.kind == "kill_leader") {
       if (!busy_servers.empty()) {
         record("skip:" + p.kind, -1, "a server is down or under a fault");

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -19,6 +20,7 @@
 #include "baton/counter.h"
 #include "nemesis.h"
 #include "resource.h"
+#include "tests/support/server_clock.h"
 #include "tests/support/stores/store_cluster.h"
 
 namespace baton::torture {
@@ -50,6 +52,17 @@ constexpr int kClockSlots = 2;
 constexpr const char* kFaketime =
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
+}  // namespace
+
+bool server_clocks_on(const Options& o) {
+  return o.clock_faults && o.store_url.empty() && !o.split_masters &&
+         (o.store_kind == "zookeeper" || o.store_kind == "zookeeper3" ||
+          o.store_kind == "redlock") &&
+         !testing::clockshift_library().empty();
+}
+
+namespace {
+
 // The servers the run starts, from the harness's options: one proxy slot
 // per worker.
 testing::StoreOptions store_options(const Options& o) {
@@ -67,14 +80,7 @@ testing::StoreOptions store_options(const Options& o) {
   if (o.store_kind == "redlock" && o.restart_guard && !o.split_masters) {
     so.restart_guard = 3 * o.ttl;
   }
-  // Server clock steps (nemesis server_clock_step) on the standalone
-  // ZooKeeper: the JVM under libfaketime. An ensemble of three under the
-  // library did not serve (its first create timed out), so its clocks are
-  // not stepped; redis-server does not start under the library here, and
-  // etcd is Go, which it does not reach.
-  so.server_clocks = o.clock_faults && o.store_url.empty() &&
-                     ::access(kFaketime, R_OK) == 0 &&
-                     o.store_kind == "zookeeper";
+  so.server_clocks = server_clocks_on(o);
   return so;
 }
 
@@ -308,11 +314,19 @@ class Pool : public WorkerPool {
   int killed_at_stop_ = 0;
 };
 
-// Checker 5: every lock acquirable within TTL + renew interval + 1 s.
-std::vector<Recovery> measure_recovery(const Options& o,
-                                       const std::string& url) {
+// Checker 5: every lock acquirable within TTL + renew interval + 1 s —
+// and 5 s more after a server's clock was stepped (the largest step): a
+// lease written while that clock ran ahead ends by it, so it outlives the
+// step's undoing by the step's size.
+std::vector<Recovery> measure_recovery(const Options& o, const std::string& url,
+                                       const std::vector<Fault>& faults) {
   std::vector<Recovery> out;
-  const auto bound = o.ttl + o.ttl / 3 + std::chrono::milliseconds(1000);
+  const bool stepped = std::any_of(faults.begin(), faults.end(), [](auto& f) {
+    return f.kind == "server_clock_step";
+  });
+  const auto bound = o.ttl + o.ttl / 3 + std::chrono::milliseconds(1000) +
+                     (stepped ? std::chrono::milliseconds(5000)
+                              : std::chrono::milliseconds(0));
   auto client = Client::open(url);
   std::vector<std::future<Recovery>> futs;
   const std::int64_t t0 = real_us();
@@ -402,7 +416,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
     r.counts["workers_spawned"] = pool.next_id();
     r.counts["workers_killed_at_stop"] = pool.killed_at_stop();
     r.counts["faketime"] = pool.faketime() ? 1 : 0;
-    r.recovery = measure_recovery(o, store->direct_url());
+    r.recovery = measure_recovery(o, store->direct_url(), faults);
     if (!o.counters) {
       counter_known = true;
     } else if (auto c = Client::open(store->direct_url())) {

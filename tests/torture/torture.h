@@ -188,11 +188,16 @@ Judged check_all(const Options& options, const std::vector<Op>& ops,
 Judged check_holder(const Options& options, const std::vector<Op>& ops,
                     const std::vector<Fault>& faults);
 
+// Whether the servers' wall clocks are stepped (nemesis
+// server_clock_step; run.cc): with clock faults, on servers the harness
+// starts, of a kind whose servers read the clock through libc (zookeeper,
+// zookeeper3, redlock; etcd is Go), with libbaton_clockshift.so built.
+bool server_clocks_on(const Options& o);
+
 // Whether a server's wall clock was stepped (nemesis server_clock_step)
-// at some time in [a, b], widened by the largest step (5 s) and
-// libfaketime's 1 s cache on each side: the store's clock then was not the
-// real one, so an expiry the store reports on its clock is not comparable
-// with real_us().
+// at some time in [a, b], widened by the largest step (5 s) and a second
+// more on each side: the store's clock then was not the real one, so an
+// expiry the store reports on its clock is not comparable with real_us().
 inline bool server_clock_stepped(const std::vector<Fault>& faults,
                                  std::int64_t a, std::int64_t b) {
   constexpr std::int64_t kSlack = 6'100'000;

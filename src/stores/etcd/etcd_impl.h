@@ -228,6 +228,16 @@ class EtcdStore final : public baton::Store {
 
  private:
   std::string counter_key(std::string_view name) const;
+  // A fresh marker key of one counter call (counter_update says why).
+  std::string counter_marker(std::string_view name) const;
+  // The seconds of the lease under counter markers: twice the request
+  // timeout (at least 2 s), longer than a call's repeats of one write.
+  std::int64_t counter_marker_seconds() const {
+    return std::max<std::int64_t>(
+        2, lease_seconds(2 * options_.conn.request_timeout));
+  }
+  static Result<std::int64_t> parse_counter(const std::string& key,
+                                            const std::string& d);
   Result<std::int64_t> counter_update(std::string_view name, bool take,
                                       std::int64_t delta,
                                       const CallContext& ctx);

@@ -219,6 +219,23 @@ std::string EtcdStore::counter_key(std::string_view name) const {
   return options_.prefix + "/c/" + escape_name(name);
 }
 
+// One per counter call: a random owner token names it.
+std::string EtcdStore::counter_marker(std::string_view name) const {
+  return options_.prefix + "/co/" + escape_name(name) + "/" +
+         OwnerToken::random().to_string();
+}
+
+Result<std::int64_t> EtcdStore::parse_counter(const std::string& key,
+                                              const std::string& d) {
+  std::int64_t value = 0;
+  auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), value);
+  if (d.empty() || ec != std::errc() || p != d.data() + d.size()) {
+    return Error(Errc::internal,
+                 "etcd counter " + key + " holds \"" + d + "\", not a number");
+  }
+  return value;
+}
+
 std::unique_ptr<Request> EtcdStore::request(const AcquireSpec& spec) {
   return make_request(*this, spec);
 }
@@ -443,10 +460,22 @@ Result<std::int64_t> EtcdStore::counter_take(std::string_view name,
 
 // Reads the counter (0 if missing) and writes the new value only over
 // exactly what was read (compare-and-swap on the key's mod revision).
+//
+// Exactly once: Conn sends a request again on the next member when an
+// attempt fails (a member killed, a leader lost, no answer in time), and
+// an attempt that failed may still have been applied. A CAS sent again
+// after its first copy landed fails its compare — which alone is a race
+// lost to another client, so the loop would read again and add twice. So
+// the write also creates a marker key of this call, on a lease (it goes
+// by itself), and the transaction's failure branch reads that marker: if
+// it is there, a copy of this very write was applied, and its value is
+// the answer.
 Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
                                                std::int64_t delta,
                                                const CallContext& ctx) {
   const std::string key = counter_key(name);
+  const std::string marker = counter_marker(name);
+  std::int64_t marker_lease = 0;
   for (;;) {
     pb::RangeRequest req;
     req.set_key(key);
@@ -454,12 +483,9 @@ Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
     if (!r.ok()) return std::move(r).error();
     std::int64_t value = 0, mod = 0;
     if (r->kvs_size() > 0) {
-      const std::string& d = r->kvs(0).value();
-      auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), value);
-      if (d.empty() || ec != std::errc() || p != d.data() + d.size()) {
-        return Error(Errc::internal, "etcd counter " + key + " holds \"" + d +
-                                         "\", not a number");
-      }
+      auto v = parse_counter(key, r->kvs(0).value());
+      if (!v.ok()) return v;
+      value = *v;
       mod = r->kvs(0).mod_revision();
     }
     if (!take && delta == 0) return value;
@@ -476,14 +502,39 @@ Result<std::int64_t> EtcdStore::counter_update(std::string_view name, bool take,
       return Error(Errc::invalid_argument,
                    "counter " + core::quote_name(name) + " would overflow");
     }
+    if (marker_lease == 0) {
+      SteadyTime sent;
+      const std::int64_t secs = counter_marker_seconds();
+      auto l = shared_lease(secs, std::chrono::seconds(secs), &sent, ctx);
+      if (!l.ok()) return std::move(l).error();
+      marker_lease = *l;
+    }
     pb::TxnRequest t;
     compare_mod(&t, key, mod);  // 0: still missing
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(std::to_string(next));
+    auto* mark = t.add_success()->mutable_request_put();
+    mark->set_key(marker);
+    mark->set_value(std::to_string(next));
+    mark->set_lease(marker_lease);
+    t.add_failure()->mutable_request_range()->set_key(marker);
     auto w = conn_->txn(t, ctx);
-    if (!w.ok()) return std::move(w).error();
+    if (!w.ok()) {
+      // The shared lease ran out under the marker: take a new one.
+      if (w.error().code() == Errc::lock_lost) {
+        forget_shared(marker_lease);
+        marker_lease = 0;
+        continue;
+      }
+      return std::move(w).error();
+    }
     if (w->succeeded()) return next;
+    if (w->responses_size() > 0 &&
+        w->responses(0).response_range().kvs_size() > 0) {
+      return parse_counter(marker,
+                           w->responses(0).response_range().kvs(0).value());
+    }
   }
 }
 

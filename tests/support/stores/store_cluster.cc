@@ -35,6 +35,7 @@ std::string g_batond_exec = BATON_TEST_STORES_BATOND;
 #include "tests/redis/redis_process.h"
 #include "tests/server/batond_process.h"
 #include "tests/server/test_certs.h"
+#include "tests/support/server_clock.h"
 #include "tests/support/stores/proxied.h"
 
 namespace baton::testing {
@@ -157,8 +158,22 @@ class Cluster : public Proxied {
                  certs_->path("ca.pem")};
         }
         for (int i = 0; i < n; ++i) {
+          // server_clocks: each master's wall clock of its own.
+          std::vector<std::pair<std::string, std::string>> env;
+          if (o_.server_clocks) {
+            clocks_.push_back(std::make_unique<ServerClock>(
+                dir_ + "/redis-clock-" + std::to_string(i)));
+            if (!clocks_.back()->ok()) {
+              *error =
+                  "redis: server clocks need libbaton_clockshift.so (built "
+                  "with the tests)";
+              return false;
+            }
+            env = clocks_.back()->env();
+          }
           redis_.push_back(std::make_unique<RedisProcess>(
-              /*persistent=*/true, certs_ ? &tls : nullptr));
+              /*persistent=*/true, certs_ ? &tls : nullptr,
+              /*keyspace_events=*/true, env));
           ports.push_back(redis_.back()->port());
           // restart_guard: this master's lock data counts as old (the
           // store's "born" key, src/stores/redis/scripts.cc, set to 0).
@@ -227,6 +242,14 @@ class Cluster : public Proxied {
     if (batond_) batond_->kill9();
     if (pg_) kill_postmaster();
     if (!redis_.empty()) redis_[static_cast<std::size_t>(i)]->kill9();
+  }
+  bool step_server_clock(int i, std::chrono::milliseconds offset,
+                         std::string* why) override {
+    const auto k = static_cast<std::size_t>(i);
+    if (k >= clocks_.size() || !clocks_[k]->step(offset)) {
+      return StoreCluster::step_server_clock(i, offset, why);
+    }
+    return true;
   }
   bool wipe(int i, std::string* why) override {
     if (redis_.empty()) return StoreCluster::wipe(i, why);
@@ -400,6 +423,8 @@ class Cluster : public Proxied {
   std::unique_ptr<PgServer> pg_;
   std::vector<std::unique_ptr<RedisProcess>> redis_;
   std::unique_ptr<TestCertificates> certs_;  // rediss only
+  // Each redis-server's wall clock, with StoreOptions::server_clocks.
+  std::vector<std::unique_ptr<ServerClock>> clocks_;
   std::vector<std::uint16_t> direct_ports_;
   std::vector<pid_t> frozen_;  // stopped by freeze(true)
   bool mounted_ = false;

@@ -43,10 +43,11 @@ struct StoreOptions {
   // restarts a server may turn it off: on a shared disk an fsync can take
   // longer than a call's deadline.
   bool fsync = true;
-  // zookeeper, zookeeper3: run each server under libfaketime (Debian
-  // faketime) with a clock offset file of its own, for step_server_clock().
-  // (redis-server does not start under the library here: its clock_gettime
-  // recursion at start; etcd is Go, which the library does not reach.)
+  // zookeeper, zookeeper3, redis, redlock: run each server with
+  // libbaton_clockshift.so preloaded and a clock offset file of its own
+  // (tests/support/server_clock.h), for step_server_clock(). start() fails
+  // if the library was not built. (etcd is Go, whose runtime reads the
+  // clock without libc: not reachable this way.)
   bool server_clocks = false;
   // The lease TTL the clients will use. zookeeper's URL carries a session
   // timeout of twice this (zk_cluster.cc says why); at most 30 s.
@@ -134,11 +135,11 @@ class StoreCluster {
   // The member links cut now ("0-1,0-2"; "" when none).
   virtual std::string member_cuts() const { return ""; }
 
-  // Steps server i's wall clock to `offset` from the true time ("+3",
-  // "-2": seconds, as libfaketime reads them; "+0" undoes it). Taken up to
-  // a second late (the library re-reads the file once a second); the
-  // server's monotonic clock never steps. false + *why if unsupported.
-  virtual bool step_server_clock(int /*i*/, const std::string& /*offset*/,
+  // Steps server i's wall clock to `offset` from the true time (zero
+  // undoes it), at once; the server's monotonic clock never steps. Only
+  // with server_clocks. false + *why if unsupported.
+  virtual bool step_server_clock(int /*i*/,
+                                 std::chrono::milliseconds /*offset*/,
                                  std::string* why) {
     if (why != nullptr) *why = "no server clock to step on this store";
     return false;

@@ -29,6 +29,7 @@
 
 #include "baton/duration.h"
 #include "child_process.h"
+#include "tests/support/server_clock.h"
 #include "tests/support/stores/netns.h"
 #include "tests/support/stores/proxied.h"
 
@@ -49,9 +50,6 @@ constexpr milliseconds kMinSession{1000};
 constexpr milliseconds kMaxSession{30000};
 // A JVM start on a loaded 2-core machine took seconds; give it room.
 constexpr milliseconds kZkReadyWithin{30000};
-// StoreOptions::server_clocks: the JVM runs with this preloaded.
-constexpr const char* kFaketime =
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 // The session timeout of every client's session, from the lease TTL.
 //
@@ -186,15 +184,10 @@ class ZkServer {
     // a thread that lives as long as the server should); stays up on
     // Ctrl-C, which the torture harness answers by finishing its run.
     std::vector<std::pair<std::string, std::string>> env;
-    if (!clock_file_.empty()) {
-      // The wall clock only (an NTP or operator step): the JVM's
-      // monotonic clock, which ZooKeeper's session and election timers
-      // read, never steps on a real machine.
-      env = {{"LD_PRELOAD", kFaketime},
-             {"FAKETIME_TIMESTAMP_FILE", clock_file_},
-             {"FAKETIME_CACHE_DURATION", "1"},
-             {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-    }
+    // The wall clock only (an NTP or operator step): the JVM's monotonic
+    // clock, which ZooKeeper's session and election timers read, never
+    // steps on a real machine.
+    if (clock_ != nullptr) env = clock_->env();
     pid_ = spawn_logged(args, log, /*ignore_sigint=*/true, env);
     if (pid_ < 0) {
       *error = std::string("zookeeper: fork: ") + std::strerror(errno);
@@ -232,18 +225,15 @@ class ZkServer {
     return false;
   }
 
-  // Runs the server under libfaketime with `path` as its offset file
-  // (written "+0" now). false if the library is missing.
+  // Runs the server with its wall clock under `path`'s offset
+  // (server_clock.h; zero now). false if the library is missing.
   bool fake_clock(const std::string& path) {
-    if (::access(kFaketime, R_OK) != 0) return false;
-    clock_file_ = path;
-    return set_clock("+0");
+    clock_ = std::make_unique<ServerClock>(path);
+    if (!clock_->ok()) clock_.reset();
+    return clock_ != nullptr;
   }
-  bool set_clock(const std::string& offset) {
-    if (clock_file_.empty()) return false;
-    std::ofstream f(clock_file_);
-    f << offset << "\n";
-    return static_cast<bool>(f);
+  bool set_clock(milliseconds offset) {
+    return clock_ != nullptr && clock_->step(offset);
   }
 
   void kill9() { kill_child(pid_); }
@@ -267,7 +257,7 @@ class ZkServer {
   std::vector<std::string> exec_prefix_;
   std::string dir_;
   std::string class_path_;
-  std::string clock_file_;  // libfaketime's offset file ("": real clock)
+  std::unique_ptr<ServerClock> clock_;  // null: the real clock
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
 };
@@ -299,8 +289,9 @@ class ZkCluster : public Proxied {
     if (o_.server_clocks) {
       for (std::size_t i = 0; i < servers_.size(); ++i) {
         if (!servers_[i]->fake_clock(dir_ + "/zk-clock-" + std::to_string(i))) {
-          *error = std::string("zookeeper: server clocks need ") + kFaketime +
-                   " (Debian package faketime)";
+          *error =
+              "zookeeper: server clocks need libbaton_clockshift.so (built "
+              "with the tests)";
           return false;
         }
       }
@@ -387,10 +378,10 @@ class ZkCluster : public Proxied {
     ::kill(pid, on ? SIGSTOP : SIGCONT);
     return true;
   }
-  bool step_server_clock(int i, const std::string& offset,
+  bool step_server_clock(int i, milliseconds offset,
                          std::string* why) override {
     if (!server(i).set_clock(offset)) {
-      if (why != nullptr) *why = "the servers do not run under libfaketime";
+      if (why != nullptr) *why = "the servers' clocks are not stepped";
       return false;
     }
     return true;
