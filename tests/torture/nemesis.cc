@@ -205,10 +205,12 @@ std::vector<Fault> run_nemesis(const Options& o,
       faults.push_back({"restart_failed", -1, real_us(), real_us(), err});
     }
   };
-  // A member cut off from a majority of the running members cannot become
-  // ready (a restart waits until it serves, which needs a quorum): its
-  // restart waits until a partition heal or another restart lets it reach
-  // one. Restarting it in place would block the heal queue behind a
+  // A member with a cut link, or cut off from a majority of the running
+  // members, may not become ready (a restart waits until it serves, which
+  // needs a leader it can hear: after a bridge cut the leader may be the
+  // one member it cannot reach, and the third member, which hears that
+  // leader, votes for no other). Its restart waits until the heals free
+  // it. Restarting it in place would block the heal queue behind a
   // readiness wait that only a later heal in that queue can end.
   auto reaches_quorum = [&](int i) {
     const int n = store.servers();
@@ -217,12 +219,13 @@ std::vector<Fault> run_nemesis(const Options& o,
         parse_member_cuts(store.member_cuts());
     int reach = 1;
     for (int j = 0; j < n; ++j) {
-      if (j == i || busy_servers.count(j) > 0) continue;
-      if (cut.count({std::min(i, j), std::max(i, j)}) == 0) ++reach;
+      if (j == i) continue;
+      if (cut.count({std::min(i, j), std::max(i, j)}) > 0) return false;
+      if (busy_servers.count(j) == 0) ++reach;
     }
     return reach > n / 2;
   };
-  // Restarts member i once it reaches a quorum (looked at every 100 ms),
+  // Restarts member i once it is free to (looked at every 100 ms),
   // then runs `after`; the fault ends then.
   std::function<void(int, std::size_t, std::function<void()>)> restart_member =
       [&](int i, std::size_t f, std::function<void()> after) {
