@@ -1,16 +1,20 @@
 // tests/etcd/etcd_fault_test.cc — etcd:// under faults: a holder process
 // stopped past its TTL, the leader member killed mid-run, an endpoint that
-// does not answer, a lost reply to the key's creation.
+// does not answer, a lost reply to the key's creation, to an extend's move
+// to a lease of its own, and to a counter's add.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <optional>
+#include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -248,6 +252,103 @@ TEST(EtcdFault, LostBlockingAcquireCreateReplyLeavesOneKey) {
 
 TEST(EtcdFault, LostSharedWaiterCreateReplyLeavesOneKey) {
   lost_create_reply(10s, true);
+}
+
+// The highest mod revision of the keys of lock `name` under prefix
+// baton-test (etcd's JSON gateway on a member's client port), or -1.
+std::int64_t lock_mod_revision(EtcdCluster& cluster, const std::string& name) {
+  auto b64 = [](const std::string& in) {
+    static const char* t =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    unsigned v = 0;
+    int bits = -6;
+    for (unsigned char ch : in) {
+      v = (v << 8) + ch;
+      bits += 8;
+      while (bits >= 0) {
+        out.push_back(t[(v >> bits) & 0x3F]);
+        bits -= 6;
+      }
+    }
+    if (bits > -6) out.push_back(t[((v << 8) >> (bits + 8)) & 0x3F]);
+    while (out.size() % 4) out.push_back('=');
+    return out;
+  };
+  std::string esc;
+  for (char ch : name) {
+    esc += ch == '%' ? "%25" : ch == '/' ? "%2F" : std::string(1, ch);
+  }
+  const std::string dir = "baton-test/l/" + esc + "/";
+  std::string end = dir;
+  end.back() = static_cast<char>(end.back() + 1);
+  const std::string body =
+      "{\"key\":\"" + b64(dir) + "\",\"range_end\":\"" + b64(end) + "\"}";
+  const std::string r = loopback_request(
+      "POST /v3/kv/range HTTP/1.0\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body,
+      cluster.client_port(0), 2000ms);
+  std::int64_t top = -1;
+  const std::regex mod("\"mod_revision\":\"([0-9]+)\"");
+  for (auto it = std::sregex_iterator(r.begin(), r.end(), mod);
+       it != std::sregex_iterator(); ++it) {
+    top = std::max<std::int64_t>(top, std::stoll((*it)[1].str()));
+  }
+  return top;
+}
+
+// An extend of a key on the store's shared lease moves it to a lease of
+// its own in one Txn. When that Txn was applied but its reply was lost and
+// the call gave up, the new lease — the key's now — must not be revoked:
+// that deleted the key under its holder, whose deadline still ran from
+// the grant, and the lock went to another client within it (the torture
+// harness's checker 8b on a 3-member cluster under a member kill).
+TEST(EtcdFault, LostExtendReplyLeavesTheKeyToItsHolder) {
+  EtcdCluster& cluster = shared_cluster();
+  auto proxy = TcpProxy::start("127.0.0.1", cluster.client_port(0));
+  ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
+  ClientOptions co;
+  co.request_timeout = 1500ms;
+  co.max_retries = 0;
+  auto c = Client::open("etcd://127.0.0.1:" + std::to_string((*proxy)->port()) +
+                            "/baton-test?timeout=1500ms",
+                        co);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  auto observer = Client::open(cluster.url());
+  ASSERT_TRUE(observer.ok()) << observer.error().to_string();
+  const std::string name = unique_name("lost-extend-reply");
+  AcquireOptions o;
+  o.ttl = 10s;  // >= 1 s: granted at once on the store's shared lease
+  auto held = c->try_acquire(name, o);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  const std::int64_t granted_at = lock_mod_revision(cluster, name);
+  ASSERT_GT(granted_at, 0);
+
+  (*proxy)->set_delay(300ms);  // every message sits 300 ms in the proxy
+  auto pending =
+      std::async(std::launch::async, [&] { return c->extend(*held, 10s); });
+  // The move to a lease of its own was applied: the key was written.
+  ASSERT_TRUE(eventually(
+      [&] { return lock_mod_revision(cluster, name) > granted_at; }, 10s))
+      << "the extend never moved the key";
+  (*proxy)->set_mode(TcpProxy::Mode::blackhole);  // its reply never comes
+  auto extended = pending.get();
+  EXPECT_FALSE(extended.ok()) << "the extend had no reply, yet succeeded";
+  (*proxy)->set_delay(0ms);
+  (*proxy)->set_mode(TcpProxy::Mode::pass);
+  (*proxy)->cut_all();
+
+  // The key is still there, held by the same lease token.
+  auto info = observer->describe(name);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  ASSERT_EQ(info->holders.size(), 1u) << "the lost extend deleted the key";
+  EXPECT_EQ(info->holders[0].fencing_token, held->fencing_token);
+  auto again = c->extend(*held, 10s);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  auto released = c->release(*again);
+  ASSERT_TRUE(released.ok()) << released.error().to_string();
+  EXPECT_TRUE(*released);
 }
 
 // Exactly once on etcd's counters: an add's transaction reached the

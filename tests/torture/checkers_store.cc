@@ -6,7 +6,12 @@
 // A lease is (worker, lock, fencing token). The store surely held it on
 // [from, to]:
 //   from  its grant's completion (the store granted it by then);
-//   to    the latest of: grant invoke + TTL, each ok extend's invoke + TTL
+//   to    the latest of: grant invoke + TTL (or the grant's own store
+//         expiry, when earlier: etcd:// joins a grant to a lease of the
+//         same length granted up to min(250 ms, TTL / 10) before the
+//         call, and reports that lease's end — not with a server's clock
+//         stepped, where the store's expiry is on another clock), each ok
+//         extend's invoke + TTL
 //         (a store sets expiry = its now + TTL when the call arrives, which
 //         is after the invoke), and each safe deadline the worker's
 //         LeaseKeeper logged (rule 14 puts it before the store's expiry),
@@ -70,7 +75,16 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
       s.from = op.complete_us;
     }
   }
-  for (auto& [k, s] : spans) s.to = s.grant->invoke_us + ttl_us - slack;
+  for (auto& [k, s] : spans) {
+    std::int64_t end = s.grant->invoke_us + ttl_us;
+    const std::int64_t told = s.grant->expires_ms * 1000;
+    if (told > 0 && told < end &&
+        !server_clock_stepped(faults, s.grant->invoke_us,
+                              s.grant->complete_us)) {
+      end = told;
+    }
+    s.to = end - slack;
+  }
   for (const Op& op : ops) {
     const auto it = spans.find({op.worker, op.lock, op.fencing});
     if (it == spans.end()) continue;

@@ -4,9 +4,10 @@
 // a release or a lease's end before the next grant is none; shared holds do
 // not conflict; a semaphore of 3 takes three holders; the overlap is a
 // violation only when the resource accepted the older holder after the
-// newer.
+// newer. And checker 6's first-call rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,22 @@ TEST(CheckerStore, AReleaseOrTheLeasesEndBeforeTheGrantIsNoOverlap) {
             1);
 }
 
+// A grant whose store expiry is earlier than its invoke + TTL (etcd's
+// shared lease, granted before the call) is held only to that expiry.
+TEST(CheckerStore, AGrantIsHeldToItsOwnStoreExpiryWhenThatIsEarlier) {
+  Options o;
+  auto ops = two_grants();
+  ops[0].expires_ms = 450;  // the lease was granted 550 ms before the call
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 0);
+  ops[0].expires_ms = 2000;  // later than invoke + TTL: the TTL bound holds
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 1);
+  // A server's clock stepped then: the store's expiry is not compared.
+  ops[0].expires_ms = 450;
+  Fault step{"server_clock_step", -1, 0, 100'000, ""};
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {step}), "store_overlaps"),
+            1);
+}
+
 TEST(CheckerStore, SharedHoldsDoNotConflictAndASemaphoreTakesItsCapacity) {
   Options o;
   auto ops = two_grants();
@@ -108,6 +125,24 @@ TEST(CheckerStore, AnOverlapIsAViolationOnlyIfTheResourceLetTheOlderActLast) {
   j = check_store_exclusion(o, two_grants(), open, {});
   ASSERT_EQ(j.violations.size(), 1u);
   EXPECT_EQ(j.violations[0].checker, "10-store-exclusion");
+}
+
+// Checker 6 (FIFO): a waiter overtaken by a grant to a request made
+// 200 ms after it is flagged — unless the wait was the worker's first
+// call, whose request reached the store only after the client's setup.
+TEST(CheckerFifo, AnOvertakenWaiterIsFlaggedUnlessItWasItsFirstCall) {
+  Options o;
+  auto fifo_flags = [&](const std::vector<Op>& ops) {
+    const Judged j = check_all(o, ops, {}, {}, 0, true);
+    return std::count_if(j.violations.begin(), j.violations.end(),
+                         [](const auto& v) { return v.checker == "6-fifo"; });
+  };
+  Op waiter = op(1, "acquire", 100, 1000, 7);
+  waiter.wait_ms = 5000;
+  const Op later = op(2, "acquire", 300, 400, 6);
+  const Op earlier_call = op(1, "try", 0, 5, 0);
+  EXPECT_EQ(fifo_flags({earlier_call, waiter, later}), 1);
+  EXPECT_EQ(fifo_flags({waiter, later}), 0);
 }
 
 }  // namespace

@@ -278,7 +278,10 @@ Result<Entry> EtcdStore::renew(const Entry& e, milliseconds ttl,
   put->set_lease(lease->id());
   auto r = conn_->txn(t, ctx);
   if (!r.ok()) {
-    revoke_later(lease->id());
+    // The outcome is unknown: the move may have been applied (its reply
+    // lost), and the key then lives on the new lease alone. Revoking it
+    // would delete the key under its holder, whose deadline still runs
+    // from the last renewal. The new lease is left to run out.
     return std::move(r).error();
   }
   if (!r->succeeded()) {
