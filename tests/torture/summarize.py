@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Sums baton_torture --json output: runs, faults by kind, violations by
-checker, worst recovery.
+checker, worst recovery, and checker 10's store overlaps by fault kind
+(a finding, not a violation) with one example per kind.
 
   summarize.py FILE.jsonl [...]             text, with one example each
   summarize.py --markdown FILE.jsonl [...]  one table row per file
@@ -21,7 +22,8 @@ EXCLUDE = set()
 def load(path):
     s = {"runs": 0, "errors": 0, "with_v": 0, "faults": collections.Counter(),
          "checkers": collections.Counter(), "worst": 0, "seeds": [],
-         "examples": {}, "counts": collections.Counter()}
+         "examples": {}, "counts": collections.Counter(),
+         "overlap_runs": 0, "overlap_examples": {}}
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -44,6 +46,14 @@ def load(path):
                 s["with_v"] += 1
             for d in r["details"]:
                 s["examples"].setdefault(d["checker"], (r["seed"], d["what"]))
+            if r["counts"].get("store_overlaps", 0) > 0:
+                s["overlap_runs"] += 1
+            for d in r.get("findings", []):
+                if d["checker"] != "10-store-overlap":
+                    continue
+                kinds = d["what"].rsplit("faults: ", 1)[-1].split(";")[0]
+                s["overlap_examples"].setdefault(kinds,
+                                                 (r["seed"], d["what"]))
             s["worst"] = max(s["worst"], r["worst_recovery_ms"])
     return s
 
@@ -86,3 +96,10 @@ for path in args:
           f"late_acquires_fault_free={c['late_acquires_fault_free']}")
     for k, (seed, what) in sorted(s["examples"].items()):
         print(f"  e.g. [{k}] seed {seed}: {what}")
+    under = {k[len("store_overlaps_under_"):]: v for k, v in c.items()
+             if k.startswith("store_overlaps_under_")}
+    print(f"  store overlaps (checker 10): {c['store_overlaps']} in "
+          f"{s['overlap_runs']} runs" + ("; under " + ", ".join(
+              f"{k}={v}" for k, v in sorted(under.items())) if under else ""))
+    for k, (seed, what) in sorted(s["overlap_examples"].items()):
+        print(f"  e.g. overlap under {k}: seed {seed}: {what}")
