@@ -32,6 +32,7 @@ BATON_SERVER_PACKAGES=(
   zookeeper                           # zookeeper:// tests (Java 17 comes with it)
   mariadb-server                      # mysql:// tests (a private mariadbd per test binary)
   etcd-server                         # etcd:// tests
+  etcd-client                         # etcdctl: users, roles and auth of the etcds:// tests (tests/support/etcd_member.h)
   nftables                            # partitions between etcd members (tests/support/stores/netns.h)
   systemd                             # systemd-analyze verify of the packaged unit
   chromium-headless-shell python3-websocket  # batond status page test (label browser)
