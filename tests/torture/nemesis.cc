@@ -168,6 +168,7 @@ std::vector<Fault> run_nemesis(const Options& o,
   std::vector<Heal> heals;
   std::set<int> stopped_slots, clock_slots, isolated_slots;
   std::set<int> stepped_servers;           // a server clock step is on
+  std::set<int> paused_servers;            // pause_leader: SIGSTOPped
   std::map<int, std::int64_t> resumed_us;  // slot -> its last SIGCONT
   // A server that is down, or under a disk fault, takes no other server
   // fault until it is healed (one restart at a time per server).
@@ -212,9 +213,15 @@ std::vector<Fault> run_nemesis(const Options& o,
   // leader, votes for no other). Its restart waits until the heals free
   // it. Restarting it in place would block the heal queue behind a
   // readiness wait that only a later heal in that queue can end.
+  // Nor while another member is paused: its SIGCONT, due in the same
+  // queue, would wait behind the restart's election.
   auto reaches_quorum = [&](int i) {
     const int n = store.servers();
     if (n < 3) return true;
+    if (std::any_of(paused_servers.begin(), paused_servers.end(),
+                    [i](int j) { return j != i; })) {
+      return false;
+    }
     const std::set<std::pair<int, int>> cut =
         parse_member_cuts(store.member_cuts());
     int reach = 1;
@@ -559,8 +566,10 @@ std::vector<Fault> run_nemesis(const Options& o,
       const auto f = record(p.kind, -1,
                             which + ", " + std::to_string(p.length_ms) + " ms");
       busy_servers.insert(i);
+      paused_servers.insert(i);
       heals.push_back({heal_at, f, [&, i] {
                          store.pause_server(i, false, nullptr);
+                         paused_servers.erase(i);
                          busy_servers.erase(i);
                        }});
     } else if (p.kind == "proxy_cut") {
