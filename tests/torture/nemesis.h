@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,13 @@ struct Planned {
   std::uint64_t pick = 0;      // chooses the target
 };
 
-// The schedule for one run (pure function of options and seed).
+// A number drawn evenly from [lo, hi].
+inline std::int64_t between(std::mt19937_64& rng, std::int64_t lo,
+                            std::int64_t hi) {
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+// The schedule for one run (pure function of options and seed; plan.cc).
 std::vector<Planned> plan_faults(const Options& options, bool has_proxy,
                                  int servers, std::uint64_t seed);
 
