@@ -16,7 +16,9 @@
 //         is after the invoke), and each safe deadline the worker's
 //         LeaseKeeper logged (rule 14 puts it before the store's expiry),
 //         less a slack of 2 ms + 1 % of the TTL (timer granularity, Redlock's
-//         clock drift); cut at the first release invoked after the grant.
+//         clock drift); cut at the first release invoked after the grant,
+//         and at the worker's clean exit (closing its client ends what it
+//         held: a zookeeper:// session's close deletes its nodes).
 // Two leases of a mutex surely held at one instant — unless both are
 // shared (rule 18) — or more than capacity of a semaphore, is a **store
 // overlap**. No clock but the orchestrator's real clock is read: a server
@@ -96,6 +98,17 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
     } else if (op.kind == "release" && op.invoke_us >= s.grant->invoke_us &&
                (s.release_us == 0 || op.invoke_us < s.release_us)) {
       s.release_us = op.invoke_us;
+    }
+  }
+  std::map<int, std::int64_t> exits;  // worker -> its clean exit
+  for (const Op& op : ops) {
+    if (op.kind == "exit") exits[op.worker] = op.invoke_us;
+  }
+  for (auto& [k, s] : spans) {
+    const auto e = exits.find(std::get<0>(k));
+    if (e != exits.end() && e->second >= s.grant->invoke_us &&
+        (s.release_us == 0 || e->second < s.release_us)) {
+      s.release_us = e->second;
     }
   }
   std::map<std::string, std::vector<const Span*>> by_lock;

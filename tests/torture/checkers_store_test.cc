@@ -95,6 +95,16 @@ TEST(CheckerStore, AGrantIsHeldToItsOwnStoreExpiryWhenThatIsEarlier) {
             1);
 }
 
+// A worker's clean exit ends what it held (its client's close).
+TEST(CheckerStore, AWorkersCleanExitEndsItsLeases) {
+  Options o;
+  auto ops = two_grants();
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 1);
+  Op exit = op(1, "exit", 450, 450, 0, "-");
+  ops.push_back(exit);
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 0);
+}
+
 TEST(CheckerStore, SharedHoldsDoNotConflictAndASemaphoreTakesItsCapacity) {
   Options o;
   auto ops = two_grants();

@@ -106,6 +106,14 @@ class Worker {
     while (real_us() < a_.deadline_us && !std::filesystem::exists(a_.stop)) {
       step();
     }
+    // A clean exit: closing the client ends what it still holds (a
+    // zookeeper:// session's close deletes its nodes). Logged first, so
+    // checker 10 holds this worker's leases to no later than this.
+    Op e = begin("exit", "-");
+    e.complete_us = e.invoke_us;
+    e.result = "ok";
+    log(e);
+    client_.reset();
     return 0;
   }
 
