@@ -16,7 +16,9 @@
 //         is after the invoke), and each safe deadline the worker's
 //         LeaseKeeper logged (rule 14 puts it before the store's expiry),
 //         less a slack of 2 ms + 1 % of the TTL (timer granularity, Redlock's
-//         clock drift); cut at the first release invoked after the grant,
+//         clock drift); cut at the first release invoked after the grant
+//         (logged before it is sent, so one in flight when its worker was
+//         killed counts too),
 //         and at the worker's clean exit (closing its client ends what it
 //         held: a zookeeper:// session's close deletes its nodes).
 // Two leases of a mutex surely held at one instant — unless both are
@@ -95,7 +97,8 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
       s.to = std::max(s.to, op.invoke_us + ttl_us - slack);
     } else if (op.kind == "deadline" && op.complete_us > 0) {
       s.to = std::max(s.to, op.complete_us - slack);
-    } else if (op.kind == "release" && op.invoke_us >= s.grant->invoke_us &&
+    } else if ((op.kind == "release" || op.kind == "release_begin") &&
+               op.invoke_us >= s.grant->invoke_us &&
                (s.release_us == 0 || op.invoke_us < s.release_us)) {
       s.release_us = op.invoke_us;
     }

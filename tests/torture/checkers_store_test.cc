@@ -95,13 +95,18 @@ TEST(CheckerStore, AGrantIsHeldToItsOwnStoreExpiryWhenThatIsEarlier) {
             1);
 }
 
-// A worker's clean exit ends what it held (its client's close).
-TEST(CheckerStore, AWorkersCleanExitEndsItsLeases) {
+// A worker's clean exit ends what it held (its client's close), and so
+// does a release it sent (logged before the call).
+TEST(CheckerStore, AWorkersCleanExitOrASentReleaseEndsItsLease) {
   Options o;
   auto ops = two_grants();
   EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 1);
   Op exit = op(1, "exit", 450, 450, 0, "-");
   ops.push_back(exit);
+  EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 0);
+  // A release sent by a worker killed before it could log the reply.
+  ops = two_grants();
+  ops.push_back(op(1, "release_begin", 450, 450, 5));
   EXPECT_EQ(count(check_store_exclusion(o, ops, {}, {}), "store_overlaps"), 0);
 }
 

@@ -345,8 +345,19 @@ class Worker {
     if (ex) l = *ex;
     return ex.ok();
   }
+  // Logged before a release is sent: a worker killed with its release in
+  // flight (kill_holder) logs no "release", but the store may have
+  // applied it; checker 10 ends the lease at this invoke.
+  void log_release_begin(const Lease& l, std::int64_t at) {
+    Op b = begin("release_begin", l.name);
+    b.invoke_us = b.complete_us = at;
+    b.fencing = l.fencing_token;
+    b.result = "begin";
+    log(b);
+  }
   void release_logged(const Lease& l) {
     Op r = begin("release", l.name);
+    log_release_begin(l, r.invoke_us);
     auto rel = client_->release(l);
     r.complete_us = real_us();
     r.fencing = l.fencing_token;
@@ -477,6 +488,7 @@ class Worker {
     }
     if (chance(5)) ::_exit(0);  // exit mid-hold
     Op r = begin("release", lease.name);
+    log_release_begin(lease, r.invoke_us);
     auto rel = keeper.release();
     r.complete_us = real_us();
     r.fencing = lease.fencing_token;
