@@ -10,57 +10,35 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "baton/client.h"
 #include "tests/support/stores/store_cluster.h"
+#include "tests/support/stores/suite_clusters.h"
 
 namespace baton::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-// The running cluster of each kind, stopped at the end of the suite.
-struct Started {
-  std::string dir;
-  std::unique_ptr<StoreCluster> cluster;
-  ~Started() {
-    cluster.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-
 class MemberPartition : public ::testing::TestWithParam<std::string> {
  protected:
-  static void TearDownTestSuite() { started().clear(); }
+  static void TearDownTestSuite() { clusters_.clear(); }
   void SetUp() override {
     if (::geteuid() != 0 || ::access("/usr/sbin/nft", X_OK) != 0) {
       GTEST_SKIP() << "needs root and /usr/sbin/nft (Debian nftables)";
     }
-    auto& s = started()[GetParam()];
-    if (!s) {
-      s = std::make_unique<Started>();
-      char tmpl[] = "/tmp/baton-member-partition-XXXXXX";
-      s->dir = ::mkdtemp(tmpl);
-      StoreOptions o;
-      o.kind = GetParam();
-      o.proxies = false;
-      o.slots = 1;
-      o.member_namespaces = true;
-      o.lease_ttl = 2s;
-      s->cluster = StoreCluster::start(o, s->dir, &error_[GetParam()]);
-    }
-    cluster_ = s->cluster.get();
-    ASSERT_NE(cluster_, nullptr) << error_[GetParam()];
-  }
-  static std::map<std::string, std::unique_ptr<Started>>& started() {
-    static auto* m = new std::map<std::string, std::unique_ptr<Started>>();
-    return *m;
+    StoreOptions o;
+    o.kind = GetParam();
+    o.proxies = false;
+    o.slots = 1;
+    o.member_namespaces = true;
+    o.lease_ttl = 2s;
+    std::string why;
+    cluster_ = clusters_.get(o, "/tmp/baton-member-partition-XXXXXX", &why);
+    ASSERT_NE(cluster_, nullptr) << why;
   }
   // A member other than `other_than` that calls itself leader within
   // `limit`, or -1.
@@ -74,7 +52,7 @@ class MemberPartition : public ::testing::TestWithParam<std::string> {
     return -1;
   }
 
-  static inline std::map<std::string, std::string> error_;
+  static inline SuiteClusters clusters_;
   StoreCluster* cluster_ = nullptr;
 };
 

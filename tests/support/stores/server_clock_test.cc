@@ -13,13 +13,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 
 #include "baton/client.h"
 #include "tests/support/stores/store_cluster.h"
+#include "tests/support/stores/suite_clusters.h"
 
 namespace baton::testing {
 namespace {
@@ -32,38 +31,22 @@ std::int64_t now_ms() {
       .count();
 }
 
-struct Started {
-  std::string dir;
-  std::unique_ptr<StoreCluster> cluster;
-  ~Started() {
-    cluster.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-
 class ServerClockStep : public ::testing::TestWithParam<std::string> {
  protected:
-  static void TearDownTestSuite() { started().clear(); }
+  static void TearDownTestSuite() { clusters_.clear(); }
   void SetUp() override {
     if (clockshift_library().empty()) {
       GTEST_SKIP() << "libbaton_clockshift.so was not built";
     }
-    auto& s = started()[GetParam()];
-    if (!s) {
-      s = std::make_unique<Started>();
-      char tmpl[] = "/tmp/baton-server-clock-XXXXXX";
-      s->dir = ::mkdtemp(tmpl);
-      StoreOptions o;
-      o.kind = GetParam();
-      o.proxies = false;
-      o.slots = 1;
-      o.server_clocks = true;
-      o.lease_ttl = 3s;
-      s->cluster = StoreCluster::start(o, s->dir, &error_[GetParam()]);
-    }
-    cluster_ = s->cluster.get();
-    ASSERT_NE(cluster_, nullptr) << error_[GetParam()];
+    StoreOptions o;
+    o.kind = GetParam();
+    o.proxies = false;
+    o.slots = 1;
+    o.server_clocks = true;
+    o.lease_ttl = 3s;
+    std::string why;
+    cluster_ = clusters_.get(o, "/tmp/baton-server-clock-XXXXXX", &why);
+    ASSERT_NE(cluster_, nullptr) << why;
     auto c = Client::open(cluster_->direct_url(), ClientOptions{});
     ASSERT_TRUE(c.ok()) << c.error().to_string();
     client_ = std::make_unique<Client>(std::move(*c));
@@ -79,12 +62,7 @@ class ServerClockStep : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(cluster_->step_server_clock(i, by, &why)) << why;
     }
   }
-  static std::map<std::string, std::unique_ptr<Started>>& started() {
-    static auto* m = new std::map<std::string, std::unique_ptr<Started>>();
-    return *m;
-  }
-
-  static inline std::map<std::string, std::string> error_;
+  static inline SuiteClusters clusters_;
   StoreCluster* cluster_ = nullptr;
   std::unique_ptr<Client> client_;
 };
