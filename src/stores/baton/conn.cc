@@ -76,7 +76,7 @@ Result<std::unique_ptr<Conn>> Conn::connect(
   addrinfo* res = nullptr;
   const std::string ps = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0) {
-    return unavailable(kCannotConnect + host + ":" + ps + ": " +
+    return unavailable(std::string(kCannotConnect) + host + ":" + ps + ": " +
                        gai_strerror(rc));
   }
   std::string last = "no address";
@@ -87,7 +87,8 @@ Result<std::unique_ptr<Conn>> Conn::connect(
   }
   ::freeaddrinfo(res);
   if (fd < 0) {
-    return unavailable(kCannotConnect + host + ":" + ps + ": " + last);
+    return unavailable(std::string(kCannotConnect) + host + ":" + ps + ": " +
+                       last);
   }
   std::unique_ptr<Conn> c(new Conn());
   c->fd_ = fd;

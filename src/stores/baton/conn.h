@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "baton/error.h"
 #include "proto/resp.h"
@@ -28,8 +29,12 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 // How every error of Conn::connect that reached no server begins (no
 // address, refused, timed out): the store tells "batond is not up" from
-// "batond refused us" by it.
-inline const std::string kCannotConnect = "cannot connect to batond at ";
+// "batond refused us" by it. A string_view, not a std::string: a
+// session's background give-back may still connect while the process
+// exits, after a static std::string would have been destroyed (ASan saw
+// that read in server_deadline_test).
+inline constexpr std::string_view kCannotConnect =
+    "cannot connect to batond at ";
 
 class Conn {
  public:
