@@ -20,7 +20,11 @@
 // lease is renewed. release() and the destructor must not race each other.
 // The destructor never throws; it releases a lease still held (bounded by
 // ClientOptions::request_timeout) and does not ask the store about a lease
-// already lost.
+// already lost. The last keeper of the client's default session (or the
+// last owner of a Session) also waits for the session's threads to end:
+// a renewal in flight and the background give-back of leases already
+// lost, each bounded by request_timeout. No session thread outlives its
+// owners.
 #ifndef BATON_KEEPER_H_
 #define BATON_KEEPER_H_
 

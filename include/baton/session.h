@@ -35,7 +35,13 @@
 //
 // Thread safety: every method may be called from any thread. The
 // destructor must not race keep(); it never throws and releases the leases
-// still kept (each bounded by ClientOptions::request_timeout).
+// still kept (each bounded by ClientOptions::request_timeout). When the
+// last owner of a session goes (a Session and the keepers it made; for the
+// default session, the client's last LeaseKeeper or Elector), it waits for
+// both threads to end — a renewal in flight and the give-backs of leases
+// already lost, each bounded by request_timeout — and joins them: no
+// session thread outlives its owners, nor the process's exit. (An owner
+// destroyed inside on_lost does not wait for its own thread.)
 #ifndef BATON_SESSION_H_
 #define BATON_SESSION_H_
 

@@ -420,7 +420,7 @@ std::shared_ptr<SessionCore> default_session(const Client& client) {
   std::lock_guard<std::mutex> lk(impl.session_mu);
   auto core = impl.default_session.lock();
   if (!core) {
-    core = std::make_shared<SessionCore>(client);
+    core = SessionCore::make(client);
     impl.default_session = core;
   }
   return core;

@@ -148,8 +148,7 @@ Result<Lease> LeaseKeeper::detach() {
   return current;
 }
 
-Session::Session(Client client)
-    : core_(std::make_shared<SessionCore>(std::move(client))) {}
+Session::Session(Client client) : core_(SessionCore::make(std::move(client))) {}
 
 Session::~Session() {
   try {

@@ -60,6 +60,40 @@ struct Lost {
 
 }  // namespace
 
+std::shared_ptr<SessionCore> SessionCore::make(Client client) {
+  // The owners share one Drainer; its destructor runs when the last owner
+  // goes, and then drops the reference to the core that it holds.
+  struct Drainer {
+    std::shared_ptr<SessionCore> core;
+    ~Drainer() {
+      if (core) core->drain();
+    }
+  };
+  auto drainer = std::make_shared<Drainer>();
+  drainer->core = std::make_shared<SessionCore>(std::move(client));
+  SessionCore* core = drainer->core.get();
+  return std::shared_ptr<SessionCore>(std::move(drainer), core);
+}
+
+void SessionCore::drain() {
+  std::thread notice;
+  std::thread renewal;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    const auto self = std::this_thread::get_id();
+    if (self == notice_thread_.get_id() || self == renew_thread_.get_id()) {
+      return;  // it holds the core and ends by itself
+    }
+    notice_cv_.notify_all();
+    renew_cv_.notify_all();
+    notified_cv_.wait(lk, [&] { return !notice_running_ && !renew_running_; });
+    notice = std::move(notice_thread_);
+    renewal = std::move(renew_thread_);
+  }
+  if (notice.joinable()) notice.join();
+  if (renewal.joinable()) renewal.join();
+}
+
 SessionCore::SessionCore(Client client)
     : client_(std::move(client)), clock_(impl_of(client_).clock) {}
 
@@ -163,6 +197,7 @@ void SessionCore::notice_loop() {
   for (;;) {
     if (entries_.empty()) {
       notice_running_ = false;
+      notified_cv_.notify_all();  // drain() may wait for this
       return;
     }
     const auto now = clock_->now();
@@ -234,6 +269,7 @@ void SessionCore::renewal_loop() {
     }
     if (entries_.empty()) {
       renew_running_ = false;
+      notified_cv_.notify_all();  // drain() may wait for this
       return;
     }
     // A lease whose loss is reported (not yet noticed) is not renewed

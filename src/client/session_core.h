@@ -15,7 +15,18 @@
 // Observer events (baton/observer.h): `renewed` and `renewal_failed` on the
 // renewal thread (renewed right before on_renewed); `lost` on the notice
 // thread, right before on_lost.
-// Both threads start with the first kept lease and end when none is left.
+// Both threads start with the first kept lease and end when none is left
+// (and every lost lease was given back).
+//
+// Owners (Session, LeaseKeeper, Elector, the client's default-session
+// pointer) hold what make() returns; the threads hold the core itself.
+// When the last owner goes, it waits for both threads to end and joins
+// them (drain()), so no session thread outlives its owners: a detached
+// give-back could otherwise still run while the process exits, on objects
+// already destroyed. The wait is bounded: a renewal in flight and each
+// give-back last at most the client's request_timeout. An owner dropped
+// on a session thread itself (in on_lost) does not wait for its own
+// thread; that thread ends by itself moments later.
 //
 // Thread safety: every member function may be called from any thread.
 #ifndef BATON_CLIENT_SESSION_CORE_H_
@@ -78,6 +89,8 @@ struct KeptEntry {
 
 class SessionCore : public std::enable_shared_from_this<SessionCore> {
  public:
+  // What owners hold (see above). Use it, not the constructor.
+  static std::shared_ptr<SessionCore> make(Client client);
   explicit SessionCore(Client client);
   ~SessionCore();
   SessionCore(const SessionCore&) = delete;
@@ -106,6 +119,8 @@ class SessionCore : public std::enable_shared_from_this<SessionCore> {
   const Clock& client_clock() const { return *clock_; }
 
  private:
+  // Waits for both threads to end and joins them (not on one of them).
+  void drain();
   void start_threads_locked();
   void start_renewal_locked();
   void notice_loop();
@@ -119,7 +134,8 @@ class SessionCore : public std::enable_shared_from_this<SessionCore> {
   mutable std::mutex mu_;
   std::condition_variable notice_cv_;
   std::condition_variable renew_cv_;
-  // An on_lost or on_renewed call returned.
+  // An on_lost or on_renewed call returned, a renewal was answered, or a
+  // thread ended.
   std::condition_variable notified_cv_;
   std::map<std::uint64_t, std::shared_ptr<KeptEntry>> entries_;  // mu_
   std::deque<Lease> releases_;   // mu_: lost leases to give back

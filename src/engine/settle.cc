@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "baton/store.h"
 
@@ -18,12 +19,29 @@ struct Settler::State {
     OwnerToken token;
     bool claimed = false;    // mu
     bool in_flight = false;  // mu
+    bool done = false;       // mu: its thread has nothing left to do
+    std::thread thread;      // mu; joined by a later withdraw or ~Settler
   };
 
   milliseconds request_timeout{0};
   mutable std::mutex mu;
   std::condition_variable cv;
   std::list<Entry> entries;  // mu
+  bool closing = false;      // mu: the owner is going; no later rounds
+
+  // Takes the threads of finished entries out (to join outside mu).
+  std::vector<std::thread> reap_locked() {
+    std::vector<std::thread> out;
+    for (auto it = entries.begin(); it != entries.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      out.push_back(std::move(it->thread));
+      it = entries.erase(it);
+    }
+    return out;
+  }
 
   void release_all(Store& store, const std::vector<std::string>& names,
                    const OwnerToken& token) const {
@@ -39,7 +57,9 @@ struct Settler::State {
     const std::weak_ptr<Store> weak = store;
     std::unique_lock<std::mutex> lk(mu);
     for (std::size_t round = 0;; ++round) {
-      if (entry->claimed) break;
+      // The first release runs even when the owner is going (it keeps the
+      // store alive for it); the later ones only while the owner exists.
+      if (entry->claimed || (round > 0 && closing)) break;
       entry->in_flight = true;
       lk.unlock();
       if (!store) store = weak.lock();
@@ -49,32 +69,74 @@ struct Settler::State {
       entry->in_flight = false;
       cv.notify_all();
       if (round == kSettlePauses.size()) break;
-      cv.wait_for(lk, kSettlePauses[round], [&] { return entry->claimed; });
+      cv.wait_for(lk, kSettlePauses[round],
+                  [&] { return entry->claimed || closing; });
     }
-    entries.erase(entry);
+    entry->done = true;
     cv.notify_all();
   }
 };
+
+namespace {
+
+void join_all(std::vector<std::thread>& threads) {
+  for (auto& t : threads) {
+    if (!t.joinable()) continue;
+    // A Store destroyed on a settling thread could end its own Client;
+    // a thread never joins itself.
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  }
+}
+
+}  // namespace
 
 Settler::Settler(milliseconds request_timeout)
     : state_(std::make_shared<State>()) {
   state_->request_timeout = request_timeout;
 }
 
-Settler::~Settler() = default;
+// Every withdrawal thread is joined here, so none outlives its Client (a
+// detached one could still run a release while the process exits and
+// read objects already destroyed). Bounded: a first release in flight or
+// not yet made takes at most request_timeout per name; pauses end at once.
+Settler::~Settler() {
+  std::vector<std::thread> threads;
+  {
+    std::unique_lock<std::mutex> lk(state_->mu);
+    state_->closing = true;
+    state_->cv.notify_all();
+    const auto self = std::this_thread::get_id();
+    state_->cv.wait(lk, [&] {
+      for (const auto& e : state_->entries) {
+        if (!e.done && e.thread.get_id() != self) return false;
+      }
+      return true;
+    });
+    for (auto& e : state_->entries) threads.push_back(std::move(e.thread));
+    state_->entries.clear();
+  }
+  join_all(threads);
+}
 
 void Settler::withdraw(std::shared_ptr<Store> store,
                        std::vector<std::string> names,
                        const OwnerToken& token) {
-  std::list<State::Entry>::iterator entry;
+  std::vector<std::thread> finished;
   {
     std::lock_guard<std::mutex> lk(state_->mu);
-    entry = state_->entries.insert(state_->entries.end(), {token});
+    finished = state_->reap_locked();
+    auto entry = state_->entries.emplace(state_->entries.end());
+    entry->token = token;
+    // Started under mu: run() takes mu before it reads the entry.
+    entry->thread = std::thread(
+        [s = state_, store = std::move(store), names = std::move(names),
+         entry]() mutable { s->run(std::move(store), names, entry); });
   }
-  std::thread([s = state_, store = std::move(store), names = std::move(names),
-               entry]() mutable {
-    s->run(std::move(store), names, entry);
-  }).detach();
+  join_all(finished);
 }
 
 void Settler::claim(const OwnerToken& token) {
@@ -93,7 +155,9 @@ void Settler::claim(const OwnerToken& token) {
 
 std::size_t Settler::pending() const {
   std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->entries.size();
+  std::size_t n = 0;
+  for (const auto& e : state_->entries) n += e.done ? 0 : 1;
+  return n;
 }
 
 }  // namespace baton::engine

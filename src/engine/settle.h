@@ -16,7 +16,9 @@
 // release in flight, so that no late withdrawal frees the new lease.
 //
 // The first release keeps the store alive; the later ones run only while
-// the Client that owns the store still exists.
+// the Client that owns the store still exists. ~Settler waits for the
+// first releases still to make (each bounded by the request timeout), ends
+// the pauses and joins every thread: no withdrawal outlives its Client.
 //
 // Thread safety: all members may be called from any thread.
 #ifndef BATON_ENGINE_SETTLE_H_
@@ -49,7 +51,8 @@ class Settler {
   Settler(const Settler&) = delete;
   Settler& operator=(const Settler&) = delete;
 
-  // Withdraws `token` from `names` on `store` in the background.
+  // Withdraws `token` from `names` on `store` in the background (and joins
+  // the threads of withdrawals already finished).
   void withdraw(std::shared_ptr<Store> store, std::vector<std::string> names,
                 const OwnerToken& token);
   // A new call uses `token`: no further withdrawal of it; returns once a

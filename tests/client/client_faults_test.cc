@@ -143,6 +143,25 @@ TEST(ClientFaultsTest, ARepeatWithTheSameTokenIsNotWithdrawn) {
   EXPECT_TRUE(*f.client.release(*again));
 }
 
+// The background withdrawals of a Client end with it: ~Client waits for
+// a first release still to make and joins every withdrawal thread, so the
+// repeats stop (a thread left running could still call the store while
+// the process exits).
+TEST(ClientFaultsTest, ClosingTheClientEndsItsBackgroundWithdrawals) {
+  Faulty f;
+  f.store->hang(Op::acquire);
+  {
+    Client c = f.make();
+    auto l = c.try_acquire("job", ttl(10s));
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.error().code(), Errc::unavailable);
+    ASSERT_TRUE(eventually([&] { return f.store->calls(Op::release) >= 1; }));
+  }
+  const int after_close = f.store->calls(Op::release);
+  std::this_thread::sleep_for(700ms);  // past the repeats at 100 and 500 ms
+  EXPECT_EQ(f.store->calls(Op::release), after_close);
+}
+
 TEST(ClientFaultsTest, UnavailableIsRetriedUpToMaxRetriesThenReturned) {
   Faulty f;
   f.store->fail(Op::describe, Error(Errc::unavailable, "injected"), 10);

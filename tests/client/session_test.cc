@@ -188,6 +188,20 @@ TEST(SessionTest, RetryableRenewalFailuresAreRetriedUntilOneSucceeds) {
   EXPECT_EQ(log.count(), 0u);
 }
 
+// With a 30 s lease kept: hangs the store's extend and release, then moves
+// the clock to the safe deadline, where the lease is declared lost while
+// its renewal still hangs. False if that did not happen.
+bool lose_while_the_store_hangs(Fixture& f, LostLog& log) {
+  f.store->hang(Op::extend);
+  f.store->hang(Op::release);
+  f.clock->advance(10s);
+  if (!eventually([&] { return f.store->hanging(Op::extend) == 1; })) {
+    return false;
+  }
+  f.clock->advance(20s);
+  return eventually([&] { return log.count() == 1; });
+}
+
 TEST(SessionTest, ReleasingALostLeaseDoesNotWaitForTheStore) {
   Fixture f;
   LostLog log;
@@ -195,12 +209,7 @@ TEST(SessionTest, ReleasingALostLeaseDoesNotWaitForTheStore) {
   auto l = f.client.try_acquire("job", ttl(30s));
   ASSERT_TRUE(l.ok());
   LeaseKeeper k(f.client, *l, log.options());
-  f.store->hang(Op::extend);
-  f.store->hang(Op::release);
-  f.clock->advance(10s);
-  ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::extend) == 1; }));
-  f.clock->advance(20s);
-  ASSERT_TRUE(eventually([&] { return log.count() == 1; }));
+  ASSERT_TRUE(lose_while_the_store_hangs(f, log));
   const auto start = std::chrono::steady_clock::now();
   auto r = k.release();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
@@ -209,6 +218,38 @@ TEST(SessionTest, ReleasingALostLeaseDoesNotWaitForTheStore) {
   EXPECT_EQ(f.store->calls(Op::release), 0);  // the session's comes later
   f.store->resume(Op::extend);
   ASSERT_TRUE(eventually([&] { return f.store->calls(Op::release) == 1; }));
+  f.store->resume(Op::release);  // ~LeaseKeeper waits for the give-back
+}
+
+// The last owner of a session waits for its threads: the give-back of a
+// lost lease still hanging is finished (or timed out) when ~LeaseKeeper
+// returns, so no session thread outlives its owners (one that did could
+// still be calling the store while the process exits).
+TEST(SessionTest, TheLastKeeperWaitsForTheGiveBackOfALostLease) {
+  Fixture f;
+  LostLog log;
+  log.clock = f.clock;
+  auto l = f.client.try_acquire("job", ttl(30s));
+  ASSERT_TRUE(l.ok());
+  std::atomic<bool> resumed{false};
+  std::thread resumer;
+  {
+    LeaseKeeper k(f.client, *l, log.options());
+    ASSERT_TRUE(lose_while_the_store_hangs(f, log));
+    f.store->resume(Op::extend);
+    ASSERT_TRUE(eventually([&] { return f.store->hanging(Op::release) == 1; }));
+    resumer = std::thread([&] {
+      std::this_thread::sleep_for(200ms);
+      resumed.store(true);
+      f.store->resume(Op::release);
+    });
+  }  // ~LeaseKeeper: the last owner of the client's default session
+  EXPECT_TRUE(resumed.load());
+  EXPECT_EQ(f.store->hanging(Op::release), 0);
+  auto info = f.client.describe("job");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->holders.empty());  // given back before ~LeaseKeeper ended
+  resumer.join();
 }
 
 TEST(SessionTest, OneSessionKeepsManyLeasesAndReleasesThemWhenClosed) {
