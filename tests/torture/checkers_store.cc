@@ -26,6 +26,17 @@
 // overlap**. No clock but the orchestrator's real clock is read: a server
 // whose clock stepped forward and expired a lease early shows up here.
 //
+// Each overlap is also classed by what the older holders knew: **after
+// notice** when, at the newer grant's completion, the holders over capacity
+// had all been told their lease was lost (a `lost` notice: the store said
+// lock_lost, or the safe deadline passed). The session gives a lost lease
+// back right after its notice, which may free the lock before the expiry
+// the store promised — the overlap is then the store's early loss (a false
+// lock_lost, say), seen by no holder that still acted. **Before notice**
+// is the dangerous kind: a holder that still believed it held. The count
+// keeps both (an amnesiac master's overlap is often told at once: the
+// holder's next renewal finds its lease gone).
+//
 // An overlap is a finding, not a failure: fencing exists for it. It is a
 // violation (10-store-exclusion) only if the resource then accepted a write
 // of the older lease after it had accepted one of the newer — the overlap
@@ -103,6 +114,16 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
       s.release_us = op.invoke_us;
     }
   }
+  // The first lost notice of each lease (the session gives it back next).
+  std::map<Key, std::int64_t> told_lost;
+  for (const Op& op : ops) {
+    if (op.kind != "lost") continue;
+    const Key k{op.worker, op.lock, op.fencing};
+    const auto it = told_lost.find(k);
+    if (it == told_lost.end() || op.invoke_us < it->second) {
+      told_lost[k] = op.invoke_us;
+    }
+  }
   std::map<int, std::int64_t> exits;  // worker -> its clean exit
   for (const Op& op : ops) {
     if (op.kind == "exit") exits[op.worker] = op.invoke_us;
@@ -144,10 +165,26 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
         with.push_back(&a);
       }
       if (static_cast<int>(with.size()) + 1 <= cap) continue;
-      const Span& a = *with.front();
+      // The older leases whose holders had not been told of a loss yet;
+      // the example names one of them when there is one.
+      std::vector<const Span*> unaware;
+      const Span* told = nullptr;  // the first told before b's completion
+      for (const Span* a : with) {
+        const auto t = told_lost.find(a->key);
+        if (t == told_lost.end() || t->second > b.from) {
+          unaware.push_back(a);
+        } else if (told == nullptr) {
+          told = a;
+        }
+      }
+      // Then `with` has more leases than `unaware`: `told` is set.
+      const bool after_notice = static_cast<int>(unaware.size()) + 1 <= cap;
+      const Span& a = after_notice ? *told : *unaware.front();
       const std::int64_t start = b.from;
       const std::int64_t end = std::min(a.to, b.to);
       ++out.counts["store_overlaps"];
+      ++out.counts[after_notice ? "store_overlaps_after_notice"
+                                : "store_overlaps_before_notice"];
       // The faults that were on between the older grant and the overlap's
       // end: what the overlap is counted under.
       std::set<std::string> kinds;
@@ -174,6 +211,12 @@ Judged check_store_exclusion(const Options& o, const std::vector<Op>& ops,
           std::to_string(at) + " (granted " + in_ms(a.from) +
           ", held to at least " + in_ms(a.to) + "): " + in_ms(end - start) +
           " of overlap; faults: " + under;
+      if (after_notice) {
+        what += "; after notice: token " + std::to_string(at) +
+                "'s holder was told " +
+                std::to_string((b.from - told_lost.at(a.key)) / 1000) +
+                " ms before that it was lost";
+      }
       // Did the resource let the older holder act after the newer one?
       const auto& old_w = accepted[{lock, at}];
       const auto& new_w = accepted[{lock, bt}];

@@ -125,6 +125,39 @@ TEST(CheckerStore, SharedHoldsDoNotConflictAndASemaphoreTakesItsCapacity) {
   EXPECT_EQ(count(check_store_exclusion(o, sem, {}, {}), "store_overlaps"), 1);
 }
 
+// An overlap whose older holders over capacity had been told of their loss
+// before the newer grant completed is "after notice"; one with a holder
+// still unaware (told only later, or never) is "before notice".
+TEST(CheckerStore, AnOverlapIsClassedByWhetherTheOlderHolderWasToldFirst) {
+  Options o;
+  auto ops = two_grants();  // worker 2 completes its grant at 500 ms
+  ops.push_back(op(1, "lost", 450, 450, 5));
+  Judged j = check_store_exclusion(o, ops, {}, {});
+  EXPECT_EQ(count(j, "store_overlaps"), 1);
+  EXPECT_EQ(count(j, "store_overlaps_after_notice"), 1);
+  EXPECT_EQ(count(j, "store_overlaps_before_notice"), 0);
+  ASSERT_EQ(j.findings.size(), 1u);
+  EXPECT_NE(j.findings[0].what.find("told 50 ms before"), std::string::npos)
+      << j.findings[0].what;
+  ops.back().invoke_us = 550'000;  // told after the newer grant
+  j = check_store_exclusion(o, ops, {}, {});
+  EXPECT_EQ(count(j, "store_overlaps_after_notice"), 0);
+  EXPECT_EQ(count(j, "store_overlaps_before_notice"), 1);
+  // A semaphore of 3 with four holders: one told before, so the other
+  // three fit its capacity (after notice); unless that notice is another
+  // lease's.
+  std::vector<Op> sem;
+  for (int w = 1; w <= 3; ++w)
+    sem.push_back(op(w, "acquire", 0, 10 * w, w, "s0"));
+  sem.push_back(op(4, "acquire", 100, 200, 4, "s0"));
+  sem.push_back(op(2, "lost", 150, 150, 2, "s0"));
+  j = check_store_exclusion(o, sem, {}, {});
+  EXPECT_EQ(count(j, "store_overlaps_after_notice"), 1);
+  sem.back().fencing = 9;
+  j = check_store_exclusion(o, sem, {}, {});
+  EXPECT_EQ(count(j, "store_overlaps_before_notice"), 1);
+}
+
 TEST(CheckerStore, AnOverlapIsAViolationOnlyIfTheResourceLetTheOlderActLast) {
   Options o;
   // Fencing caught it: the older holder's write after the newer's was

@@ -11,6 +11,7 @@
 //                 [--no-partitions] [--no-restart-guard] [--redlock-masters N]
 //                 [--no-fencing --pause-longer-than-ttl [--expect-violations]]
 //                 [--split-masters --expect-store-overlaps]
+//   baton_torture --judge-store DIR [--ttl 1s]   (checker 10 on a kept run)
 //
 // Every run prints its seed; --seed S replays S's fault schedule (run i of
 // a long run uses S + i). Exit 0: every run finished with no violation (with
@@ -54,7 +55,7 @@ int usage(const std::string& why) {
          "[--no-fencing] [--pause-longer-than-ttl] "
          "[--late-notice] [--shared-writes] [--expect-violations] "
          "[--split-masters] [--expect-store-overlaps] "
-         "[--faults kind,kind,...]\n"
+         "[--faults kind,kind,...] | --judge-store DIR...\n"
          "fault kinds: pause_holder kill_holder kill_store pause_store "
          "pause_leader kill_leader server_clock_step "
          "partition_leader partition_bridge partition_flap "
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
   bool expect_violations = false;
   bool expect_overlaps = false;
   bool no_partitions = false;
+  std::vector<std::string> judge_dirs;  // --judge-store (repeatable)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string* out) {
@@ -221,12 +223,20 @@ int main(int argc, char** argv) {
         o.split_masters = true;
       } else if (a == "--expect-store-overlaps") {
         expect_overlaps = true;
+      } else if (a == "--judge-store" && value(&v)) {
+        judge_dirs.push_back(v);
       } else {
         return usage("unknown or incomplete argument '" + a + "'");
       }
     } catch (const std::exception&) {
       return usage("bad number after " + a);
     }
+  }
+  if (!judge_dirs.empty()) {
+    int rc = 0;
+    for (const auto& d : judge_dirs)
+      rc = std::max(rc, bt::judge_store_dir(o, d));
+    return rc;
   }
   if (o.workers < 1 || o.workers > 64) return usage("--workers must be 1..64");
   if (o.duration < std::chrono::seconds(3)) {

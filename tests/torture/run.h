@@ -27,6 +27,10 @@ struct RunResult {
 
 RunResult run_once(const Options& options, std::uint64_t seed);
 
+// Checker 10 on a kept run's directory (rejudge.cc); prints its counts and
+// findings. Returns 0, or 2 if `dir` is not a run's directory.
+int judge_store_dir(const Options& options, const std::string& dir);
+
 }  // namespace baton::torture
 
 #endif  // BATON_TESTS_TORTURE_RUN_H_

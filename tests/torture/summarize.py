@@ -99,7 +99,9 @@ for path in args:
     under = {k[len("store_overlaps_under_"):]: v for k, v in c.items()
              if k.startswith("store_overlaps_under_")}
     print(f"  store overlaps (checker 10): {c['store_overlaps']} in "
-          f"{s['overlap_runs']} runs" + ("; under " + ", ".join(
+          f"{s['overlap_runs']} runs (before notice "
+          f"{c['store_overlaps_before_notice']}, after notice "
+          f"{c['store_overlaps_after_notice']})" + ("; under " + ", ".join(
               f"{k}={v}" for k, v in sorted(under.items())) if under else ""))
     for k, (seed, what) in sorted(s["overlap_examples"].items()):
         print(f"  e.g. overlap under {k}: seed {seed}: {what}")
