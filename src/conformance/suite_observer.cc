@@ -216,10 +216,17 @@ TEST_P(ConformanceTest, Observer_WaitStartedCarriesThePlaceTheStoreReports) {
     if (s.kind == EventKind::wait_started) places.push_back(s.queue_position);
   }
   ASSERT_EQ(places.size(), 3u);
-  RecordProperty("queue_positions", places[1] ? "reported" : "unknown");
-  EXPECT_EQ(places[1].has_value(), places[2].has_value());
-  if (places[1] && places[2]) {
+  RecordProperty("queue_positions", places[2] ? "reported" : "unknown");
+  // The client learns from the first `queued` answer it sees. On a slow
+  // machine the 100 ms wait above can end before the store answered it, so
+  // the first waiter may still try first (place unknown); the second,
+  // asked after the first was seen queued, knows its place then. A place
+  // once known is never lost.
+  if (places[1]) {
+    ASSERT_TRUE(places[2].has_value());
     EXPECT_EQ(*places[1], 0u);
+  }
+  if (places[2]) {
     EXPECT_EQ(*places[2], 1u);
   }
   // The second grant may be seen before the first release's event: the
