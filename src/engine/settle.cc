@@ -116,8 +116,17 @@ Settler::~Settler() {
       }
       return true;
     });
-    for (auto& e : state_->entries) threads.push_back(std::move(e.thread));
-    state_->entries.clear();
+    for (auto it = state_->entries.begin(); it != state_->entries.end();) {
+      if (it->thread.get_id() == self) {
+        // This very thread (a Store that ended its own Client): its entry
+        // stays, for run() still reads it; the State outlives it.
+        it->thread.detach();
+        ++it;
+        continue;
+      }
+      threads.push_back(std::move(it->thread));
+      it = state_->entries.erase(it);
+    }
   }
   join_all(threads);
 }
