@@ -78,6 +78,25 @@ TEST(Redlock, KillOneOfThreeStillGrants) {
   EXPECT_TRUE(*c->release(*ext));
 }
 
+// A semaphore of capacity 3 on 3 instances needs all 3 (quorum_for): with
+// one down it is unavailable, and the error names that quorum, not the
+// majority of 2 that would grant a mutex.
+TEST(Redlock, ASemaphoreShortOfItsQuorumSaysWhatItNeeds) {
+  Servers s = make(3);
+  auto c = open_client(redlock_url(s), no_retry());
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  s[1]->kill9();
+  AcquireOptions o = opts(10s);
+  o.capacity = 3;
+  auto l = c->try_acquire(unique("sem-quorum"), o);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), Errc::unavailable);
+  EXPECT_NE(l.error().message().find("only 2 of 3 instances answered; a lock "
+                                     "of this capacity needs 3"),
+            std::string::npos)
+      << l.error().message();
+}
+
 TEST(Redlock, KillTwoOfThreeIsUnavailableWithoutAFalseGrant) {
   Servers s = make(3);
   auto c = open_client(redlock_url(s), no_retry());

@@ -177,7 +177,10 @@ class RedlockStore final : public baton::Store {
       Steady::time_point first_ask, std::int64_t seq, const CallContext& ctx);
 
   // unavailable: "redlock: only 1 of 3 instances answered; ...".
-  Error too_few(std::size_t answered, const std::string& failures) const;
+  // `unavailable`: only `answered` instances answered; `quorum` (0: the
+  // majority) were needed — a semaphore's quorum is larger (quorum_for).
+  Error too_few(std::size_t answered, const std::string& failures,
+                std::size_t quorum = 0) const;
   // The failures of a round's replies, and whether one is an error that
   // no other instance outvotes (anything but unavailable/internal/timeout).
   template <typename T>

@@ -149,7 +149,7 @@ Result<MultiAnswer> RedlockMulti::not_granted(const MultiTally& m,
                    "redlock: no majority answered before the call deadline" +
                        m.t.failures);
     }
-    return s_.too_few(m.t.answered, m.t.failures);
+    return s_.too_few(m.t.answered, m.t.failures, quorum_);
   }
   if (m.t.busy != nullptr) return refused_multi(*m.t.busy);
   return refused_multi(

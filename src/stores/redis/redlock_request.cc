@@ -155,7 +155,7 @@ Result<Answer> RedlockRequest::not_granted(const Tally& t, std::int64_t seq,
                                       "call deadline" +
                                       t.failures);
     }
-    return s_.too_few(t.answered, t.failures);
+    return s_.too_few(t.answered, t.failures, quorum_);
   }
   if (t.busy != nullptr) return Answer::refused_with(*t.busy);
   return Answer::refused_with(

@@ -64,12 +64,16 @@ std::size_t RedlockStore::index_of_source(const void* from) const {
   return inst_.size();
 }
 
-Error RedlockStore::too_few(std::size_t answered,
-                            const std::string& failures) const {
+Error RedlockStore::too_few(std::size_t answered, const std::string& failures,
+                            std::size_t quorum) const {
+  const std::string needed =
+      quorum == 0 || quorum == quorum_
+          ? "a majority is " + std::to_string(quorum_)
+          : "a lock of this capacity needs " + std::to_string(quorum);
   return Error(Errc::unavailable, "redlock: only " + std::to_string(answered) +
                                       " of " + std::to_string(inst_.size()) +
-                                      " instances answered; a majority is " +
-                                      std::to_string(quorum_) + failures);
+                                      " instances answered; " + needed +
+                                      failures);
 }
 
 void RedlockStore::release_all(std::string_view name, const OwnerToken& token,
@@ -134,7 +138,7 @@ Result<Grant> RedlockStore::extend(std::string_view name,
       return *best;
     }
   } else if (answered < q) {
-    return too_few(answered, failures);
+    return too_few(answered, failures, q);
   }
   // The partial extensions are NOT released here: the caller still acts on
   // the lease until it learns of the loss, and a Session gives a lost lease
