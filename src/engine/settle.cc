@@ -79,16 +79,12 @@ struct Settler::State {
 
 namespace {
 
+// Never the calling thread: ~Settler keeps (detached) the entry of the
+// thread it runs on, and reap_locked() takes only entries whose run() has
+// set done, after which that thread calls nothing more.
 void join_all(std::vector<std::thread>& threads) {
   for (auto& t : threads) {
-    if (!t.joinable()) continue;
-    // A Store destroyed on a settling thread could end its own Client;
-    // a thread never joins itself.
-    if (t.get_id() == std::this_thread::get_id()) {
-      t.detach();
-    } else {
-      t.join();
-    }
+    if (t.joinable()) t.join();
   }
 }
 
