@@ -89,6 +89,25 @@ class Error {
     return std::move(*this);
   }
 
+  // With unavailable: when the store expects to answer, if it knows (0:
+  // it does not). A blocking acquire whose wait lasts that long waits it
+  // out and tries again (not counted among its retries); one whose wait
+  // ends first answers this error at once. Other calls take it as the
+  // pause before a retry (ClientOptions::max_retries). redlock:// sets it
+  // while instances restarted without their data serve their
+  // restart_guard.
+  std::chrono::milliseconds retry_after() const noexcept {
+    return retry_after_;
+  }
+  Error& with_retry_after(std::chrono::milliseconds d) & {
+    retry_after_ = d;
+    return *this;
+  }
+  Error&& with_retry_after(std::chrono::milliseconds d) && {
+    retry_after_ = d;
+    return std::move(*this);
+  }
+
   // "<code>: <message>", e.g. "invalid_argument: lock name is empty".
   std::string to_string() const;
 
@@ -96,6 +115,7 @@ class Error {
   Errc code_ = Errc::internal;
   std::string message_;
   std::vector<HolderInfo> holders_;
+  std::chrono::milliseconds retry_after_{0};
 };
 
 // Result<T>: a value or an Error. Accessing value() of an error result (or

@@ -76,13 +76,10 @@ class AcquireCall {
         if (is_try_ || span_.over(e_.clock())) break;
         continue;
       }
-      if (r.error().code() != Errc::unavailable ||
-          attempt > e_.policy().max_retries) {
-        break;
-      }
-      const auto pause = e_.backoff(attempt++);
-      if (e_.clock().now() + pause >= span_.retry_until()) break;
-      e_.sleep_until(e_.clock().now() + pause, stop_);
+      const auto pause =
+          e_.retry_pause(r.error(), &attempt, span_.retry_until(), !is_try_);
+      if (!pause) break;
+      e_.sleep_until(e_.clock().now() + *pause, stop_);
       if (stopped()) break;
     }
     return r;

@@ -33,6 +33,21 @@ milliseconds Engine::backoff(int attempt) const {
   return core::jittered(base, 0.5, 1.0);
 }
 
+std::optional<milliseconds> Engine::retry_pause(const Error& e, int* attempt,
+                                                time_point until,
+                                                bool waiting) const {
+  if (e.code() != Errc::unavailable) return std::nullopt;
+  const milliseconds hint = e.retry_after();
+  milliseconds pause = hint;
+  if (hint <= milliseconds::zero() || !waiting) {
+    if (*attempt > policy_.max_retries) return std::nullopt;
+    if (hint <= milliseconds::zero()) pause = backoff(*attempt);
+    ++*attempt;
+  }
+  if (policy_.clock->now() + pause >= until) return std::nullopt;
+  return pause;
+}
+
 void Engine::sleep_until(time_point t, const std::stop_token& stop) const {
   if (!stop.stop_possible()) {
     policy_.clock->sleep_until(t);

@@ -137,6 +137,16 @@ class Engine {
   Error no_answer(const Error& cause) const;
   // The pause before retry number `attempt` (1-based) after `unavailable`.
   milliseconds backoff(int attempt) const;
+  // The pause before the next try after the error `e`, or nullopt when the
+  // call answers `e` now: not `unavailable`, retries used up, or the pause
+  // would end at or past `until`. The pause is the store's
+  // Error::retry_after if it gave one, else backoff(*attempt); it counts
+  // as a retry (*attempt grows by one) except within a blocking acquire's
+  // wait (`waiting`): a caller that waits for the lock waits as well for a
+  // store that said when it can answer.
+  std::optional<milliseconds> retry_pause(const Error& e, int* attempt,
+                                          time_point until,
+                                          bool waiting = false) const;
   // Sleeps until `t` on the policy's clock, waking early on `stop`.
   void sleep_until(time_point t, const std::stop_token& stop) const;
 
@@ -159,19 +169,17 @@ auto Engine::call(F&& f, bool retry, time_point deadline) const
   const auto now = policy_.clock->now();
   const time_point d = std::min(deadline, now + policy_.request_timeout);
   const CallContext ctx(d, {}, policy_.clock);
-  for (int attempt = 1;; ++attempt) {
+  for (int attempt = 1;;) {
     auto r = f(ctx);
     if (r.ok()) return r;
     const Errc code = r.error().code();
     const bool cut =
         ctx.expired() && (code == Errc::timeout || code == Errc::unavailable);
     if (cut) return no_answer(r.error());
-    if (!retry || code != Errc::unavailable || attempt > policy_.max_retries) {
-      return r;
-    }
-    const auto pause = backoff(attempt);
-    if (policy_.clock->now() + pause >= d) return r;
-    sleep_until(policy_.clock->now() + pause, {});
+    if (!retry) return r;
+    const auto pause = retry_pause(r.error(), &attempt, d);
+    if (!pause) return r;
+    sleep_until(policy_.clock->now() + *pause, {});
   }
 }
 

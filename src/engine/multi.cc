@@ -28,15 +28,13 @@ class MultiCall {
     if (stop_.stop_requested()) return cancelled(spec_.names);
     e_.settler_->claim(spec_.reservation);
     Result<std::vector<Timed>> r = Error(Errc::internal, "not run");
-    for (int attempt = 1;; ++attempt) {
+    for (int attempt = 1;;) {
       r = one_request();
-      if (r.ok() || stopped() || r.error().code() != Errc::unavailable ||
-          attempt > e_.policy().max_retries) {
-        break;
-      }
-      const auto pause = e_.backoff(attempt);
-      if (e_.clock().now() + pause >= span_.retry_until()) break;
-      e_.sleep_until(e_.clock().now() + pause, stop_);
+      if (r.ok() || stopped()) break;
+      const auto pause =
+          e_.retry_pause(r.error(), &attempt, span_.retry_until(), !is_try_);
+      if (!pause) break;
+      e_.sleep_until(e_.clock().now() + *pause, stop_);
       if (stopped()) break;
     }
     if (stopped()) {

@@ -337,6 +337,47 @@ TEST(EngineTest, UnavailableIsRetriedWithTheSameTokenThenReturned) {
   }
 }
 
+// Error::retry_after: a store that says when it can answer (redlock://'s
+// restart_guard). A blocking acquire whose wait outlasts the hint sleeps
+// exactly that long, even with no retries allowed; a try, and a wait that
+// ends sooner, answer the error at once.
+std::function<Result<Answer>(const AcquireSpec&)> unavailable_for(
+    milliseconds hint) {
+  return [hint](const AcquireSpec&) -> Result<Answer> {
+    return Error(Errc::unavailable, "votes count later").with_retry_after(hint);
+  };
+}
+
+TEST(EngineTest, AWaitOutlastingTheStoresRetryAfterWaitsItOut) {
+  Fixture f;
+  f.policy.max_retries = 0;
+  f.store->asks.push_back(unavailable_for(2500ms));
+  f.store->asks.push_back(unavailable_for(400ms));
+  f.store->asks.push_back(grant());
+  auto r = f.e().acquire(f.spec(), 10s, {});
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(f.store->count("ask_wait"), 3);
+  EXPECT_EQ(f.store->calls[1].at - f.store->calls[0].at, 2500ms);
+  EXPECT_EQ(f.store->calls[2].at - f.store->calls[1].at, 400ms);
+}
+
+TEST(EngineTest, AStoresRetryAfterPastTheWaitOrInATryIsAnsweredAtOnce) {
+  Fixture f;
+  f.policy.max_retries = 0;
+  f.store->asks.push_back(unavailable_for(2500ms));
+  f.store->asks.push_back(unavailable_for(2500ms));
+  const TP start = f.clock->now();
+  auto waited = f.e().acquire(f.spec(), 2s, {});
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.error().code(), Errc::unavailable);
+  EXPECT_EQ(waited.error().retry_after(), 2500ms);
+  auto tried = f.e().acquire(f.spec(), 0ms, {});
+  ASSERT_FALSE(tried.ok());
+  EXPECT_EQ(tried.error().code(), Errc::unavailable);
+  EXPECT_EQ(f.store->count("ask_wait") + f.store->count("ask_try"), 2);
+  EXPECT_LT(f.clock->now() - start, 2s);
+}
+
 TEST(EngineTest, ATryCutShortAtItsDeadlineIsUnavailableAndWithdrawnLater) {
   Fixture f;
   f.store->asks.push_back([&](const AcquireSpec&) -> Result<Answer> {

@@ -70,10 +70,25 @@ Error RedlockStore::too_few(std::size_t answered, const std::string& failures,
       quorum == 0 || quorum == quorum_
           ? "a majority is " + std::to_string(quorum_)
           : "a lock of this capacity needs " + std::to_string(quorum);
-  return Error(Errc::unavailable, "redlock: only " + std::to_string(answered) +
-                                      " of " + std::to_string(inst_.size()) +
-                                      " instances answered; " + needed +
-                                      failures);
+  Error e(Errc::unavailable, "redlock: only " + std::to_string(answered) +
+                                 " of " + std::to_string(inst_.size()) +
+                                 " instances answered; " + needed + failures);
+  // restart_guard: when the guarded instances held back make up the
+  // missing answers, the call can be answered once the guard of the last
+  // one needed has run out (the engine waits that long within its wait).
+  const std::size_t q = quorum == 0 ? quorum_ : quorum;
+  std::vector<milliseconds> guarded;
+  const auto now = Steady::now();
+  for (const auto& i : inst_) {
+    const milliseconds left = i->guarded_for(now);
+    if (left > milliseconds::zero()) guarded.push_back(left);
+  }
+  if (answered < q && guarded.size() >= q - answered) {
+    std::sort(guarded.begin(), guarded.end());
+    // + 1 ms: a retry that wakes right at the end finds the guard over.
+    e.with_retry_after(guarded[q - answered - 1] + milliseconds{1});
+  }
+  return e;
 }
 
 void RedlockStore::release_all(std::string_view name, const OwnerToken& token,
