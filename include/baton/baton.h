@@ -131,6 +131,10 @@ int baton_error_retryable(const baton_error_t* err);
 /* With not_acquired: the current holders (possibly none if the store did
  * not say). Never NULL for a non-NULL error (an empty list otherwise). */
 const baton_holders_t* baton_error_holders(const baton_error_t* err);
+/* With unavailable: in how many milliseconds the store expects to answer
+ * (redlock:// while restarted masters serve their restart_guard); 0 if
+ * it did not say. NULL gives 0. */
+int64_t baton_error_retry_after_ms(const baton_error_t* err);
 void baton_error_destroy(baton_error_t* err);
 
 /* An index past the end gives NULL / 0. time_left is in store time. */

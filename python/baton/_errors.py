@@ -2,7 +2,8 @@
 
 Each exception carries the library's own message (it names the problem
 and the value), its code name ("not_acquired", ...) and whether repeating
-the same call may succeed. NotAcquired also carries the holders.
+the same call may succeed, and when the store expects to answer if it
+said so (retry_after). NotAcquired also carries the holders.
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ class BatonError(Exception):
     code: str = "internal"
     retryable: bool = False
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, retry_after: Optional[float] = None) -> None:
         super().__init__(message)
         self.message = message
+        # With Unavailable: seconds until the store expects to answer
+        # (redlock:// while restarted masters serve their restart_guard);
+        # None if it did not say.
+        self.retry_after: Optional[float] = retry_after
 
 
 class NotAcquired(BatonError):
@@ -42,8 +47,14 @@ class NotAcquired(BatonError):
     code = "not_acquired"
     retryable = True
 
-    def __init__(self, message: str, holders: Optional[List[Holder]] = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        holders: Optional[List[Holder]] = None,
+        *,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
         self.holders: List[Holder] = holders or []
 
 
@@ -136,9 +147,13 @@ def from_handle(err: int) -> BatonError:
         code = lib.baton_error_code(err)
         message = _text(lib.baton_error_message(err))
         cls = _BY_CODE.get(code, InternalError)
+        ms = lib.baton_error_retry_after_ms(err)
+        retry_after = ms / 1000 if ms > 0 else None
         if cls is NotAcquired:
-            return NotAcquired(message, holders_of(lib.baton_error_holders(err)))
-        return cls(message)
+            return NotAcquired(
+                message, holders_of(lib.baton_error_holders(err)), retry_after=retry_after
+            )
+        return cls(message, retry_after=retry_after)
     finally:
         lib.baton_error_destroy(err)
 

@@ -56,6 +56,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "baton_error_code": (c_int, [P]),
     "baton_error_message": (S, [P]),
     "baton_error_holders": (P, [P]),
+    "baton_error_retry_after_ms": (I64, [P]),
     "baton_error_destroy": (None, [P]),
     "baton_holders_count": (c_size_t, [P]),
     "baton_holders_label": (S, [P, c_size_t]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import threading
 import time
@@ -84,7 +85,7 @@ def test_library_messages_and_hierarchy() -> None:
             c.try_acquire("x")
         assert e.value.retryable and isinstance(e.value, baton.BatonError)
         assert [(h.label, h.fencing_token) for h in e.value.holders] == [("me", lease.fencing_token)]
-        assert '"x"' in str(e.value)
+        assert '"x"' in str(e.value) and e.value.retry_after is None
         with pytest.raises(TimeoutError):  # baton.Timeout is a TimeoutError
             c.acquire("x", wait="10ms")
         with pytest.raises(ValueError):  # InvalidArgument is a ValueError
@@ -95,8 +96,37 @@ def test_library_messages_and_hierarchy() -> None:
     with pytest.raises(baton.Unavailable) as u:
         baton.connect("redis://127.0.0.1:1")
     assert isinstance(u.value, ConnectionError) and u.value.retryable
+    assert u.value.retry_after is None  # refused: the store could not say when
     with pytest.raises(baton.InvalidArgument, match="closed"):
         c.try_acquire("x")
+
+
+def test_retry_after_in_seconds_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a store that knows when it can answer (redlock:// under its
+    restart_guard) gives baton_error_retry_after_ms(); none here does, so
+    a stand-in for that one function shows how the exception reads it."""
+    from baton import _errors, _lib
+
+    def error_handle() -> int:
+        ms = ctypes.c_int64()
+        err = _lib.lib.baton_parse_duration(b"10", ctypes.byref(ms))
+        assert err
+        return int(err)
+
+    assert _lib.lib.baton_error_retry_after_ms(None) == 0
+    plain = _errors.from_handle(error_handle())
+    assert isinstance(plain, baton.InvalidArgument) and plain.retry_after is None
+
+    class Said:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(_lib.lib, name)
+
+        def baton_error_retry_after_ms(self, err: int) -> int:
+            return 2500
+
+    monkeypatch.setattr(_errors, "lib", Said())
+    said = _errors.from_handle(error_handle())
+    assert isinstance(said, baton.InvalidArgument) and said.retry_after == 2.5
 
 
 def test_durations_and_lease_values() -> None:

@@ -12,6 +12,8 @@ def f(c: baton.Client) -> int:
         return len(e.holders)
     except baton.aio.Timeout:
         return -1
+    except baton.Unavailable as e:
+        return int(e.retry_after or 0)  # seconds, None if the store did not say
 
 async def g() -> int:
     c = baton.aio.connect("memory:")

@@ -176,6 +176,10 @@ const baton_holders_t* baton_error_holders(const baton_error_t* err) {
   return err ? &err->holders : nullptr;
 }
 
+int64_t baton_error_retry_after_ms(const baton_error_t* err) {
+  return err ? err->error.retry_after().count() : 0;
+}
+
 void baton_error_destroy(baton_error_t* err) {
   if (err && !err->is_static) delete err;
 }

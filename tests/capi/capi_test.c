@@ -115,6 +115,7 @@ static void test_values(void) {
   CHECK(!baton_errc_retryable(BATON_ERRC_INVALID_ARGUMENT));
   CHECK(baton_error_code(NULL) == BATON_OK);
   CHECK(strcmp(baton_error_message(NULL), "") == 0);
+  CHECK(baton_error_retry_after_ms(NULL) == 0);
 
   int64_t ms = -1;
   CHECK_OK(baton_parse_duration("1m30s", &ms));
@@ -122,6 +123,11 @@ static void test_values(void) {
   CHECK_OK(baton_parse_duration("0", &ms));
   CHECK(ms == 0);
   CHECK_ERR(baton_parse_duration("10", &ms), BATON_ERRC_INVALID_ARGUMENT);
+  /* No store said when to retry: 0 (only an unavailable error of a store
+   * that knows, redlock:// under its restart_guard, carries a time). */
+  baton_error_t* plain = baton_parse_duration("10", &ms);
+  CHECK(plain != NULL && baton_error_retry_after_ms(plain) == 0);
+  baton_error_destroy(plain);
   CHECK_ERR(baton_parse_duration("-1s", &ms), BATON_ERRC_INVALID_ARGUMENT);
   CHECK_ERR(baton_parse_duration(NULL, &ms), BATON_ERRC_INVALID_ARGUMENT);
   CHECK_ERR(baton_parse_duration("1s", NULL), BATON_ERRC_INVALID_ARGUMENT);
@@ -577,6 +583,7 @@ static void test_unavailable(const char* url) {
   }
   CHECK(baton_error_code(err) == BATON_ERRC_UNAVAILABLE);
   CHECK(baton_error_retryable(err));
+  CHECK(baton_error_retry_after_ms(err) == 0); /* refused: no time known */
   baton_error_destroy(err);
 }
 #endif
