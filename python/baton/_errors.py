@@ -32,13 +32,13 @@ class BatonError(Exception):
     code: str = "internal"
     retryable: bool = False
 
-    def __init__(self, message: str, *, retry_after: Optional[float] = None) -> None:
+    def __init__(self, message: str, *, retry_after: Optional[timedelta] = None) -> None:
         super().__init__(message)
         self.message = message
-        # With Unavailable: seconds until the store expects to answer
+        # With Unavailable: how long until the store expects to answer
         # (redlock:// while restarted masters serve their restart_guard);
         # None if it did not say.
-        self.retry_after: Optional[float] = retry_after
+        self.retry_after: Optional[timedelta] = retry_after
 
 
 class NotAcquired(BatonError):
@@ -52,7 +52,7 @@ class NotAcquired(BatonError):
         message: str,
         holders: Optional[List[Holder]] = None,
         *,
-        retry_after: Optional[float] = None,
+        retry_after: Optional[timedelta] = None,
     ) -> None:
         super().__init__(message, retry_after=retry_after)
         self.holders: List[Holder] = holders or []
@@ -148,7 +148,7 @@ def from_handle(err: int) -> BatonError:
         message = _text(lib.baton_error_message(err))
         cls = _BY_CODE.get(code, InternalError)
         ms = lib.baton_error_retry_after_ms(err)
-        retry_after = ms / 1000 if ms > 0 else None
+        retry_after = timedelta(milliseconds=ms) if ms > 0 else None
         if cls is NotAcquired:
             return NotAcquired(
                 message, holders_of(lib.baton_error_holders(err)), retry_after=retry_after

@@ -126,7 +126,7 @@ def test_retry_after_in_seconds_or_none(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(_errors, "lib", Said())
     said = _errors.from_handle(error_handle())
-    assert isinstance(said, baton.InvalidArgument) and said.retry_after == 2.5
+    assert isinstance(said, baton.InvalidArgument) and said.retry_after == timedelta(milliseconds=2500)
 
 
 def test_durations_and_lease_values() -> None:

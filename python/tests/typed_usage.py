@@ -13,7 +13,8 @@ def f(c: baton.Client) -> int:
     except baton.aio.Timeout:
         return -1
     except baton.Unavailable as e:
-        return int(e.retry_after or 0)  # seconds, None if the store did not say
+        # a timedelta, None if the store did not say
+        return int(e.retry_after.total_seconds()) if e.retry_after else 0
 
 async def g() -> int:
     c = baton.aio.connect("memory:")
