@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "baton/client.h"
 #include "baton/options.h"
@@ -49,6 +51,32 @@ inline bool eventually(const std::function<bool()>& cond,
 inline int waiters_of(const Client& c, const std::string& name) {
   auto info = c.describe(name);
   return info.ok() ? static_cast<int>(info->waiters.size()) : -1;
+}
+
+// Whether none of `names` has a waiter (false on a describe error).
+inline bool no_waiters_on(const Client& c,
+                          const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (waiters_of(c, n) != 0) return false;
+  }
+  return true;
+}
+
+// The grace after the end of a wait by which a call must return: its call
+// deadline (rule 7, docs/contract.md).
+inline constexpr milliseconds kCallDeadlineGrace{50};
+
+// Rule 7 for a wait of `wait` that gave up after `took` (measured around the
+// call): one that returned by its call deadline has left every queue at once;
+// one that returned later gave up on a slow store (a loaded machine under
+// ASan) and withdrew in the background, so its request is gone a moment
+// later, never after a heartbeat or a TTL.
+inline bool queues_clear_after_wait(const Client& c,
+                                    const std::vector<std::string>& names,
+                                    steady_clock::duration took,
+                                    milliseconds wait) {
+  if (took <= wait + kCallDeadlineGrace) return no_waiters_on(c, names);
+  return eventually([&] { return no_waiters_on(c, names); }, 1s);
 }
 
 }  // namespace baton::conformance
