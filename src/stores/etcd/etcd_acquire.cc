@@ -1,19 +1,20 @@
 // stores/etcd/etcd_acquire.cc — one acquire on etcd:// as a Request
-// (baton/store.h). ask: the fast path (one transaction creates the key
-// already granted when the lock has no key at all, or reads the queue),
-// then the enqueue (one transaction creates the waiting key on a lease of
-// its own and reads the queue) and, with room, the claim. The wake-up
-// source is a watch on the key just ahead and on the request's own key
-// (opened before the read it guards); the grant a release hands over
-// comes with its event. look: after the delete of the key ahead, one
-// transaction claims if nothing is ahead any more (else reads the queue);
-// otherwise it renews the waiter's lease when due and reads the queue.
-// withdraw: deletes the key. Reentrancy and retries by owner token
-// (rules 12, 17) are found in the queue.
+// (baton/store.h). ask: the fast path, one transaction that creates the
+// key granted when the lock has no key at all, else creates a blocking
+// request's key waiting (on the same lease, the store's shared one) and
+// reads the queue; a request that found its key already queued, a
+// reentrant one and a try use the queue read instead (a try never queues;
+// the enqueue of a reentrant request, on a lease of its own, follows its
+// look for a hold to join); then, with room, the claim. A key queued on
+// the shared lease moves to a lease of its own when its renewal is due
+// (etcd_acquire_wait.cc), keeping its place. withdraw: deletes the key.
+// Reentrancy and retries by owner token (rules 12, 17) are found in the
+// queue.
 #include <algorithm>
 
 #include "core/validate.h"
 #include "stores/etcd/etcd_impl.h"
+#include "stores/etcd/etcd_request.h"
 
 namespace baton::store::etcd {
 namespace {
@@ -34,79 +35,7 @@ Error wrong_capacity(std::string_view name, std::uint32_t has,
                    std::to_string(asked));
 }
 
-// What the last wait_change() saw, for the look() that follows it.
-enum class Wake {
-  none,        // nothing known: renew the lease if due, read the queue
-  read,        // the queue was read after the watch was opened
-  ahead_gone,  // the key just ahead went (a mutex or a shared request)
-  carried,     // the watch event carried the grant (carried_)
-};
-
-class EtcdRequest final : public Request {
- public:
-  EtcdRequest(EtcdStore& s, const AcquireSpec& spec)
-      : s_(s), spec_(spec), dir_(s.lock_dir(spec.name)) {}
-  ~EtcdRequest() override { drop_spare(); }
-
-  Result<Answer> ask(AskMode mode, milliseconds wait_left,
-                     const CallContext& ctx) override;
-  Result<Answer> look(milliseconds wait_left, const CallContext& ctx) override;
-  Result<Answer> withdraw(const CallContext& ctx) override;
-  std::optional<Grant> wait_change(Clock::time_point until,
-                                   const CallContext& ctx) override;
-  void interrupt() override {
-    Request::interrupt();
-    watch_.cancel();
-  }
-
- private:
-  // The value of its key, granted (`held`) or waiting.
-  Value value(bool held) const;
-  Status own_lease(const CallContext& ctx);
-  void drop_spare();
-  Result<std::optional<Answer>> fast_path(const CallContext& ctx);
-  Result<Answer> settle(const CallContext& ctx);
-  Result<std::optional<Answer>> join(bool* changed, const CallContext& ctx);
-  Status enqueue(const CallContext& ctx);
-  Result<Answer> vanished(const CallContext& ctx);
-  Result<Answer> handoff(const CallContext& ctx);
-  bool needs_keepalive() const;
-  Result<Answer> granted(Entry e, const CallContext& ctx);
-  Result<Answer> renewed(const Entry& e, const CallContext& ctx);
-  Answer queued(int pos) const;
-  void kept_alive(SteadyTime at, const CallContext& ctx);
-  void end_key(bool gone) { s_.key_done(spec_.name, spec_.token, gone); }
-  // The key a waiter at `pos` of q_ watches: the key just ahead (a mutex),
-  // the nearest exclusive request ahead (a shared request); "" = the
-  // lock's range (a semaphore, or nothing ahead).
-  std::string ahead_of(int pos) const;
-  // Whether q_ shows this request still waiting behind `ahead`.
-  bool still_behind(const std::string& ahead) const;
-
-  EtcdStore& s_;
-  const AcquireSpec spec_;
-  const std::string dir_;
-  std::string key_;  // the request's key (chosen at the first ask)
-  bool try_only_ = false;
-  SteadyTime start_{};  // just before the first ask: valid_for's start
-  // A lease this request got that no key holds (revoked when unused).
-  std::int64_t spare_ = 0;
-  bool spare_shared_ = false;
-  std::int64_t granted_s_ = 0;  // the length etcd gave the waiter's lease
-  Queue q_;                     // the last read of the lock's queue
-  bool queued_ = false;         // its key is in the queue (made or found)
-  Entry me_;                    // its key as last read (queued_)
-  bool waited_ = false;         // it waited for a change
-  // The waiter's lease: last renewed (sent) at, and the next renewal on
-  // the call's clock (the queued answers' look_at).
-  SteadyTime last_keepalive_{};
-  Clock::time_point keepalive_at_ = Clock::time_point::max();
-  Wake wake_ = Wake::none;
-  Entry carried_;
-  WatchSlot watch_;
-  std::string watched_ahead_;  // what watch_ covers, and until when
-  Clock::time_point watch_until_{};
-};
+}  // namespace
 
 Value EtcdRequest::value(bool held) const {
   Value v;
@@ -159,8 +88,12 @@ Result<Answer> EtcdRequest::ask(AskMode mode, milliseconds,
 // A lease (the store's shared one, or one of its own with lease=own), then
 // one transaction: if the lock has no key at all, the request's key is
 // created granted (fencing: this write's revision); otherwise (a shared
-// request: unless every key is shared) the transaction reads the queue
-// into q_ (nullopt).
+// request: unless every key is shared) a blocking request's key is created
+// waiting, on the same lease, and the transaction reads the queue into q_
+// (nullopt). Rule 8 orders requests by their arrival at the store: queued
+// in a later transaction, a request that found the lock taken would let
+// one that came between the two (a try finding the lock just released)
+// get ahead of it.
 Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
   const std::int64_t secs = lease_seconds(spec_.ttl);
   granted_s_ = secs;
@@ -179,9 +112,21 @@ Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
   } else if (Status st = own_lease(ctx); !st.ok()) {
     return st.error();
   }
+  // Not a try (it never queues), nor a reentrant request (it first looks
+  // for a hold to join, settle()).
+  const bool queue_now = !try_only_ && spec_.reentrancy_key.empty();
+  Value waiting = value(false);
   pb::TxnRequest fast;
+  pb::TxnRequest* enqueue = nullptr;  // creates the key waiting
   auto set_puts = [&] {
     mine.shared_lease = spare_shared_;
+    waiting.shared_lease = spare_shared_;
+    if (enqueue != nullptr) {
+      pb::PutRequest* put = enqueue->mutable_success(0)->mutable_request_put();
+      put->set_key(key_);
+      put->set_value(encode(waiting));
+      put->set_lease(spare_);
+    }
     for (pb::PutRequest* put : {fast.mutable_success(0)->mutable_request_put(),
                                 spec_.shared ? fast.mutable_failure(0)
                                                    ->mutable_request_txn()
@@ -213,6 +158,13 @@ Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
     readers->set_result(pb::Compare::GREATER);
     readers->set_value(std::string(kSharedFloor));
     inner->add_success()->mutable_request_put();
+    if (queue_now) enqueue = inner->add_failure()->mutable_request_txn();
+  } else if (queue_now) {
+    enqueue = fast.add_failure()->mutable_request_txn();
+  }
+  if (enqueue != nullptr) {
+    compare_create(enqueue, key_, 0);  // a retry finds its key queued
+    enqueue->add_success()->mutable_request_put();
   }
   *fast.add_failure()->mutable_request_range() = dir_range(dir_);
   set_puts();
@@ -242,7 +194,20 @@ Result<std::optional<Answer>> EtcdRequest::fast_path(const CallContext& ctx) {
     return std::optional<Answer>{Answer::granted_with(
         s_.grant_of(spec_.name, e, spec_.ttl, start_, last_keepalive_))};
   }
-  q_ = queue_of(dir_, r->responses(spec_.shared ? 1 : 0).response_range());
+  const int range_at = spec_.shared || queue_now ? 1 : 0;
+  const pb::TxnResponse* enq = nullptr;
+  if (enqueue != nullptr) {
+    const pb::TxnResponse& first = r->responses(0).response_txn();
+    enq = !spec_.shared                ? &first
+          : first.responses_size() > 0 ? &first.responses(0).response_txn()
+                                       : nullptr;
+  }
+  if (enq != nullptr && enq->succeeded()) {
+    queued_ = true;
+    spare_ = 0;  // the key's now; settle() moves a shared one off it
+    spare_shared_ = false;
+  }
+  q_ = queue_of(dir_, r->responses(range_at).response_range());
   q_.revision = r->header().revision();
   return std::optional<Answer>{};
 }
@@ -392,6 +357,40 @@ Status EtcdRequest::enqueue(const CallContext& ctx) {
   return {};
 }
 
+// A key queued on the lease its request came with (the store's shared
+// one, never kept alive: keeping it would keep its other keys too) moves
+// to a lease of its own when its renewal is due, as one enqueue() makes.
+// Its create revision, its place in the queue, stays. False: the key
+// changed meanwhile (a release granted it, or withdrew it).
+Result<bool> EtcdRequest::own_waiting_lease(const CallContext& ctx) {
+  if (Status st = own_lease(ctx); !st.ok()) return st.error();
+  Value v = me_.v;
+  v.shared_lease = false;
+  pb::TxnRequest t;
+  compare_mod(&t, me_.key, me_.mod_rev);
+  auto* put = t.add_success()->mutable_request_put();
+  put->set_key(me_.key);
+  put->set_value(encode(v));
+  put->set_lease(spare_);
+  auto w = s_.conn().txn(t, ctx);
+  if (!w.ok() && w.error().code() == Errc::lock_lost) {
+    // Its new lease ran out before the transaction came (see fast_path).
+    spare_ = 0;
+    if (Status st = own_lease(ctx); !st.ok()) return st.error();
+    put->set_lease(spare_);
+    w = s_.conn().txn(t, ctx);
+  }
+  if (!w.ok()) return std::move(w).error();
+  if (!w->succeeded()) return false;
+  me_.v = v;
+  me_.lease = spare_;
+  me_.mod_rev = w->header().revision();
+  spare_ = 0;  // the key's now
+  const int pos = q_.index_of(spec_.token);
+  if (pos >= 0) q_.entries[static_cast<std::size_t>(pos)] = me_;
+  return true;
+}
+
 // The key went while it waited. With its lease alive, someone released the
 // request by its token (rule 5: withdrawn); with the lease gone, this
 // process stalled past the lease's TTL and etcd dropped the key (the
@@ -400,7 +399,9 @@ Result<Answer> EtcdRequest::vanished(const CallContext& ctx) {
   auto left = s_.conn().time_to_live(me_.lease, ctx);
   drop_spare();
   end_key(true);
-  if (left.ok() && *left >= 0) s_.revoke_later(me_.lease);
+  if (left.ok() && *left >= 0 && !me_.v.shared_lease) {
+    s_.revoke_later(me_.lease);
+  }
   if (left.ok() && *left < 0) {
     return Error(Errc::unavailable,
                  "the request for lock " + core::quote_name(spec_.name) +
@@ -424,7 +425,18 @@ bool EtcdRequest::needs_keepalive() const {
 // off the handoff's path, if its lease's last renewal is older than
 // shared_window(ttl) (the validity a shared lease may cost too).
 Result<Answer> EtcdRequest::granted(Entry e, const CallContext& ctx) {
-  if (needs_keepalive()) {
+  if (e.v.shared_lease) {
+    // Queued on the shared lease and granted before its move: renewed by
+    // moving it (the shared lease is never kept alive), else its validity
+    // counts from the shared lease's grant.
+    if (needs_keepalive()) {
+      SteadyTime ref{};
+      auto moved = s_.renew(e, spec_.ttl, &ref, ctx);
+      if (!moved.ok()) return std::move(moved).error();
+      e = std::move(*moved);
+      last_keepalive_ = ref;
+    }
+  } else if (needs_keepalive()) {
     const SteadyTime sent = steady_clock::now();
     auto ka = s_.conn().keep_alive(e.lease, ctx);
     if (!ka.ok()) return std::move(ka).error();
@@ -468,147 +480,6 @@ Answer EtcdRequest::queued(int pos) const {
   return a;
 }
 
-std::string EtcdRequest::ahead_of(int pos) const {
-  if (spec_.capacity != 1 || pos <= 0) return {};
-  const int at = me_.v.shared
-                     ? q_.exclusive_before(static_cast<std::size_t>(pos))
-                     : pos - 1;
-  return at < 0 ? std::string() : q_.entries[static_cast<std::size_t>(at)].key;
-}
-
-bool EtcdRequest::still_behind(const std::string& ahead) const {
-  const int pos = q_.index_of(spec_.token);
-  if (pos < 0) return false;
-  const auto at = static_cast<std::size_t>(pos);
-  const Entry& me = q_.entries[at];
-  return !me.v.held && me.create_rev == me_.create_rev &&
-         q_.entries[0].v.capacity == spec_.capacity &&
-         q_.blocked(at, me.v.shared, spec_.capacity) && ahead_of(pos) == ahead;
-}
-
-// Waits for the key just ahead to go (a mutex, whether the key ahead is a
-// single request or a waiting acquire_all, which counts as the exclusive
-// request it is; or its own key, withdrawn by a release), else (a
-// semaphore) for any key of the lock to go. A shared request waits for the
-// nearest exclusive request ahead instead (rule 18): the shared requests
-// between two exclusive ones all go when the first of them does, and a
-// release wakes only those and the exclusive request right behind it. The
-// watch covers just those two keys (else the lock's keys: etcd then sends
-// every waiter every delete) and is opened before the read it guards,
-// again when the key ahead or the wait's end changed.
-std::optional<Grant> EtcdRequest::wait_change(Clock::time_point until,
-                                              const CallContext& ctx) {
-  wake_ = Wake::none;
-  waited_ = true;
-  const Clock::time_point end = ctx.cap(until);
-  if (end <= ctx.now()) return std::nullopt;  // a look is due now
-  const std::string ahead = ahead_of(q_.index_of(spec_.token));
-  if (watch_.get() == nullptr || !watch_.get()->usable() ||
-      watched_ahead_ != ahead || watch_until_ != end) {
-    std::vector<WatchSpec> keys;
-    if (ahead.empty()) {
-      keys.push_back({dir_, prefix_end(dir_)});
-    } else {
-      keys.push_back({ahead, std::string()});
-      // Its puts too: a release that grants this request in its own
-      // transaction (the handoff) puts its key first, and etcd then sends
-      // that event first (7 times in 8): the grant comes with the wake-up.
-      keys.push_back({me_.key, std::string(), true});
-    }
-    watch_.open(s_.conn(), keys, steady_at(end, ctx));
-    watched_ahead_ = ahead;
-    watch_until_ = end;
-    auto q = s_.read_queue(spec_.name, ctx);
-    if (!q.ok()) return std::nullopt;  // look() reads again and says why
-    q_ = std::move(*q);
-    wake_ = Wake::read;
-    if (!still_behind(ahead)) return std::nullopt;
-  }
-  if (interrupted()) return std::nullopt;
-  WatchStream& w = *watch_.get();
-  const std::string own = me_.key;
-  const bool woke = w.wait([&](const std::string& k) {
-    return ahead.empty() || k == ahead || k == own;
-  });
-  wake_ = Wake::none;
-  if (!woke) {
-    watch_.close();
-    return std::nullopt;
-  }
-  s_.count_wakeup();
-  if (ahead.empty() || q_.entries.empty() || q_.entries[0].v.capacity != 1) {
-    return std::nullopt;
-  }
-  wake_ = Wake::ahead_gone;
-  const pb::KeyValue* kv = w.put_of(own);
-  Entry e;
-  if (kv != nullptr && !me_.v.shared &&
-      parse_entry(dir_, kv->key(), kv->create_revision(), kv->mod_revision(),
-                  kv->lease(), kv->value(), &e) &&
-      e.v.held && e.create_rev == me_.create_rev && e.token == spec_.token) {
-    // The handoff's put of its key, as etcd committed it: no read.
-    s_.count_handed(true);
-    wake_ = Wake::carried;
-    carried_ = std::move(e);
-    if (needs_keepalive()) return std::nullopt;  // look() renews it
-    auto g = granted(carried_, ctx);             // no I/O: answered here
-    if (!g.ok() || g->kind != Answer::Kind::granted) return std::nullopt;
-    wake_ = Wake::none;
-    return std::move(g->grant);
-  }
-  return std::nullopt;
-}
-
-// The key ahead went: claim at once if this request is now first, or
-// (shared) has no exclusive request ahead any more (the claim reads the
-// queue if not).
-Result<Answer> EtcdRequest::handoff(const CallContext& ctx) {
-  const Entry waiter = me_;
-  if (!waiter.v.shared) {
-    // The release that woke it may have granted it in its own transaction
-    // (the handoff): the member that sent the delete has applied it, so a
-    // serializable read of its key there shows it (a read from another
-    // member may be behind: then the claim below fails on the key's
-    // changed mod revision and the queue read shows it held).
-    auto now = s_.read_entry(spec_.name, spec_.token, ctx, true);
-    if (!now.ok()) return std::move(now).error();
-    if (*now && (*now)->v.held && (*now)->create_rev == waiter.create_rev) {
-      s_.count_handed(false);
-      return granted(std::move(**now), ctx);
-    }
-  }
-  auto claimed = waiter.v.shared ? s_.claim_shared(waiter, &q_, ctx)
-                                 : s_.claim_first(waiter, &q_, ctx);
-  if (!claimed.ok()) return std::move(claimed).error();
-  if (*claimed) return granted(std::move(**claimed), ctx);
-  return settle(ctx);
-}
-
-Result<Answer> EtcdRequest::look(milliseconds, const CallContext& ctx) {
-  waited_ = true;
-  switch (std::exchange(wake_, Wake::none)) {
-    case Wake::carried:
-      return granted(std::move(carried_), ctx);
-    case Wake::ahead_gone:
-      return handoff(ctx);
-    case Wake::read:
-      return settle(ctx);
-    case Wake::none:
-      break;
-  }
-  if (queued_ &&
-      steady_clock::now() >= last_keepalive_ + keepalive_every(granted_s_)) {
-    const SteadyTime sent = steady_clock::now();
-    auto ka = s_.conn().keep_alive(me_.lease, ctx);
-    if (!ka.ok()) return std::move(ka).error();
-    kept_alive(sent, ctx);
-  }
-  auto q = s_.read_queue(spec_.name, ctx);
-  if (!q.ok()) return std::move(q).error();
-  q_ = std::move(*q);
-  return settle(ctx);
-}
-
 // The wait is over: deletes the key at once, without reading first (the
 // delete must fit in the call's reply grace, rule 7). A grant that came in
 // meanwhile goes with it.
@@ -628,8 +499,6 @@ Result<Answer> EtcdRequest::withdraw(const CallContext& ctx) {
   a.gone = true;
   return a;
 }
-
-}  // namespace
 
 std::unique_ptr<Request> make_request(EtcdStore& s, const AcquireSpec& spec) {
   return std::make_unique<EtcdRequest>(s, spec);
