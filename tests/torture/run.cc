@@ -439,6 +439,8 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
     resource.stop();
     writes = resource.writes();
   }
+  std::string first_internal;  // the earliest `internal` error's message
+  std::int64_t first_internal_us = 0;
   for (const auto& e : std::filesystem::directory_iterator(r.dir)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 5 && name[0] == 'w' && name.ends_with(".log")) {
@@ -447,6 +449,28 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
       if (bad > 0) r.counts["log_lines_unparsed"] += bad;
       ops.insert(ops.end(), v.begin(), v.end());
     }
+    if (name[0] == 'w' && name.ends_with(".log.internal")) {
+      std::ifstream in(e.path());
+      std::int64_t at = 0;
+      std::string what;
+      while (in >> at && std::getline(in, what)) {
+        if (first_internal.empty() || at < first_internal_us) {
+          first_internal_us = at;
+          first_internal = name.substr(0, name.find('.')) + ":" + what;
+        }
+      }
+    }
+  }
+  // An `internal` error is a bug in baton whatever the faults: reported
+  // with its first message (a finding: the run's safety is judged apart).
+  for (const Op& op : ops) {
+    if (op.result == "internal") ++r.counts["internal_results"];
+  }
+  if (r.counts["internal_results"] > 0) {
+    r.findings.push_back(
+        {"internal-error",
+         std::to_string(r.counts["internal_results"]) +
+             " calls answered `internal`; the first: " + first_internal});
   }
   for (const Fault& f : faults) {
     ++r.faults[f.kind];
@@ -456,7 +480,7 @@ RunResult run_once(const Options& options, std::uint64_t seed) {
   }
   Judged j = check_all(o, ops, writes, judged_faults, counter, counter_known);
   r.details = std::move(j.violations);
-  r.findings = std::move(j.findings);
+  r.findings.insert(r.findings.end(), j.findings.begin(), j.findings.end());
   for (auto& [k, v] : j.counts) r.counts[k] = v;
   for (auto& [k, v] : j.counts) {
     if (k.rfind("violations_", 0) == 0) r.violations += v;

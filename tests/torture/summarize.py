@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Sums baton_torture --json output: runs, faults by kind, violations by
-checker, worst recovery, and checker 10's store overlaps by fault kind
-(a finding, not a violation) with one example per kind.
+checker, worst recovery, checker 10's store overlaps by fault kind
+(a finding, not a violation) with one example per kind, and the calls
+answered `internal` (a bug in baton; a finding) with the first message.
 
   summarize.py FILE.jsonl [...]             text, with one example each
   summarize.py --markdown FILE.jsonl [...]  one table row per file
@@ -23,7 +24,8 @@ def load(path):
     s = {"runs": 0, "errors": 0, "with_v": 0, "faults": collections.Counter(),
          "checkers": collections.Counter(), "worst": 0, "seeds": [],
          "examples": {}, "counts": collections.Counter(),
-         "overlap_runs": 0, "overlap_examples": {}}
+         "overlap_runs": 0, "overlap_examples": {},
+         "internal_runs": 0, "internal_example": None}
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -49,6 +51,10 @@ def load(path):
             if r["counts"].get("store_overlaps", 0) > 0:
                 s["overlap_runs"] += 1
             for d in r.get("findings", []):
+                if d["checker"] == "internal-error":
+                    s["internal_runs"] += 1
+                    if s["internal_example"] is None:
+                        s["internal_example"] = (r["seed"], d["what"])
                 if d["checker"] != "10-store-overlap":
                     continue
                 kinds = d["what"].rsplit("faults: ", 1)[-1].split(";")[0]
@@ -105,3 +111,8 @@ for path in args:
               f"{k}={v}" for k, v in sorted(under.items())) if under else ""))
     for k, (seed, what) in sorted(s["overlap_examples"].items()):
         print(f"  e.g. overlap under {k}: seed {seed}: {what}")
+    print(f"  calls answered internal: {c['internal_results']} in "
+          f"{s['internal_runs']} runs")
+    if s["internal_example"]:
+        seed, what = s["internal_example"]
+        print(f"  e.g. seed {seed}: {what}")

@@ -152,7 +152,18 @@ class Worker {
     o.invoke_us = real_us();
     return o;
   }
-  static std::string res(const Error& e) {
+  // The result word of a failed call. An `internal` error is a bug in
+  // baton, and its code alone says nothing: its message goes to
+  // <log>.internal (one line each, with the time) for the run's report.
+  std::string res(const Error& e) {
+    if (e.code() == Errc::internal) {
+      std::lock_guard<std::mutex> g(internal_mu_);
+      if (std::FILE* f = std::fopen((a_.log + ".internal").c_str(), "a")) {
+        std::fprintf(f, "%lld %s\n", static_cast<long long>(real_us()),
+                     e.to_string().c_str());
+        std::fclose(f);
+      }
+    }
     return std::string(errc_name(e.code()));
   }
 
@@ -538,6 +549,7 @@ class Worker {
   std::mt19937_64 rng_;
   std::FILE* log_ = nullptr;
   std::mutex log_mu_;
+  std::mutex internal_mu_;  // <log>.internal
   std::int32_t* status_ = nullptr;
   std::optional<Client> client_;
   int res_fd_ = -1;
